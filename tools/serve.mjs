@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+// Static server for public/ (the site root), used by `npm start`, the Playwright suites and the benchmark.
+//
+// Headers, and why:
+// - COOP/COEP: the page is cross-origin isolated, so threads (SharedArrayBuffer) can be enabled there.
+// - CORS (Access-Control-Allow-Origin: *) and CORP (cross-origin): the widget and its assets are
+//   loaded by other origins, including cross-origin-isolated ones.
+// - application/wasm: needed by WebAssembly.instantiateStreaming.
+// usage: node tools/serve.mjs [--port N] [--root DIR] [--host H]    (PORT env also sets the port)
+import { createServer } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const MIME_TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.txt': 'text/plain; charset=utf-8',
+  '.md': 'text/markdown; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+  '.ico': 'image/x-icon',
+  '.safetensors': 'application/octet-stream',
+};
+
+const ISOLATION_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+  'Cross-Origin-Resource-Policy': 'cross-origin',
+  'Access-Control-Allow-Origin': '*',
+  'X-Content-Type-Options': 'nosniff',
+};
+
+function parseArgs(argv) {
+  const options = { port: Number(process.env.PORT || 8080), root: 'public', host: '127.0.0.1' };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, value] = [argv[i], argv[i + 1]];
+    if (flag === '--port') options.port = Number(value);
+    else if (flag === '--root') options.root = value;
+    else if (flag === '--host') options.host = value;
+    else throw new Error(`unknown option ${flag} (use --port N, --root DIR, --host H)`);
+    i++;
+  }
+  if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
+    throw new Error(`invalid port: ${options.port}`);
+  }
+  return options;
+}
+
+// Maps a URL path to a file under root, refusing anything that escapes it.
+function resolveFile(root, urlPath) {
+  let decoded;
+  try {
+    decoded = decodeURIComponent(urlPath);
+  } catch {
+    return null;
+  }
+  if (decoded.includes('\0')) return null;
+  const file = normalize(join(root, decoded));
+  return file === root || file.startsWith(root + sep) ? file : null;
+}
+
+export function startServer({ port = 8080, root = 'public', host = '127.0.0.1' } = {}) {
+  const rootDir = resolve(root);
+  const server = createServer(async (request, response) => {
+    const headers = { ...ISOLATION_HEADERS, 'Cache-Control': 'no-cache' };
+    if (request.method === 'OPTIONS') {
+      response.writeHead(204, { ...headers, 'Access-Control-Allow-Methods': 'GET, HEAD', 'Access-Control-Allow-Headers': '*' });
+      response.end();
+      return;
+    }
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      response.writeHead(405, headers).end('method not allowed\n');
+      return;
+    }
+    const url = new URL(request.url, 'http://localhost');
+    let file = resolveFile(rootDir, url.pathname);
+    let info = file && (await stat(file).catch(() => null));
+    if (info?.isDirectory()) {
+      file = join(file, 'index.html');
+      info = await stat(file).catch(() => null);
+    }
+    if (!info?.isFile()) {
+      response.writeHead(404, { ...headers, 'Content-Type': 'text/plain; charset=utf-8' }).end('not found\n');
+      return;
+    }
+    response.writeHead(200, {
+      ...headers,
+      'Content-Type': MIME_TYPES[extname(file).toLowerCase()] || 'application/octet-stream',
+      'Content-Length': info.size,
+    });
+    if (request.method === 'HEAD') {
+      response.end();
+      return;
+    }
+    createReadStream(file).on('error', () => response.destroy()).pipe(response);
+  });
+  return new Promise((resolveListening, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolveListening(server));
+  });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    const options = parseArgs(process.argv.slice(2));
+    const server = await startServer(options);
+    const { port } = server.address();
+    console.log(`gpt2-wasm is served at http://localhost:${port}/ (root: ${resolve(options.root)}; Ctrl+C stops)`);
+  } catch (error) {
+    console.error(`serve: ${error.message}`);
+    process.exit(1);
+  }
+}

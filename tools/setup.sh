@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One-time set-up shared by `npm start`, `npm test` and CI: system packages, then npm dependencies.
+# As root it installs missing Debian packages with apt-get; otherwise it prints the exact command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian/Ubuntu packages: compilers and CMake, Eigen and GoogleTest for the native engine and its
+# tests, Emscripten for the WebAssembly build, Chromium for the end-to-end tests.
+required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten chromium clang libclang-rt-14-dev)
+
+missing=()
+for package in "${required_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing system packages. Install them with:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# npm dependencies: reinstall when the lockfile is newer than the installed tree.
+if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  echo "setup: installing npm dependencies"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
