@@ -1,0 +1,39 @@
+// IEEE half (F16) and bfloat16 (BF16) to float32 with integer bit operations only:
+// Emscripten 3.1.6 has no _Float16, and bit manipulation gives the same result everywhere.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace gpt2 {
+
+inline float bits_to_float(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+inline float bf16_to_float(uint16_t h) {
+    // bfloat16 is the top half of a float32: subnormals, inf and nan carry over unchanged
+    return bits_to_float(uint32_t(h) << 16);
+}
+
+inline float f16_to_float(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000u) << 16;
+    uint32_t exponent = (h >> 10) & 0x1Fu;
+    uint32_t mantissa = h & 0x3FFu;
+    if (exponent == 0x1F)  // inf (mantissa 0) or nan (payload kept)
+        return bits_to_float(sign | 0x7F800000u | (mantissa << 13));
+    if (exponent != 0)  // normal: rebias 15 -> 127
+        return bits_to_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+    if (mantissa == 0) return bits_to_float(sign);  // signed zero
+    // subnormal: mantissa * 2^-24; shift until the implicit bit (0x400) appears, every float32 is normal here
+    uint32_t shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        shift++;
+    }
+    return bits_to_float(sign | ((113u - shift) << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+}  // namespace gpt2

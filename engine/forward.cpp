@@ -1,0 +1,105 @@
+#include "forward.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels.h"
+#include "ops.h"
+#include "weights.h"
+
+namespace gpt2 {
+
+RunState::~RunState() { std::free(memory); }
+
+bool create_run_state(const Config& c, RunState* s, std::string* error) {
+    const uint64_t T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
+    // floats per buffer, in field order; the token window is counted as floats too (same size as int32)
+    const uint64_t activation_floats = T * C * 4 + T * 3 * C + T * 4 * C + T + uint64_t(c.n_vocab) + T;
+    const uint64_t kv_floats = 2 * L * T * C;
+    const uint64_t bytes = (activation_floats + kv_floats) * sizeof(float);
+    if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
+        if (error)
+            *error = "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
+                     std::to_string(kv_floats * sizeof(float)) + ") and activations";
+        return false;
+    }
+    s->bytes = size_t(bytes);
+    s->kv_cache_bytes = size_t(kv_floats * sizeof(float));
+    float* p = static_cast<float*>(s->memory);
+    auto take = [&p](uint64_t n) {
+        float* r = p;
+        p += n;
+        return r;
+    };
+    s->x = take(T * C);
+    s->xb = take(T * C);
+    s->qkv = take(T * 3 * C);
+    s->att = take(T * C);
+    s->proj = take(T * C);
+    s->fc = take(T * 4 * C);
+    s->scores = take(T);
+    s->logits = take(uint64_t(c.n_vocab));
+    s->key_cache = take(L * T * C);
+    s->value_cache = take(L * T * C);
+    s->tokens = reinterpret_cast<int32_t*>(take(T));
+    return true;
+}
+
+// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias, w row-major [n_out][n_in].
+static void matmul(float* out, const float* x, const float* w, const float* bias, int n, int n_in, int n_out) {
+    if (n == 1)
+        gemv(out, x, w, bias, n_in, n_out);
+    else
+        gemm(out, x, w, bias, n, n_in, n_out);
+}
+
+void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* all_logits) {
+    const Config& c = model.config();
+    const Weights& w = model.weights();
+    const int C = c.n_embd, T = c.n_ctx;
+    const float eps = c.layer_norm_epsilon;
+
+    for (int t = 0; t < n; t++) embed(s->x + (size_t)t * C, w.wte, w.wpe, tokens[t], pos0 + t, C);
+
+    for (int l = 0; l < c.n_layer; l++) {
+        const size_t lC = (size_t)l * C;
+        float* key_cache = s->key_cache + (size_t)l * T * C;
+        float* value_cache = s->value_cache + (size_t)l * T * C;
+
+        // attention block: x += c_proj(attention(c_attn(ln_1(x))))
+        for (int t = 0; t < n; t++)
+            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
+        matmul(s->qkv, s->xb, w.qkv_weight + lC * 3 * C, w.qkv_bias + lC * 3, n, C, 3 * C);
+        for (int t = 0; t < n; t++) {
+            const float* qkv = s->qkv + (size_t)t * 3 * C;
+            std::memcpy(key_cache + (size_t)(pos0 + t) * C, qkv + C, sizeof(float) * C);
+            std::memcpy(value_cache + (size_t)(pos0 + t) * C, qkv + 2 * C, sizeof(float) * C);
+        }
+        for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
+            attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
+                          c.n_head, s->scores);
+        matmul(s->proj, s->att, w.attn_proj_weight + lC * C, w.attn_proj_bias + lC, n, C, C);
+        residual_add(s->x, s->proj, n * C);
+
+        // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
+        for (int t = 0; t < n; t++)
+            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_2_weight + lC, w.ln_2_bias + lC, C, eps);
+        matmul(s->fc, s->xb, w.fc_weight + lC * 4 * C, w.fc_bias + lC * 4, n, C, 4 * C);
+        gelu(s->fc, n * 4 * C);
+        matmul(s->proj, s->fc, w.mlp_proj_weight + lC * 4 * C, w.mlp_proj_bias + lC, n, 4 * C, C);
+        residual_add(s->x, s->proj, n * C);
+    }
+
+    // final layernorm and the tied LM head (wte as [n_vocab][n_embd])
+    const int first = all_logits ? 0 : n - 1;
+    for (int t = first; t < n; t++)
+        layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
+    if (all_logits) {
+        matmul(all_logits, s->xb, w.wte, nullptr, n, C, c.n_vocab);
+        std::memcpy(s->logits, all_logits + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
+    } else {
+        gemv(s->logits, s->xb + (size_t)(n - 1) * C, w.wte, nullptr, C, c.n_vocab);
+    }
+}
+
+}  // namespace gpt2

@@ -1,0 +1,45 @@
+// Activations, KV cache and the GPT-2 forward pass (the one function that knows the layer order).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gpt2.h"
+
+namespace gpt2 {
+
+// Everything is sized for n_ctx tokens at creation, so neither a prefill nor a step allocates.
+struct RunState {
+    float* x = nullptr;        // (n_ctx, n_embd) residual stream of the tokens being fed
+    float* xb = nullptr;       // (n_ctx, n_embd) layernorm output
+    float* qkv = nullptr;      // (n_ctx, 3 * n_embd) query | key | value per token
+    float* att = nullptr;      // (n_ctx, n_embd) attention output, heads concatenated
+    float* proj = nullptr;     // (n_ctx, n_embd) attn.c_proj / mlp.c_proj output before the residual add
+    float* fc = nullptr;       // (n_ctx, 4 * n_embd) MLP hidden activations
+    float* scores = nullptr;   // (n_ctx) attention weights of one query row and head
+    float* logits = nullptr;   // (n_vocab) logits of the last fed token
+    float* key_cache = nullptr;    // (n_layer, n_ctx, n_embd)
+    float* value_cache = nullptr;  // (n_layer, n_ctx, n_embd)
+    int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
+
+    void* memory = nullptr;  // one block holding all of the above
+    size_t bytes = 0;
+    size_t kv_cache_bytes = 0;
+
+    RunState() = default;
+    RunState(const RunState&) = delete;
+    RunState& operator=(const RunState&) = delete;
+    ~RunState();
+};
+
+// "out of memory: need N bytes for ..." on failure.
+bool create_run_state(const Config& config, RunState* state, std::string* error);
+
+// Feeds tokens[0..n) at positions pos0..pos0+n-1; the KV cache must hold positions < pos0 and
+// pos0 + n <= n_ctx, token ids in range (the caller checks). Fills the cache for the new positions and writes
+// the last token's logits to state->logits; if all_logits is not null also every token's logits (n, n_vocab).
+// n == 1 runs the GEMV path, n > 1 the batched GEMM path; both give bit-identical rows.
+void forward(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0, float* all_logits);
+
+}  // namespace gpt2

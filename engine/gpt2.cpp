@@ -1,0 +1,145 @@
+// Public API: model loading and the Session (token window, cache policy, sampling).
+#include "gpt2.h"
+
+#include <cstring>
+#include <new>
+
+#include "config.h"
+#include "forward.h"
+#include "safetensors.h"
+#include "sampler.h"
+#include "weights.h"
+
+namespace gpt2 {
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, std::string* error) {
+    Config config;
+    if (!parse_config(config_json, config_len, &config, error)) return nullptr;
+    SafetensorsFile file;
+    if (!parse_safetensors(safetensors, safetensors_len, &file, error)) return nullptr;
+    std::unique_ptr<Model> model(new (std::nothrow) Model());
+    std::unique_ptr<Weights> weights(new (std::nothrow) Weights());
+    if (!model || !weights) {
+        if (error)
+            *error = "out of memory: need " + std::to_string(sizeof(Model) + sizeof(Weights)) + " bytes for the model";
+        return nullptr;
+    }
+    if (!load_weights(config, file, weights.get(), error)) return nullptr;
+    model->config_ = config;
+    model->weights_ = std::move(weights);
+    return model;
+}
+
+const Config& model_config(const Model& model) { return model.config(); }
+size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }
+
+Session::~Session() = default;
+
+std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, std::string* error) {
+    std::unique_ptr<Session> session(new (std::nothrow) Session());
+    if (session) {
+        session->state_.reset(new (std::nothrow) RunState());
+        session->sampler_.reset(new (std::nothrow) Sampler());
+    }
+    if (!session || !session->state_ || !session->sampler_) {
+        if (error)
+            *error = "out of memory: need " + std::to_string(sizeof(Session) + sizeof(RunState) + sizeof(Sampler)) +
+                     " bytes for the session";
+        return nullptr;
+    }
+    if (!create_run_state(model.config(), session->state_.get(), error)) return nullptr;
+    if (!session->sampler_->init(model.config().n_vocab, error)) return nullptr;
+    session->model_ = &model;
+    session->use_kv_cache_ = use_kv_cache;
+    return session;
+}
+
+void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); }
+
+const float* Session::logits() const { return state_->logits; }
+void Session::reset() { n_cached_ = 0; }
+int Session::n_cached() const { return n_cached_; }
+size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
+const std::string& Session::error() const { return error_; }
+const int32_t* Session::window() const { return state_->tokens; }
+
+bool Session::check_ids(const int32_t* ids, size_t n) {
+    const int n_vocab = model_->config().n_vocab;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= n_vocab) {
+            error_ = "token id " + std::to_string(ids[i]) + " out of range [0, " + std::to_string(n_vocab) + ")";
+            return false;
+        }
+    }
+    return true;
+}
+
+void Session::feed_from_scratch(const int32_t* ids, size_t n, float* all_logits) {
+    if (ids != state_->tokens) std::memmove(state_->tokens, ids, sizeof(int32_t) * n);
+    n_cached_ = int(n);
+    forward(*model_, state_.get(), state_->tokens, int(n), 0, all_logits);
+}
+
+int Session::prefill(const int32_t* ids, size_t n) {
+    error_.clear();
+    if (n == 0) {
+        error_ = "empty prompt: prefill needs at least one token";
+        return -1;
+    }
+    if (!check_ids(ids, n)) return -1;
+    // A prompt longer than the context keeps its newest n_ctx tokens (the window is then full, and the first
+    // step() slides it).
+    const size_t n_ctx = size_t(model_->config().n_ctx);
+    const size_t keep = n < n_ctx ? n : n_ctx;
+    feed_from_scratch(ids + (n - keep), keep, nullptr);
+    return sample();
+}
+
+bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
+    error_.clear();
+    const int n_ctx = model_->config().n_ctx;
+    if (n == 0 || n > size_t(n_ctx)) {
+        error_ = "prefill_logits: " + std::to_string(n) + " tokens, expected 1.." + std::to_string(n_ctx);
+        return false;
+    }
+    if (!check_ids(ids, n)) return false;
+    feed_from_scratch(ids, n, all_logits);
+    return true;
+}
+
+int Session::step(int32_t id) {
+    error_.clear();
+    if (!check_ids(&id, 1)) return -1;
+    const int n_ctx = model_->config().n_ctx;
+    int32_t* tokens = state_->tokens;
+    if (n_cached_ == n_ctx) {
+        // Sliding window: keep the newest n_ctx / 2 tokens (the new one included) and re-prefill them, so
+        // positions restart at 0 and the next n_ctx / 2 steps are cheap cached steps again.
+        const int keep = n_ctx / 2 > 0 ? n_ctx / 2 : 1;
+        std::memmove(tokens, tokens + (n_ctx - (keep - 1)), sizeof(int32_t) * (keep - 1));
+        tokens[keep - 1] = id;
+        feed_from_scratch(tokens, size_t(keep), nullptr);
+    } else if (use_kv_cache_) {
+        tokens[n_cached_] = id;
+        forward(*model_, state_.get(), tokens + n_cached_, 1, n_cached_, nullptr);
+        n_cached_++;
+    } else {  // uncached: recompute the whole window through the batched path
+        tokens[n_cached_] = id;
+        feed_from_scratch(tokens, size_t(n_cached_ + 1), nullptr);
+    }
+    return sample();
+}
+
+int Session::sample() {
+    error_.clear();
+    if (n_cached_ == 0) {
+        error_ = "sample: no token has been fed yet";
+        return -1;
+    }
+    return sampler_->sample(state_->logits, state_->tokens, n_cached_, &error_);
+}
+
+}  // namespace gpt2

@@ -1,0 +1,110 @@
+// Public C++ API of the GPT-2 engine (used by the native tool and the wasm binding).
+// Nothing here throws or aborts on bad input: failures return nullptr / -1 / false with a one-line message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gpt2 {
+
+struct Config {
+    int n_vocab;               // vocabulary size ("vocab_size")
+    int n_ctx;                 // context length = rows of wpe ("n_positions", falling back to "n_ctx")
+    int n_embd;                // channels
+    int n_head;                // attention heads (n_embd % n_head == 0)
+    int n_layer;               // transformer blocks
+    float layer_norm_epsilon;  // default 1e-5
+};
+
+// Invalid values are sanitized by Session::set_sampling: temperature <= 0 or nan means greedy,
+// top_k <= 0 or >= n_vocab means no top-k, top_p outside (0, 1) means no top-p (top_p <= 0 keeps only the
+// most likely token), repetition_penalty <= 0 or nan means 1 (off).
+struct SamplingSettings {
+    float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
+    int top_k = 0;                    // keep the k most likely tokens; 0: off
+    float top_p = 1.0f;               // nucleus: smallest set with probability mass >= top_p; 1: off
+    float repetition_penalty = 1.0f;  // CTRL style over the tokens in the window: logit > 0 divided, else multiplied
+    uint64_t seed = 0;
+};
+
+struct Weights;   // engine layout of the parameters, engine/weights.h
+struct RunState;  // activations + KV cache, engine/forward.h
+class Sampler;    // engine/sampler.h
+
+// Immutable weights, shared by sessions (a Model must outlive its sessions).
+class Model {
+   public:
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const Config& config() const { return config_; }
+    const Weights& weights() const { return *weights_; }
+
+   private:
+    Model() = default;
+    friend std::unique_ptr<Model> load_model(const uint8_t*, size_t, const uint8_t*, size_t, std::string*);
+    Config config_{};
+    std::unique_ptr<Weights> weights_;
+};
+
+// Parses and validates config.json and model.safetensors (Hugging Face GPT-2 layout, F32/F16/BF16, optional
+// "transformer." prefix, tied lm_head) and converts the weights into the engine's layout; the input buffers
+// may be freed afterwards. nullptr + *error on failure.
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, std::string* error);
+const Config& model_config(const Model& model);
+size_t model_weight_bytes(const Model& model);
+
+// Run state of one generation: KV cache, activations, token window, sampler. Everything is allocated by
+// create(); feeding tokens allocates nothing.
+//
+// Context policy (sliding window):
+//  - a prompt longer than n_ctx keeps its newest n_ctx tokens (the window is then full);
+//  - when step() would need position n_ctx, the newest n_ctx/2 tokens of the window (the new one included) are
+//    kept, the cache is reset and those tokens are re-prefilled, then generation continues.
+// So a position never exceeds n_ctx - 1 (wpe is never indexed past its end).
+class Session {
+   public:
+    // nullptr + *error (e.g. out of memory) on failure. use_kv_cache = false recomputes the whole window from
+    // scratch through the batched path at every step (like picoGPT): for verification and benchmarks.
+    static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    void set_sampling(const SamplingSettings& s);  // also reseeds the RNG
+    int prefill(const int32_t* ids, size_t n);     // clears, feeds the prompt, returns the sampled next token id, or -1 and error() set
+    int step(int32_t id);                          // feeds one token, returns the sampled next token id, or -1 and error() set
+    const float* logits() const;                   // (n_vocab) raw logits of the last fed position
+    void reset();
+    int n_cached() const;                          // positions currently in the window / cache
+    size_t kv_cache_bytes() const;
+    const std::string& error() const;
+
+    // Lower level: clears, feeds ids[0..n) (1 <= n <= n_ctx, no truncation) in one batched pass and writes the
+    // logits of every position to all_logits (n, n_vocab). Samples nothing; step() may continue afterwards.
+    bool prefill_logits(const int32_t* ids, size_t n, float* all_logits);
+    // Samples a token from logits() with the current settings (repetition penalty over the window); -1 if
+    // nothing has been fed or the logits are not finite.
+    int sample();
+    const int32_t* window() const;  // (n_cached) the token ids in the window, oldest first
+    bool uses_kv_cache() const { return use_kv_cache_; }
+
+   private:
+    Session() = default;
+    bool check_ids(const int32_t* ids, size_t n);
+    // runs ids through the network from scratch (window := ids), optionally keeping all logits
+    void feed_from_scratch(const int32_t* ids, size_t n, float* all_logits);
+
+    const Model* model_ = nullptr;
+    bool use_kv_cache_ = true;
+    std::unique_ptr<RunState> state_;
+    std::unique_ptr<Sampler> sampler_;
+    int n_cached_ = 0;
+    std::string error_;
+};
+
+}  // namespace gpt2

@@ -1,0 +1,182 @@
+#include "weights.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace gpt2 {
+
+Weights::~Weights() { std::free(memory); }
+
+namespace {
+
+// One parameter the engine expects, where it goes, and how it is laid out in the file.
+struct ExpectedTensor {
+    std::string name;            // without the optional "transformer." prefix
+    std::vector<int64_t> shape;  // as stored in the file
+    float** field;               // Weights field that points at layer 0 of this parameter
+    uint64_t offset;             // elements from the start of Weights::memory to this tensor
+    bool first_layer;            // the tensor *field points at
+    bool transpose;              // Conv1D [in][out] -> [out][in]
+    const TensorView* found = nullptr;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); i++) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+bool fail(std::string* error, const std::string& message) {
+    if (error) *error = "model.safetensors: " + message;
+    return false;
+}
+
+// "h.{i}.attn.bias" / "h.{i}.attn.masked_bias" with i < n_layer: the causal-mask buffers some exports
+// include; the engine builds its own mask, so they are ignored.
+bool is_mask_buffer(const std::string& name, int n_layer) {
+    if (name.compare(0, 2, "h.") != 0) return false;
+    size_t pos = 2;
+    int64_t layer = 0;
+    size_t digits = 0;
+    while (pos < name.size() && name[pos] >= '0' && name[pos] <= '9' && digits < 9) {
+        layer = layer * 10 + (name[pos] - '0');
+        pos++;
+        digits++;
+    }
+    if (digits == 0 || layer >= n_layer) return false;
+    std::string rest = name.substr(pos);
+    return rest == ".attn.bias" || rest == ".attn.masked_bias";
+}
+
+// Conv1D [in][out] -> [out][in] goes through kTransposeRows decoded input rows at a time, so that the writes
+// are contiguous runs of kTransposeRows floats instead of single floats n_in apart.
+const size_t kTransposeRows = 16;
+
+// scratch: (kTransposeRows, 4 * n_embd), enough for any row of any tensor that is transposed
+void convert(const TensorView& tensor, bool transpose, float* dst, float* scratch) {
+    if (!transpose) {
+        tensor_elements(tensor, 0, tensor.n_elements, dst);
+        return;
+    }
+    const size_t n_in = size_t(tensor.shape[0]), n_out = size_t(tensor.shape[1]);
+    for (size_t i0 = 0; i0 < n_in; i0 += kTransposeRows) {
+        const size_t rows = n_in - i0 < kTransposeRows ? n_in - i0 : kTransposeRows;
+        tensor_elements(tensor, i0 * n_out, rows * n_out, scratch);
+        for (size_t o = 0; o < n_out; o++)
+            for (size_t r = 0; r < rows; r++) dst[o * n_in + i0 + r] = scratch[r * n_out + o];
+    }
+}
+
+bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
+    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    return false;
+}
+
+}  // namespace
+
+bool load_weights(const Config& config, const SafetensorsFile& file, Weights* w, std::string* error) {
+    const int64_t C = config.n_embd, L = config.n_layer, V = config.n_vocab, T = config.n_ctx;
+
+    // Layout: each parameter is one contiguous (n_layer, ...) array inside a single allocation.
+    std::vector<ExpectedTensor> expected;
+    uint64_t total = 0;  // elements
+    auto add_global = [&](const char* name, std::vector<int64_t> shape, float** field) {
+        uint64_t n = 1;
+        for (int64_t d : shape) n *= uint64_t(d);
+        expected.push_back({name, shape, field, total, true, false});
+        total += n;
+    };
+    auto add_layered = [&](const char* suffix, std::vector<int64_t> shape, bool transpose, float** field) {
+        uint64_t n = 1;
+        for (int64_t d : shape) n *= uint64_t(d);
+        for (int l = 0; l < L; l++)
+            expected.push_back(
+                {"h." + std::to_string(l) + "." + suffix, shape, field, total + n * uint64_t(l), l == 0, transpose});
+        total += n * uint64_t(L);
+    };
+    add_global("wte.weight", {V, C}, &w->wte);
+    add_global("wpe.weight", {T, C}, &w->wpe);
+    add_layered("ln_1.weight", {C}, false, &w->ln_1_weight);
+    add_layered("ln_1.bias", {C}, false, &w->ln_1_bias);
+    add_layered("attn.c_attn.weight", {C, 3 * C}, true, &w->qkv_weight);
+    add_layered("attn.c_attn.bias", {3 * C}, false, &w->qkv_bias);
+    add_layered("attn.c_proj.weight", {C, C}, true, &w->attn_proj_weight);
+    add_layered("attn.c_proj.bias", {C}, false, &w->attn_proj_bias);
+    add_layered("ln_2.weight", {C}, false, &w->ln_2_weight);
+    add_layered("ln_2.bias", {C}, false, &w->ln_2_bias);
+    add_layered("mlp.c_fc.weight", {C, 4 * C}, true, &w->fc_weight);
+    add_layered("mlp.c_fc.bias", {4 * C}, false, &w->fc_bias);
+    add_layered("mlp.c_proj.weight", {4 * C, C}, true, &w->mlp_proj_weight);
+    add_layered("mlp.c_proj.bias", {C}, false, &w->mlp_proj_bias);
+    add_global("ln_f.weight", {C}, &w->ln_f_weight);
+    add_global("ln_f.bias", {C}, &w->ln_f_bias);
+
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < expected.size(); i++) index[expected[i].name] = i;
+
+    // Match the file's tensors by name; check shapes before allocating anything.
+    const TensorView* lm_head = nullptr;
+    for (const TensorView& tensor : file.tensors) {
+        static const std::string kPrefix = "transformer.";
+        std::string name = tensor.name.compare(0, kPrefix.size(), kPrefix) == 0 ? tensor.name.substr(kPrefix.size())
+                                                                                : tensor.name;
+        auto it = index.find(name);
+        if (it != index.end()) {
+            ExpectedTensor& e = expected[it->second];
+            if (e.found)
+                return fail(error, "tensors '" + e.found->name + "' and '" + tensor.name + "' are the same parameter");
+            if (tensor.shape != e.shape)
+                return fail(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
+                                       ", expected " + shape_string(e.shape));
+            e.found = &tensor;
+        } else if (is_mask_buffer(name, L)) {
+            continue;
+        } else if (name == "lm_head.weight") {
+            if (tensor.shape != std::vector<int64_t>{V, C})
+                return fail(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
+                                       ", expected " + shape_string({V, C}));
+            lm_head = &tensor;
+        } else {
+            return fail(error, "unexpected tensor '" + tensor.name + "'");
+        }
+    }
+    for (const ExpectedTensor& e : expected)
+        if (!e.found) return fail(error, "missing tensor '" + e.name + "'");
+
+    // Allocate (checked, non-throwing: the size may not fit a 32-bit size_t in wasm).
+    const uint64_t bytes = total * sizeof(float);
+    if (bytes > uint64_t(SIZE_MAX) || !(w->memory = static_cast<float*>(std::malloc(size_t(bytes)))))
+        return out_of_memory(bytes, "the weights", error);
+    w->bytes = size_t(bytes);
+    const uint64_t scratch_bytes = kTransposeRows * 4 * uint64_t(C) * sizeof(float);
+    std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(size_t(scratch_bytes))),
+                                                         &std::free);
+    if (!scratch) return out_of_memory(scratch_bytes, "the weight conversion", error);
+
+    for (const ExpectedTensor& e : expected) {
+        if (e.first_layer) *e.field = w->memory + e.offset;
+        convert(*e.found, e.transpose, w->memory + e.offset, scratch.get());
+    }
+
+    // The engine always uses wte as the LM head; an explicit lm_head is accepted only when it is the same.
+    if (lm_head) {
+        const size_t chunk = size_t(scratch_bytes / sizeof(float));
+        for (size_t first = 0; first < lm_head->n_elements; first += chunk) {
+            const size_t count = lm_head->n_elements - first < chunk ? lm_head->n_elements - first : chunk;
+            tensor_elements(*lm_head, first, count, scratch.get());
+            if (std::memcmp(scratch.get(), w->wte + first, count * sizeof(float)) != 0)
+                return fail(error, "tensor '" + lm_head->name +
+                                       "' differs from 'wte.weight' (only a tied LM head is supported)");
+        }
+    }
+    return true;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,45 @@
+// The model parameters in the engine's layout, converted from the Hugging Face GPT-2 safetensors tensors.
+// Linear weights are stored transposed to row-major [out][in] (Conv1D stores [in][out]) so that every output
+// is one contiguous dot product (GEMV) and the GEMM reads the same rows.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "gpt2.h"
+#include "safetensors.h"
+
+namespace gpt2 {
+
+struct Weights {
+    float* wte = nullptr;          // (n_vocab, n_embd) token embeddings; also the tied LM head [out][in]
+    float* wpe = nullptr;          // (n_ctx, n_embd) position embeddings
+    float* ln_1_weight = nullptr;  // (n_layer, n_embd)
+    float* ln_1_bias = nullptr;    // (n_layer, n_embd)
+    float* qkv_weight = nullptr;   // (n_layer, 3 * n_embd, n_embd) attn.c_attn transposed; rows q | k | v
+    float* qkv_bias = nullptr;     // (n_layer, 3 * n_embd)
+    float* attn_proj_weight = nullptr;  // (n_layer, n_embd, n_embd) attn.c_proj transposed
+    float* attn_proj_bias = nullptr;    // (n_layer, n_embd)
+    float* ln_2_weight = nullptr;  // (n_layer, n_embd)
+    float* ln_2_bias = nullptr;    // (n_layer, n_embd)
+    float* fc_weight = nullptr;    // (n_layer, 4 * n_embd, n_embd) mlp.c_fc transposed
+    float* fc_bias = nullptr;      // (n_layer, 4 * n_embd)
+    float* mlp_proj_weight = nullptr;  // (n_layer, n_embd, 4 * n_embd) mlp.c_proj transposed
+    float* mlp_proj_bias = nullptr;    // (n_layer, n_embd)
+    float* ln_f_weight = nullptr;  // (n_embd)
+    float* ln_f_bias = nullptr;    // (n_embd)
+
+    float* memory = nullptr;  // one block holding all of the above
+    size_t bytes = 0;
+
+    Weights() = default;
+    Weights(const Weights&) = delete;
+    Weights& operator=(const Weights&) = delete;
+    ~Weights();
+};
+
+// Checks every tensor name and shape against config (missing, extra and mis-shaped tensors are errors that
+// name the tensor), allocates, and converts. Errors start with "model.safetensors: " or "out of memory: ".
+bool load_weights(const Config& config, const SafetensorsFile& file, Weights* out, std::string* error);
+
+}  // namespace gpt2

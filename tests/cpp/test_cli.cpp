@@ -1,0 +1,191 @@
+// The native tool build/native/gpt2, run as a subprocess on models written to a temporary directory.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+using namespace gpt2_test;
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    const auto bytes = read_file(path);
+    return std::string(bytes.begin(), bytes.end());
+}
+
+void write(const std::string& path, const void* data, size_t n) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f) << path;
+    ASSERT_EQ(std::fwrite(data, 1, n, f), n);
+    std::fclose(f);
+}
+
+class Cli : public ::testing::Test {
+   protected:
+    std::string dir_;
+    ModelSpec spec_;
+    std::vector<TensorSpec> tensors_;
+
+    void SetUp() override {
+        char tmpl[] = "/tmp/gpt2_cli_test_XXXXXX";
+        ASSERT_TRUE(mkdtemp(tmpl));
+        dir_ = tmpl;
+        tensors_ = random_tensors(spec_);
+        write_model(dir_, spec_, tensors_);
+    }
+    void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+    static void write_model(const std::string& dir, const ModelSpec& spec, const std::vector<TensorSpec>& tensors) {
+        const std::string config = config_json(spec);
+        const auto weights = build_safetensors(tensors);
+        write(dir + "/config.json", config.data(), config.size());
+        write(dir + "/model.safetensors", weights.data(), weights.size());
+    }
+
+    Result run(const std::string& args) {
+        const std::string cmd = std::string(GPT2_CLI_PATH) + " " + args + " >" + dir_ + "/stdout 2>" + dir_ + "/stderr";
+        const int raw = std::system(cmd.c_str());
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ + "/stdout"), slurp(dir_ + "/stderr")};
+    }
+
+    std::unique_ptr<gpt2::Model> model() {
+        std::string error;
+        auto m = load(config_json(spec_), build_safetensors(tensors_), &error);
+        EXPECT_TRUE(m) << error;
+        return m;
+    }
+};
+
+void expect_one_error_line(const Result& r, const std::string& needle) {
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(r.out, "");
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "exactly one line expected: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+}  // namespace
+
+TEST_F(Cli, GeneratesTheSessionsGreedyTokens) {
+    auto m = model();
+    std::string error;
+    auto session = gpt2::Session::create(*m, true, &error);
+    gpt2::SamplingSettings greedy;
+    greedy.temperature = 0;
+    session->set_sampling(greedy);
+    const int32_t prompt[] = {1, 2, 3};
+    std::string expected;
+    int next = session->prefill(prompt, 3);
+    for (int i = 0; i < 50; i++) {  // 50 > n_ctx - 3: also slides
+        expected += (i ? "," : "") + std::to_string(next);
+        next = session->step(next);
+    }
+    Result r = run("--model " + dir_ + " --ids 1,2,3 -n 50");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, expected + "\n");
+    EXPECT_NE(r.err.find("prefill: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" ms (3 tokens), decode: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" ms/token (49 tokens)"), std::string::npos) << r.err;
+    EXPECT_EQ(run("--model " + dir_ + " --ids 1,2,3 -n 50 --no-cache").out, expected + "\n");
+    EXPECT_EQ(run("--model " + dir_ + " --ids 1,2,3 -n 0").out, "\n");
+}
+
+TEST_F(Cli, SamplingIsSeeded) {
+    const std::string args = "--model " + dir_ + " --ids 5 -n 30 --temperature 1.2 --top-k 20 --top-p 0.95 "
+                             "--repetition-penalty 1.1 --seed ";
+    const Result a = run(args + "7"), b = run(args + "7"), c = run(args + "8");
+    EXPECT_EQ(a.status, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_NE(a.out, c.out);
+}
+
+TEST_F(Cli, DumpsTheLogitsOfEveryPromptPosition) {
+    const Result r = run("--model " + dir_ + " --ids 4,8,15,16,23,42 -n 1 --dump-logits " + dir_ + "/logits.f32");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto bytes = read_file(dir_ + "/logits.f32");
+    ASSERT_EQ(bytes.size(), 6u * size_t(spec_.n_vocab) * 4);
+    auto m = model();
+    std::string error;
+    auto session = gpt2::Session::create(*m, true, &error);
+    const int32_t ids[] = {4, 8, 15, 16, 23, 42};
+    std::vector<float> expected(6 * size_t(spec_.n_vocab));
+    ASSERT_TRUE(session->prefill_logits(ids, 6, expected.data()));
+    EXPECT_EQ(std::memcmp(bytes.data(), expected.data(), bytes.size()), 0);
+}
+
+TEST_F(Cli, EvaluatesCrossEntropyOverContextBlocks) {
+    // 81 tokens with n_ctx 40: blocks of 40, 40 and 1 (skipped) -> 39 + 39 predictions
+    std::vector<uint16_t> ids(81);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = uint16_t((i * 7 + 3) % size_t(spec_.n_vocab));
+    write(dir_ + "/ids.u16", ids.data(), ids.size() * 2);
+    const Result r = run("--model " + dir_ + " --eval " + dir_ + "/ids.u16");
+    ASSERT_EQ(r.status, 0) << r.err;
+
+    auto m = model();
+    std::string error;
+    auto session = gpt2::Session::create(*m, true, &error);
+    const size_t V = size_t(spec_.n_vocab);
+    double total = 0;
+    for (size_t begin : {0, 40}) {
+        std::vector<int32_t> block(ids.begin() + long(begin), ids.begin() + long(begin) + 40);
+        std::vector<float> logits(40 * V);
+        ASSERT_TRUE(session->prefill_logits(block.data(), 40, logits.data()));
+        for (size_t t = 0; t < 39; t++) {
+            double sum = 0;
+            for (size_t v = 0; v < V; v++) sum += std::exp(double(logits[t * V + v]));
+            total += std::log(sum) - logits[t * V + size_t(block[t + 1])];
+        }
+    }
+    char expected[128];
+    std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 78 predictions\n", total / 78);
+    EXPECT_EQ(r.out, expected);
+}
+
+TEST_F(Cli, StopsAtEndOfText) {
+    // a 50257-token vocabulary whose LM head always prefers <|endoftext|> (50256)
+    ModelSpec spec;
+    spec.n_vocab = 50257;
+    spec.n_embd = 8;
+    spec.n_head = 2;
+    auto tensors = random_tensors(spec);
+    for (TensorSpec& t : tensors) {
+        std::vector<float> v(t.bytes.size() / 4);
+        std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+        if (t.name == "ln_f.weight") std::fill(v.begin(), v.end(), 0.0f);
+        if (t.name == "ln_f.bias") v = {1, 0, 0, 0, 0, 0, 0, 0};  // final hidden state = e0
+        if (t.name == "wte.weight") v[50256 * 8] = 1.0f;        // logit of 50256 = 1 > |others| <= 80/256
+        t.bytes = float_bytes(v);
+    }
+    write_model(dir_, spec, tensors);
+    Result r = run("--model " + dir_ + " --ids 1,2 -n 5");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "\n");
+    r = run("--model " + dir_ + " --ids 1,2 -n 3 --no-stop");
+    EXPECT_EQ(r.out, "50256,50256,50256\n");
+}
+
+TEST_F(Cli, ErrorsAreOneLineWithNonZeroStatus) {
+    expect_one_error_line(run("--model " + dir_ + " --ids 1,2 --bogus"), "unknown argument \"--bogus\"");
+    expect_one_error_line(run("--ids 1,2"), "--model is required");
+    expect_one_error_line(run("--model " + dir_), "give exactly one of --ids and --eval");
+    expect_one_error_line(run("--model " + dir_ + " --ids 1,x"), "--ids: expected comma-separated");
+    expect_one_error_line(run("--model " + dir_ + " --ids 1 -n -4"), "-n: expected an integer");
+    expect_one_error_line(run("--model " + dir_ + " --ids 1 --temperature"), "--temperature: missing value");
+    expect_one_error_line(run("--model " + dir_ + "/nope --ids 1"), "nope/config.json: No such file or directory");
+    expect_one_error_line(run("--model " + dir_ + " --ids 1,67"), "token id 67 out of range [0, 67)");
+    expect_one_error_line(run("--model " + dir_ + " --eval " + dir_ + "/missing.u16"), "missing.u16");
+    write(dir_ + "/model.safetensors", "garbage", 7);
+    expect_one_error_line(run("--model " + dir_ + " --ids 1"), "model.safetensors: file is 7 bytes");
+}

@@ -1,0 +1,199 @@
+// The sampler on hand-made logits: greedy, determinism, top-k / top-p sets, repetition penalty.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "sampler.h"
+
+namespace {
+
+std::vector<float> ramp_logits(int n) {  // token i has logit sin-scrambled but distinct
+    std::vector<float> logits(static_cast<size_t>(n));
+    for (int i = 0; i < n; i++) logits[size_t(i)] = std::sin(float(i) * 1.7f) * 3.0f;
+    return logits;
+}
+
+std::vector<int> draw(gpt2::Sampler& sampler, const std::vector<float>& logits, int n) {
+    std::vector<int> out;
+    std::string error;
+    for (int i = 0; i < n; i++) out.push_back(sampler.sample(logits.data(), nullptr, 0, &error));
+    return out;
+}
+
+// the k ids with the largest logits
+std::set<int> top_ids(const std::vector<float>& logits, int k) {
+    std::vector<int> order(logits.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = int(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
+    return std::set<int>(order.begin(), order.begin() + k);
+}
+
+}  // namespace
+
+TEST(Rng, IsDeterministicAndUniform) {
+    gpt2::Rng a, b;
+    a.seed(123);
+    b.seed(123);
+    for (int i = 0; i < 100; i++) ASSERT_EQ(a.next_u64(), b.next_u64());
+    a.seed(0);
+    // xoshiro256** from splitmix64(0): first output pinned so every platform agrees
+    EXPECT_EQ(a.next_u64(), 0x99EC5F36CB75F2B4ull);
+    double sum = 0;
+    for (int i = 0; i < 100000; i++) {
+        const float f = a.next_float();
+        ASSERT_GE(f, 0.0f);
+        ASSERT_LT(f, 1.0f);
+        sum += f;
+    }
+    EXPECT_NEAR(sum / 100000, 0.5, 0.01);
+}
+
+TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(8, &error));
+    gpt2::SamplingSettings greedy;
+    greedy.temperature = 0.0f;
+    sampler.configure(greedy);
+    std::vector<float> logits = {0.5f, 2.0f, -1.0f, 3.0f, 3.0f, 1.0f, 0.0f, 2.9f};
+    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, &error), 3);
+    auto ramp = ramp_logits(8);
+    EXPECT_EQ(sampler.sample(ramp.data(), nullptr, 0, &error),
+              int(std::max_element(ramp.begin(), ramp.end()) - ramp.begin()));
+}
+
+TEST(Sampler, SameSeedSameSequenceDifferentSeedDiffers) {
+    const auto logits = ramp_logits(50);
+    std::string error;
+    gpt2::Sampler a, b, c;
+    ASSERT_TRUE(a.init(50, &error) && b.init(50, &error) && c.init(50, &error));
+    gpt2::SamplingSettings s;
+    s.temperature = 1.5f;
+    s.seed = 7;
+    a.configure(s);
+    b.configure(s);
+    s.seed = 8;
+    c.configure(s);
+    const auto seq_a = draw(a, logits, 200), seq_b = draw(b, logits, 200), seq_c = draw(c, logits, 200);
+    EXPECT_EQ(seq_a, seq_b);
+    EXPECT_NE(seq_a, seq_c);
+    // reconfiguring reseeds
+    s.seed = 7;
+    a.configure(s);
+    EXPECT_EQ(draw(a, logits, 200), seq_a);
+}
+
+TEST(Sampler, FollowsTheDistribution) {
+    std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(3, &error));
+    gpt2::SamplingSettings s;
+    s.seed = 1;
+    sampler.configure(s);
+    std::vector<int> counts(3);
+    for (int t : draw(sampler, logits, 30000)) counts[size_t(t)]++;
+    EXPECT_NEAR(counts[0] / 30000.0, 0.5, 0.02);
+    EXPECT_NEAR(counts[1] / 30000.0, 0.3, 0.02);
+    EXPECT_NEAR(counts[2] / 30000.0, 0.2, 0.02);
+}
+
+TEST(Sampler, TopKNeverLeavesTheTopK) {
+    const auto logits = ramp_logits(100);
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(100, &error));
+    for (int k : {1, 3, 10}) {
+        gpt2::SamplingSettings s;
+        s.temperature = 5.0f;  // flat: without top-k everything would show up
+        s.top_k = k;
+        s.seed = uint64_t(k);
+        sampler.configure(s);
+        const auto allowed = top_ids(logits, k);
+        std::set<int> seen;
+        for (int t : draw(sampler, logits, 5000)) {
+            ASSERT_TRUE(allowed.count(t)) << "k " << k << " picked " << t;
+            seen.insert(t);
+        }
+        EXPECT_EQ(seen, allowed);
+    }
+}
+
+TEST(Sampler, TopPNeverLeavesTheNucleus) {
+    // probabilities 0.4, 0.25, 0.15, 0.1, then 20 tokens sharing 0.1
+    std::vector<float> probs = {0.4f, 0.25f, 0.15f, 0.1f};
+    for (int i = 0; i < 20; i++) probs.push_back(0.005f);
+    std::vector<float> logits;
+    for (float p : probs) logits.push_back(std::log(p));
+    std::swap(logits[0], logits[7]);  // the order of ids must not matter
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(int(logits.size()), &error));
+    struct Case {
+        float top_p;
+        std::set<int> nucleus;
+    };
+    for (const Case& c : {Case{0.5f, {7, 1}}, Case{0.75f, {7, 1, 2}}, Case{0.85f, {7, 1, 2, 3}}, Case{0.0f, {7}}}) {
+        gpt2::SamplingSettings s;
+        s.top_p = c.top_p;
+        s.seed = 99;
+        sampler.configure(s);
+        std::set<int> seen;
+        for (int t : draw(sampler, logits, 5000)) {
+            ASSERT_TRUE(c.nucleus.count(t)) << "top_p " << c.top_p << " picked " << t;
+            seen.insert(t);
+        }
+        EXPECT_EQ(seen, c.nucleus) << c.top_p;
+    }
+    // combined with top-k: the smaller set wins
+    gpt2::SamplingSettings s;
+    s.top_p = 0.85f;
+    s.top_k = 2;
+    sampler.configure(s);
+    for (int t : draw(sampler, logits, 2000)) ASSERT_TRUE(t == 7 || t == 1) << t;
+}
+
+TEST(Sampler, RepetitionPenaltyChangesThePick) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    gpt2::SamplingSettings s;
+    s.temperature = 0.0f;
+    s.repetition_penalty = 1.5f;
+    sampler.configure(s);
+    // positive logits are divided: 3.0 / 1.5 = 2.0 < 2.5
+    std::vector<float> logits = {3.0f, 2.5f, 0.0f, -1.0f};
+    const int32_t window[] = {0, 0, 0};  // repeated tokens are penalized once
+    EXPECT_EQ(sampler.sample(logits.data(), window, 0, &error), 0);
+    EXPECT_EQ(sampler.sample(logits.data(), window, 3, &error), 1);
+    // negative logits are multiplied: -0.5 * 1.5 = -0.75 < -0.6
+    std::vector<float> negative = {-0.5f, -0.6f, -3.0f, -4.0f};
+    EXPECT_EQ(sampler.sample(negative.data(), window, 1, &error), 1);
+    // a penalty just below the crossover keeps the pick: 3.0 / 1.19 > 2.5
+    s.repetition_penalty = 1.19f;
+    sampler.configure(s);
+    EXPECT_EQ(sampler.sample(logits.data(), window, 1, &error), 0);
+}
+
+TEST(Sampler, RejectsNonFiniteLogitsAndSanitizesSettings) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(3, &error));
+    std::vector<float> logits = {1.0f, NAN, 0.0f};
+    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, &error), -1);
+    EXPECT_EQ(error, "logits contain nan or inf (token 1)");
+
+    gpt2::SamplingSettings bad;
+    bad.temperature = -1.0f;
+    bad.top_k = -5;
+    bad.top_p = NAN;
+    bad.repetition_penalty = 0.0f;
+    const auto s = gpt2::sanitize_sampling(bad, 3);
+    EXPECT_EQ(s.temperature, 0.0f);
+    EXPECT_EQ(s.top_k, 0);
+    EXPECT_EQ(s.top_p, 1.0f);
+    EXPECT_EQ(s.repetition_penalty, 1.0f);
+}

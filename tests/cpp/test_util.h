@@ -1,0 +1,48 @@
+// Helpers for building GPT-2 models, safetensors files and config.json in memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpt2.h"
+
+namespace gpt2_test {
+
+struct TensorSpec {
+    std::string name;
+    std::string dtype;  // "F32", "F16", "BF16" (or anything, for error tests)
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+};
+
+// A little-endian u64 header length, the JSON header (space padded to 8 bytes), then the data.
+std::vector<uint8_t> safetensors_from_header(const std::string& header_json, const std::vector<uint8_t>& data);
+// Tensors stored back to back in the given order; metadata_json (an object literal) is added when non-empty.
+std::vector<uint8_t> build_safetensors(const std::vector<TensorSpec>& tensors, const std::string& metadata_json = "");
+
+struct ModelSpec {
+    int n_vocab = 67;
+    int n_ctx = 40;
+    int n_embd = 20;  // not a multiple of 8 and head_size 5: exercises every kernel tail
+    int n_head = 4;
+    int n_layer = 2;
+    uint64_t seed = 1;
+};
+
+// Hugging Face GPT-2 tensors (Conv1D [in, out] layouts) with random values exactly representable in F16 and
+// BF16, encoded as dtype, names prefixed by prefix.
+std::vector<TensorSpec> random_tensors(const ModelSpec& spec, const std::string& dtype = "F32",
+                                       const std::string& prefix = "");
+std::string config_json(const ModelSpec& spec);
+
+// Loads spec (fails the current test on error).
+std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec);
+std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<uint8_t>& safetensors,
+                                  std::string* error);
+
+std::vector<uint8_t> float_bytes(const std::vector<float>& values);
+std::vector<uint8_t> read_file(const std::string& path);
+
+}  // namespace gpt2_test

@@ -1,0 +1,236 @@
+// gpt2: native command-line front end of the engine (file I/O lives here, not in engine/).
+//
+//   gpt2 --model DIR --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
+//        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]
+//   gpt2 --model DIR --eval FILE.u16
+//
+// DIR holds config.json and model.safetensors. Generated ids go to stdout comma-separated, timing to stderr.
+// With stopping on (the default) generation ends when <|endoftext|> (50256) is sampled, which is not printed.
+// Any error: one line on stderr and exit status 1.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpt2.h"
+
+namespace {
+
+const int32_t kEndOfText = 50256;
+
+struct Options {
+    std::string model_dir;
+    std::vector<int32_t> ids;
+    bool have_ids = false;
+    long n_generate = 32;
+    gpt2::SamplingSettings sampling;
+    bool use_cache = true;
+    bool stop_at_eos = true;
+    std::string dump_logits_path;
+    std::string eval_path;
+};
+
+[[noreturn]] void die(const std::string& message) {
+    std::fprintf(stderr, "gpt2: %s\n", message.c_str());
+    std::exit(1);
+}
+
+const char* kUsage =
+    "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16) [-n N] [--temperature T] [--top-k K] [--top-p P] "
+    "[--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]";
+
+long parse_long(const std::string& flag, const char* text, long min, long max) {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
+        die(flag + ": expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got \"" +
+            text + "\"");
+    return v;
+}
+
+float parse_float(const std::string& flag, const char* text) {
+    char* end = nullptr;
+    float v = std::strtof(text, &end);
+    if (*text == '\0' || *end != '\0' || !std::isfinite(v)) die(flag + ": expected a number, got \"" + text + "\"");
+    return v;
+}
+
+std::vector<int32_t> parse_ids(const char* text) {
+    std::vector<int32_t> ids;
+    const char* p = text;
+    while (*p) {
+        char* end = nullptr;
+        errno = 0;
+        long v = std::strtol(p, &end, 10);
+        if (end == p || errno != 0 || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0') || *p == '+' ||
+            *p == ' ')
+            die(std::string("--ids: expected comma-separated non-negative integers, got \"") + text + "\"");
+        ids.push_back(int32_t(v));
+        p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0') die(std::string("--ids: trailing comma in \"") + text + "\"");
+    }
+    if (ids.empty()) die("--ids: no token ids given");
+    return ids;
+}
+
+Options parse_args(int argc, char** argv) {
+    Options o;
+    o.sampling.temperature = 0.0f;  // greedy unless asked otherwise
+    for (int i = 1; i < argc; i++) {
+        const std::string flag = argv[i];
+        auto value = [&]() -> const char* {
+            if (i + 1 >= argc) die(flag + ": missing value");
+            return argv[++i];
+        };
+        if (flag == "--model") o.model_dir = value();
+        else if (flag == "--ids") { o.ids = parse_ids(value()); o.have_ids = true; }
+        else if (flag == "-n") o.n_generate = parse_long(flag, value(), 0, 1000000000L);
+        else if (flag == "--temperature") o.sampling.temperature = parse_float(flag, value());
+        else if (flag == "--top-k") o.sampling.top_k = int(parse_long(flag, value(), 0, INT32_MAX));
+        else if (flag == "--top-p") o.sampling.top_p = parse_float(flag, value());
+        else if (flag == "--repetition-penalty") o.sampling.repetition_penalty = parse_float(flag, value());
+        else if (flag == "--seed") {
+            const char* text = value();
+            char* end = nullptr;
+            errno = 0;
+            unsigned long long v = std::strtoull(text, &end, 10);
+            if (*text < '0' || *text > '9' || *end != '\0' || errno != 0)
+                die(std::string("--seed: expected a non-negative integer, got \"") + text + "\"");
+            o.sampling.seed = v;
+        }
+        else if (flag == "--no-cache") o.use_cache = false;
+        else if (flag == "--no-stop") o.stop_at_eos = false;
+        else if (flag == "--dump-logits") o.dump_logits_path = value();
+        else if (flag == "--eval") o.eval_path = value();
+        else if (flag == "-h" || flag == "--help") {
+            std::printf("%s\n", kUsage);
+            std::exit(0);
+        } else die("unknown argument \"" + flag + "\"; " + kUsage);
+    }
+    if (o.model_dir.empty()) die(std::string("--model is required; ") + kUsage);
+    if (o.have_ids == !o.eval_path.empty()) die(std::string("give exactly one of --ids and --eval; ") + kUsage);
+    if (!o.eval_path.empty() && !o.dump_logits_path.empty()) die("--dump-logits cannot be combined with --eval");
+    return o;
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) die(path + ": " + std::strerror(errno));
+    std::vector<uint8_t> data;
+    uint8_t buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + got);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) die(path + ": read error");
+    return data;
+}
+
+void write_file(const std::string& path, const void* data, size_t bytes) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) die(path + ": " + std::strerror(errno));
+    const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+    if (std::fclose(f) != 0 || !ok) die(path + ": write error");
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Mean cross-entropy (nats/token): consecutive non-overlapping blocks of n_ctx tokens (a last block shorter
+// than 2 tokens is skipped), each one batched prefill; token t+1 is predicted from tokens 0..t, log-softmax in
+// double.
+void run_eval(gpt2::Session& session, const gpt2::Config& config, const std::string& path) {
+    const std::vector<uint8_t> bytes = read_file(path);
+    if (bytes.size() % 2 != 0) die(path + ": odd size " + std::to_string(bytes.size()) + ", expected uint16 ids");
+    std::vector<int32_t> ids(bytes.size() / 2);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+
+    const size_t V = size_t(config.n_vocab);
+    std::vector<float> logits(size_t(config.n_ctx) * V);
+    double total = 0.0;
+    long count = 0;
+    for (size_t begin = 0; begin < ids.size(); begin += size_t(config.n_ctx)) {
+        const size_t len = std::min(size_t(config.n_ctx), ids.size() - begin);
+        if (len < 2) continue;
+        if (!session.prefill_logits(ids.data() + begin, len, logits.data())) die(path + ": " + session.error());
+        for (size_t t = 0; t + 1 < len; t++) {
+            const float* row = logits.data() + t * V;
+            double max = row[0];
+            for (size_t v = 1; v < V; v++) max = std::max(max, double(row[v]));
+            double sum = 0.0;
+            for (size_t v = 0; v < V; v++) sum += std::exp(double(row[v]) - max);
+            total += max + std::log(sum) - double(row[ids[begin + t + 1]]);
+            count++;
+        }
+    }
+    if (count == 0) die(path + ": fewer than 2 tokens, nothing to evaluate");
+    std::printf("eval: %.6f nats/token over %ld predictions\n", total / double(count), count);
+}
+
+void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o) {
+    session.set_sampling(o.sampling);
+    auto start = std::chrono::steady_clock::now();
+    int next;
+    if (!o.dump_logits_path.empty()) {
+        if (o.ids.size() > size_t(config.n_ctx))
+            die("--dump-logits: the prompt has " + std::to_string(o.ids.size()) + " tokens, more than n_ctx " +
+                std::to_string(config.n_ctx));
+        std::vector<float> logits(o.ids.size() * size_t(config.n_vocab));
+        if (!session.prefill_logits(o.ids.data(), o.ids.size(), logits.data())) die(session.error());
+        write_file(o.dump_logits_path, logits.data(), logits.size() * sizeof(float));
+        next = session.sample();
+    } else {
+        next = session.prefill(o.ids.data(), o.ids.size());
+    }
+    const double prefill_ms = elapsed_ms(start);
+    if (next < 0) die(session.error());
+
+    std::vector<int32_t> generated;
+    long n_steps = 0;
+    start = std::chrono::steady_clock::now();
+    while (long(generated.size()) < o.n_generate) {
+        if (o.stop_at_eos && next == kEndOfText) break;
+        generated.push_back(next);
+        if (long(generated.size()) == o.n_generate) break;
+        next = session.step(next);
+        n_steps++;
+        if (next < 0) die(session.error());
+    }
+    const double decode_ms = elapsed_ms(start);
+
+    std::string line;
+    for (size_t i = 0; i < generated.size(); i++) line += (i ? "," : "") + std::to_string(generated[i]);
+    std::printf("%s\n", line.c_str());
+    std::fprintf(stderr, "prefill: %.3f ms (%zu tokens), decode: %.3f ms/token (%ld tokens)\n", prefill_ms,
+                 o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options o = parse_args(argc, argv);
+    std::string error;
+    std::unique_ptr<gpt2::Model> model;
+    {
+        const std::vector<uint8_t> config = read_file(o.model_dir + "/config.json");
+        const std::vector<uint8_t> weights = read_file(o.model_dir + "/model.safetensors");
+        model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), &error);
+        if (!model) die(error);
+    }  // the file buffers are freed here: the model holds its own converted copy
+    std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, &error);
+    if (!session) die(error);
+    if (!o.eval_path.empty())
+        run_eval(*session, model_config(*model), o.eval_path);
+    else
+        run_generate(*session, model_config(*model), o);
+    return 0;
+}
