@@ -1,0 +1,229 @@
+// Tests of the built wasm engine (public/wasm) through web/engine.js, in Node: agreement with the native tool
+// and the fixtures, cached vs uncached decoding, errors that leave the instance usable, and no heap leaks.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Engine, EngineAbortedError, loadEngine } from '../../web/engine.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const TINY = `${ROOT}tests/fixtures/tiny-random/`;
+const NATIVE_TOOL = `${ROOT}build/native/gpt2`;
+const configJson = readFileSync(`${TINY}config.json`, 'utf8');
+const weights = new Uint8Array(readFileSync(`${TINY}model.safetensors`));
+const greedy = JSON.parse(readFileSync(`${TINY}greedy.json`, 'utf8'));
+const cases = JSON.parse(readFileSync(`${TINY}cases.json`, 'utf8'));
+
+let engine;
+beforeAll(async () => {
+  engine = await loadEngine();
+});
+
+function withModel(fn, modelWeights = weights) {
+  const model = engine.createModel(configJson, modelWeights);
+  try {
+    return fn(model);
+  } finally {
+    model.dispose();
+  }
+}
+
+function withSession(model, options, fn) {
+  const session = model.createSession(options);
+  try {
+    return fn(session);
+  } finally {
+    session.dispose();
+  }
+}
+
+// The prefill's token, then one step per further token, like the native tool.
+function generateIds(session, prompt, count, sampling = { temperature: 0 }) {
+  session.setSampling(sampling);
+  const ids = [session.prefill(prompt)];
+  while (ids.length < count) ids.push(session.step(ids.at(-1)));
+  return ids;
+}
+
+function nativeIds(prompt, count, extraArgs = [], modelDir = TINY) {
+  const args = ['--model', modelDir, '--ids', prompt.join(','), '-n', String(count), '--no-stop', ...extraArgs];
+  const output = execFileSync(NATIVE_TOOL, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return output.trim().split(',').map(Number);
+}
+
+// The native tool reads DIR/model.safetensors: a temporary folder links the F16/BF16 variants under that name.
+function nativeIdsWithWeights(weightsFile, prompt, count) {
+  const dir = mkdtempSync(`${tmpdir()}/gpt2-wasm-test-`);
+  try {
+    symlinkSync(`${TINY}config.json`, `${dir}/config.json`);
+    symlinkSync(`${TINY}${weightsFile}`, `${dir}/model.safetensors`);
+    return nativeIds(prompt, count, [], dir);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+}
+
+function greedyIds(useKVCache = true) {
+  return withModel((model) => withSession(model, { useKVCache }, (s) => generateIds(s, greedy.prompt, 40)));
+}
+
+describe('wasm engine', () => {
+  test('reports the model config and weight size', () => {
+    withModel((model) => {
+      expect(model.config).toEqual({ n_vocab: 384, n_ctx: 320, n_embd: 64, n_head: 4, n_layer: 2 });
+      expect(model.weightBytes).toBeGreaterThan(0);
+    });
+  });
+
+  test('greedy tokens equal greedy.json and the native tool', () => {
+    const ids = greedyIds();
+    expect(ids).toEqual(greedy.generated);
+    expect(ids).toEqual(nativeIds(greedy.prompt, 40));
+  });
+
+  test('seeded sampling equals the native tool', () => {
+    const sampling = { temperature: 0.9, topK: 40, topP: 0.95, repetitionPenalty: 1.2, seed: 1234 };
+    const ids = withModel((model) => withSession(model, {}, (s) => generateIds(s, greedy.prompt, 40, sampling)));
+    const flags = ['--temperature', '0.9', '--top-k', '40', '--top-p', '0.95', '--repetition-penalty', '1.2', '--seed', '1234'];
+    expect(ids).toEqual(nativeIds(greedy.prompt, 40, flags));
+  });
+
+  test('cached and uncached decoding give identical tokens', () => {
+    expect(greedyIds(false)).toEqual(greedyIds(true));
+    const sampling = { temperature: 1, seed: 7 };
+    const [cached, uncached] = [true, false].map((useKVCache) =>
+      withModel((model) => withSession(model, { useKVCache }, (s) => generateIds(s, [1, 2, 3], 30, sampling))),
+    );
+    expect(uncached).toEqual(cached);
+  });
+
+  test('F16 and BF16 weights load and decode like the native tool', () => {
+    for (const file of ['model-f16.safetensors', 'model-bf16.safetensors']) {
+      const bytes = new Uint8Array(readFileSync(`${TINY}${file}`));
+      const ids = withModel((model) => withSession(model, {}, (s) => generateIds(s, greedy.prompt, 20)), bytes);
+      expect(ids).toEqual(nativeIdsWithWeights(file, greedy.prompt, 20));
+    }
+  });
+
+  test('logits of the last prompt position match the fixture', () => {
+    const testCase = cases.find((c) => c.name === 'short');
+    const all = new Float32Array(readFileSync(`${TINY}${testCase.logits}`).buffer.slice(0));
+    const expected = all.subarray(all.length - 384);
+    withModel((model) =>
+      withSession(model, {}, (session) => {
+        session.prefill(testCase.ids);
+        const logits = Array.from(session.logits());
+        logits.forEach((value, i) => expect(Math.abs(value - expected[i])).toBeLessThan(1e-4));
+      }),
+    );
+  });
+
+  test('distribution() is the softmax of the logits, with the top alternatives first', () => {
+    withModel((model) =>
+      withSession(model, {}, (session) => {
+        session.setSampling({ temperature: 0 });
+        const next = session.prefill(greedy.prompt);
+        const logits = Array.from(session.logits());
+        const max = Math.max(...logits);
+        const sum = logits.reduce((acc, x) => acc + Math.exp(x - max), 0);
+        const { probability, alternatives } = session.distribution(next, 5);
+        expect(probability).toBeCloseTo(Math.exp(logits[next] - max) / sum, 6);
+        expect(alternatives).toHaveLength(5);
+        expect(alternatives[0]).toEqual({ token: next, probability });
+        for (let i = 1; i < 5; i++) expect(alternatives[i].probability).toBeLessThanOrEqual(alternatives[i - 1].probability);
+      }),
+    );
+  });
+
+  test('decoding continues past n_ctx by sliding the window', () => {
+    withModel((model) =>
+      withSession(model, {}, (session) => {
+        const ids = generateIds(session, [5], 700, { temperature: 1, seed: 3 });
+        expect(ids.every((id) => id >= 0 && id < 384)).toBe(true);
+        expect(session.nCached).toBeLessThanOrEqual(320);
+        expect(session.kvCacheBytes).toBeGreaterThan(0);
+      }),
+    );
+  });
+
+  test('a session keeps working after its model is disposed', () => {
+    const model = engine.createModel(configJson, weights);
+    const session = model.createSession();
+    model.dispose();
+    expect(generateIds(session, greedy.prompt, 40)).toEqual(greedy.generated);
+    session.dispose();
+  });
+});
+
+describe('wasm engine errors', () => {
+  function expectStillUsable() {
+    expect(greedyIds()).toEqual(greedy.generated);
+  }
+
+  test('corrupt safetensors throws the engine message', () => {
+    const corrupt = weights.slice(0, 1000);
+    expect(() => engine.createModel(configJson, corrupt)).toThrow(/^model\.safetensors: .*exceeds the file size/);
+    const garbage = new Uint8Array(4096).fill(0x41);
+    expect(() => engine.createModel(configJson, garbage)).toThrow(/^model\.safetensors: /);
+    expectStillUsable();
+  });
+
+  test('bad config JSON throws the engine message', () => {
+    expect(() => engine.createModel('{"vocab_size": 384,', weights)).toThrow(/^config\.json: not valid JSON/);
+    expect(() => engine.createModel('{"vocab_size": 99}', weights)).toThrow(/^config\.json: missing key/);
+    expectStillUsable();
+  });
+
+  test('out-of-range and non-integer tokens throw, and the session stays usable', () => {
+    withModel((model) =>
+      withSession(model, {}, (session) => {
+        expect(() => session.prefill([1, 384])).toThrow(/out of range/);
+        expect(() => session.prefill([1, -1])).toThrow(/out of range/);
+        expect(() => session.prefill([])).toThrow(/no token ids/);
+        session.prefill(greedy.prompt);
+        expect(() => session.step(100000)).toThrow(/out of range/);
+        expect(() => session.step(1.5)).toThrow(/integer/);
+        expect(() => session.setSampling({ seed: -1 })).toThrow(/seed/);
+        expect(generateIds(session, greedy.prompt, 40)).toEqual(greedy.generated);
+      }),
+    );
+    expectStillUsable();
+  });
+
+  test('use after dispose throws instead of touching freed memory', () => {
+    const model = engine.createModel(configJson, weights);
+    const session = model.createSession();
+    session.dispose();
+    model.dispose();
+    expect(() => session.step(1)).toThrow(/disposed/);
+    expect(() => model.createSession()).toThrow(/disposed/);
+  });
+
+  test('50 create/dispose cycles leave the heap allocation flat', () => {
+    const cycle = () =>
+      withModel((model) => {
+        for (const useKVCache of [true, false]) {
+          withSession(model, { useKVCache }, (session) => {
+            generateIds(session, greedy.prompt, 5);
+            session.distribution(1, 3);
+          });
+        }
+        expect(() => engine.createModel('{', weights)).toThrow();
+      });
+    cycle();
+    const baseline = engine.heapUsedBytes();
+    for (let i = 0; i < 50; i++) cycle();
+    expect(engine.heapUsedBytes()).toBe(baseline);
+  });
+
+  test('a wasm trap marks the instance aborted, and later calls fail with a clear error', () => {
+    const trapping = new Engine({
+      heapUsedBytes: () => {
+        throw new WebAssembly.RuntimeError('memory access out of bounds');
+      },
+    });
+    expect(() => trapping.heapUsedBytes()).toThrow(EngineAbortedError);
+    expect(trapping.aborted).toBe(true);
+    expect(() => trapping.allocate(16)).toThrow(/crashed \(memory access out of bounds\); reload the model/);
+  });
+});

@@ -1,0 +1,277 @@
+// Tests of web/loader.js in Node against a local HTTP server on 127.0.0.1 that serves the tiny-random fixture
+// and misbehaves on purpose (error statuses, HTML pages, cut connections, slow bodies), plus local sources.
+import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { loadEngine } from '../../web/engine.js';
+import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+
+const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
+const VOCAB = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
+const files = {
+  'config.json': readFileSync(`${TINY}config.json`),
+  'model.safetensors': readFileSync(`${TINY}model.safetensors`),
+  'vocab.json': readFileSync(`${VOCAB}vocab.json`),
+  'merges.txt': readFileSync(`${VOCAB}merges.txt`),
+};
+const HTML_PAGE = '<!DOCTYPE html><html><body>Sign in to continue</body></html>';
+
+// Behaviour by the first path segment; the rest names the file. Only model.safetensors misbehaves.
+const routes = {
+  ok: (res, body) => send(res, body, { 'Content-Length': body.length }),
+  chunked: (res, body) => send(res, body, {}),
+  missing: (res) => status(res, 404, 'Not Found'),
+  broken: (res, body, name) => (name === 'model.safetensors' ? status(res, 500, 'Internal Server Error') : routes.ok(res, body)),
+  html: (res, body, name) =>
+    name === 'model.safetensors' ? send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'text/html' }) : routes.ok(res, body),
+  disguised: (res, body, name) =>
+    name === 'model.safetensors' ? send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'application/octet-stream' }) : routes.ok(res, body),
+  cut: (res, body, name) => {
+    if (name !== 'model.safetensors') return routes.ok(res, body);
+    res.writeHead(200, { 'Content-Length': body.length });
+    res.write(body.subarray(0, Math.floor(body.length * 0.9)), () => setTimeout(() => res.socket.destroy(), 20));
+  },
+  slow: (res, body, name) => {
+    if (name !== 'model.safetensors') return routes.ok(res, body);
+    res.writeHead(200, { 'Content-Length': body.length });
+    let offset = 0;
+    const timer = setInterval(() => {
+      if (res.destroyed || offset >= body.length) return clearInterval(timer);
+      res.write(body.subarray(offset, (offset += 4096)));
+    }, 10);
+    res.on('close', () => clearInterval(timer));
+  },
+  badjson: (res, body, name) => (name === 'config.json' ? send(res, Buffer.from('{"n_embd": 64,'), {}) : routes.ok(res, body)),
+};
+
+function send(res, body, headers) {
+  res.writeHead(200, headers);
+  res.end(body);
+}
+
+function status(res, code, text) {
+  res.writeHead(code, text, { 'Content-Type': 'text/plain' });
+  res.end(text);
+}
+
+let server;
+let baseUrl;
+let engine;
+let requestCount = 0;
+
+beforeAll(async () => {
+  engine = await loadEngine();
+  server = createServer((req, res) => {
+    requestCount++;
+    const [, route, name] = req.url.split('/');
+    const body = files[name];
+    if (!routes[route] || !body) return status(res, 404, 'Not Found');
+    routes[route](res, body, name);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${server.address().port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+function load(source, options = {}) {
+  return loadEngineModel(engine, source, { withTokenizer: false, ...options });
+}
+
+async function expectLoads(source, options) {
+  const { model } = await load(source, options);
+  expect(model.config.n_vocab).toBe(384);
+  const session = model.createSession();
+  session.setSampling({ temperature: 0 });
+  expect(session.prefill([259, 73, 75, 222, 59, 137, 172])).toBe(25);  // greedy.json's first token
+  session.dispose();
+  model.dispose();
+}
+
+// Rejection with the given error, checking afterwards that no partial download stayed in the heap.
+async function expectLoadError(source, check, options) {
+  const before = engine.heapUsedBytes();
+  const error = await load(source, options).then(() => null, (e) => e);
+  expect(error).not.toBeNull();
+  check(error);
+  expect(engine.heapUsedBytes()).toBe(before);
+}
+
+describe('loader over HTTP', () => {
+  test('loads a folder URL, with or without a trailing slash, reporting progress to 100%', async () => {
+    const events = [];
+    await expectLoads(`${baseUrl}/ok/`, { onProgress: (event) => events.push(event) });
+    await expectLoads(`${baseUrl}/ok`);
+    const weights = events.filter((e) => e.file === 'model.safetensors');
+    expect(weights[0]).toEqual({ file: 'model.safetensors', loaded: 0, total: files['model.safetensors'].length, fraction: 0 });
+    expect(weights.at(-1)).toEqual({
+      file: 'model.safetensors',
+      loaded: files['model.safetensors'].length,
+      total: files['model.safetensors'].length,
+      fraction: 1,
+    });
+    expect(events.find((e) => e.file === 'config.json' && e.fraction === 1)).toBeDefined();
+    for (let i = 1; i < weights.length; i++) expect(weights[i].loaded).toBeGreaterThanOrEqual(weights[i - 1].loaded);
+  });
+
+  test('loads without Content-Length by growing the heap buffer', async () => {
+    const events = [];
+    await expectLoads(`${baseUrl}/chunked/`, { onProgress: (event) => events.push(event) });
+    expect(events.at(-1)).toMatchObject({ file: 'model.safetensors', fraction: 1 });
+    expect(events.some((e) => e.total === null && e.fraction === null)).toBe(true);
+  });
+
+  test('404 and 500 name the file and the status', async () => {
+    await expectLoadError(`${baseUrl}/missing/`, (error) => {
+      expect(error).toBeInstanceOf(ModelLoadError);
+      expect(error.message).toMatch(/^config\.json: HTTP 404 Not Found from http:\/\/127\.0\.0\.1:\d+\/missing\/config\.json$/);
+      expect(error).toMatchObject({ file: 'config.json', kind: 'http' });
+    });
+    await expectLoadError(`${baseUrl}/broken/`, (error) => {
+      expect(error.message).toMatch(/^model\.safetensors: HTTP 500 Internal Server Error/);
+      expect(error.kind).toBe('http');
+    });
+  });
+
+  test('an HTML page served with status 200 is reported as not the file', async () => {
+    for (const route of ['html', 'disguised']) {
+      await expectLoadError(`${baseUrl}/${route}/`, (error) => {
+        expect(error.message).toMatch(/^model\.safetensors: got an HTML page instead of the file/);
+        expect(error.kind).toBe('invalid');
+      });
+    }
+  });
+
+  test('a corrupt config.json is reported as invalid JSON', async () => {
+    await expectLoadError(`${baseUrl}/badjson/`, (error) => {
+      expect(error.message).toMatch(/^config\.json: invalid JSON/);
+      expect(error.kind).toBe('invalid');
+    });
+  });
+
+  test('a connection cut at 90% is a network error', async () => {
+    await expectLoadError(`${baseUrl}/cut/`, (error) => {
+      expect(error.message).toMatch(/^model\.safetensors: network error/);
+      expect(error.kind).toBe('network');
+    });
+  });
+
+  test('a refused connection is a network error naming the file', async () => {
+    const closed = createServer();
+    await new Promise((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${closed.address().port}/`;
+    await new Promise((resolve) => closed.close(resolve));
+    await expectLoadError(url, (error) => {
+      expect(error.message).toMatch(/^config\.json: network error fetching .*(CORS)/);
+      expect(error.kind).toBe('network');
+    });
+  });
+
+  test('an AbortSignal rejects with AbortError and frees the partial buffer', async () => {
+    const controller = new AbortController();
+    const onProgress = ({ file, loaded }) => {
+      if (file === 'model.safetensors' && loaded > 0) controller.abort();
+    };
+    await expectLoadError(`${baseUrl}/slow/`, (error) => {
+      expect(error.name).toBe('AbortError');
+      expect(error.message).toMatch(/model\.safetensors/);
+    }, { signal: controller.signal, onProgress });
+    const aborted = AbortSignal.abort();
+    await expectLoadError(`${baseUrl}/ok/`, (error) => expect(error.name).toBe('AbortError'), { signal: aborted });
+  });
+});
+
+describe('loader with a Cache API (an in-memory stand-in for the browser\'s)', () => {
+  const stored = new Map();
+  const fakeCaches = {
+    open: async () => ({
+      match: async (url) => (stored.has(url) ? new Response(stored.get(url).body, { headers: stored.get(url).headers }) : undefined),
+      put: async (url, response) => {
+        const body = new Uint8Array(await response.arrayBuffer());
+        stored.set(url, { body, headers: Object.fromEntries(response.headers) });
+      },
+      delete: async (url) => stored.delete(url),
+    }),
+  };
+  beforeAll(() => {
+    globalThis.caches = fakeCaches;
+  });
+  afterAll(() => {
+    delete globalThis.caches;
+  });
+
+  test('a completed load is cached and the next load makes no requests', async () => {
+    const { model, vocab, merges } = await loadEngineModel(engine, `${baseUrl}/ok/`, { withTokenizer: true });
+    model.dispose();
+    expect(Object.keys(vocab)).toHaveLength(50257);
+    expect(merges.startsWith('#version')).toBe(true);
+    expect(Buffer.from(stored.get(`${baseUrl}/ok/model.safetensors`).body).equals(files['model.safetensors'])).toBe(true);
+    expect(stored.size).toBe(4);
+    const requestsBefore = requestCount;
+    const events = [];
+    await expectLoads(`${baseUrl}/ok/`, { onProgress: (event) => events.push(event) });
+    expect(requestCount).toBe(requestsBefore);
+    expect(events.at(-1)).toMatchObject({ file: 'model.safetensors', fraction: 1 });
+  });
+
+  test('failed, cut, aborted or invalid downloads are never cached', async () => {
+    const controller = new AbortController();
+    const abortOnFirstBytes = ({ file, loaded }) => file === 'model.safetensors' && loaded > 0 && controller.abort();
+    for (const [route, options] of [
+      ['broken', {}],
+      ['html', {}],
+      ['disguised', {}],
+      ['cut', {}],
+      ['badjson', {}],
+      ['slow', { signal: controller.signal, onProgress: abortOnFirstBytes }],
+    ]) {
+      await expect(load(`${baseUrl}/${route}/`, options)).rejects.toThrow();
+      expect([...stored.keys()].filter((url) => url.includes(`/${route}/`))).toEqual([]);
+    }
+  });
+
+  test('files that load but do not make a valid model are evicted', async () => {
+    stored.set(`${baseUrl}/ok/config.json`, { body: new TextEncoder().encode('{"vocab_size": 384}'), headers: {} });
+    await expect(load(`${baseUrl}/ok/`)).rejects.toThrow(/^config\.json: missing key/);
+    expect([...stored.keys()].filter((url) => url.includes('/ok/'))).toEqual([]);
+    await expectLoads(`${baseUrl}/ok/`);  // downloaded again
+  });
+});
+
+describe('loader from local sources', () => {
+  test('a Node folder path', async () => {
+    await expectLoads(TINY);
+    await expectLoads(new URL('../fixtures/tiny-random/', import.meta.url));
+  });
+
+  test('objects of ArrayBuffer, typed arrays and Blobs', async () => {
+    const weights = files['model.safetensors'];
+    const arrayBuffer = weights.buffer.slice(weights.byteOffset, weights.byteOffset + weights.length);
+    await expectLoads({ config: files['config.json'].toString('utf8'), weights: arrayBuffer });
+    await expectLoads({ config: new Blob([files['config.json']]), weights: new Blob([weights]) });
+  });
+
+  test('an array of Files matched by name', async () => {
+    const list = [new File([files['model.safetensors']], 'model.safetensors'), new File([files['config.json']], 'config.json')];
+    await expectLoads(list);
+  });
+
+  test('a missing file is named', async () => {
+    await expectLoadError({ config: files['config.json'] }, (error) => {
+      expect(error.message).toBe('model.safetensors: file not given');
+      expect(error.kind).toBe('missing');
+    });
+    await expectLoadError('/nonexistent/folder', (error) => {
+      expect(error.message).toMatch(/^config\.json: cannot read \/nonexistent\/folder\/config\.json/);
+    });
+  });
+
+  test('weights that are not safetensors are rejected early', async () => {
+    await expectLoadError({ config: files['config.json'], weights: new Uint8Array(16) }, (error) => {
+      expect(error.message).toMatch(/^model\.safetensors: not a safetensors file/);
+    });
+  });
+});

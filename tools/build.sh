@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds everything the site, the tests and the CLI need:
+#   build/native/  the native tool (gpt2) and C++ tests
+#   public/wasm/   the WebAssembly engine: gpt2.wasm + gpt2.cjs (Node) + gpt2.mjs (browsers, workers)
+#   public/js/     a copy of web/ (the page loads js/*.js; engine.js finds the wasm at ../wasm/)
+#   public/gpt2-widget.js  the embeddable widget (web/widget.js), at the site root so embed snippets stay short
+# JOBS (default 2) sets the parallel build jobs: the machines are shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${JOBS:-2}
+
+# emcc's optimizing JS passes need acorn, which Debian installs under /usr/share/nodejs.
+export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
+
+cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release
+cmake --build build/native -j"$jobs"
+
+emcmake cmake -S . -B build/wasm -DCMAKE_BUILD_TYPE=Release
+cmake --build build/wasm -j"$jobs"
+
+rm -rf public/js
+mkdir -p public/js
+cp web/*.js public/js/
+cp web/widget.js public/gpt2-widget.js
+echo "build: native tool in build/native, wasm in public/wasm, web/ copied to public/js"

@@ -1,0 +1,293 @@
+// The wasm engine for JavaScript: loads public/wasm/gpt2.wasm (browsers, workers, Node) and wraps the embind
+// objects of wasm/bindings.cpp in small classes that throw Error with the engine's message and free their
+// C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically inside Node branches.
+
+const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
+
+let enginePromise = null;
+
+// The engine shared by this JS realm (page, worker or Node process). A new instance is made after the
+// previous one aborted (e.g. out of memory), since an aborted wasm instance cannot run again.
+export function loadEngine() {
+  if (!enginePromise) {
+    enginePromise = instantiateEngine().catch((error) => {
+      enginePromise = null;
+      throw error;
+    });
+  }
+  return enginePromise.then((engine) => (engine.aborted ? ((enginePromise = null), loadEngine()) : engine));
+}
+
+async function instantiateEngine() {
+  let engine = null;
+  const moduleArguments = {
+    onAbort: (reason) => engine?.markAborted(reason),
+    printErr: (text) => console.error(`gpt2 engine: ${text}`),
+  };
+  const { factory, wasmUrl } = IS_NODE ? await nodeFactory(moduleArguments) : await browserFactory(moduleArguments);
+  let module;
+  try {
+    module = await factory(moduleArguments);
+  } catch (error) {
+    throw new Error(`could not start the WebAssembly engine (${wasmUrl}): ${error?.message ?? error}`);
+  }
+  engine = new Engine(module);
+  return engine;
+}
+
+// web/ is served as public/js/, next to public/wasm/.
+async function browserFactory(moduleArguments) {
+  const wasmUrl = new URL('../wasm/gpt2.wasm', import.meta.url).href;
+  // The glue would look next to the importing document or worker (a Blob URL for our worker).
+  moduleArguments.locateFile = () => wasmUrl;
+  const factory = (await import(new URL('../wasm/gpt2.mjs', import.meta.url).href)).default;
+  return { factory, wasmUrl };
+}
+
+// Node runs web/ either in place (the wasm is then in ../public/wasm/) or copied to public/js/ (../wasm/).
+async function nodeFactory(moduleArguments) {
+  const [{ createRequire }, { existsSync, readFileSync }, { fileURLToPath }] = await Promise.all([
+    import('node:module'),
+    import('node:fs'),
+    import('node:url'),
+  ]);
+  const candidates = ['../wasm/', '../public/wasm/'].map((dir) => fileURLToPath(new URL(dir, import.meta.url)));
+  const dir = candidates.find((candidate) => existsSync(`${candidate}gpt2.cjs`));
+  if (!dir) throw new Error(`the WebAssembly engine is not built (no gpt2.cjs in ${candidates.join(' or ')}): run tools/build.sh`);
+  // Node 20 would otherwise fetch() the .wasm path, which fails for file paths.
+  moduleArguments.wasmBinary = readFileSync(`${dir}gpt2.wasm`);
+  // The .cjs glue, because the ES-module flavour of Emscripten's Node branch needs __dirname.
+  return { factory: createRequire(import.meta.url)(`${dir}gpt2.cjs`), wasmUrl: `${dir}gpt2.wasm` };
+}
+
+export class EngineAbortedError extends Error {
+  constructor(reason) {
+    super(`the WebAssembly engine crashed (${reason}); reload the model`);
+    this.name = 'EngineAbortedError';
+  }
+}
+
+// One instance of the wasm module.
+export class Engine {
+  #module;
+  #abortReason = null;
+
+  constructor(module) {
+    this.#module = module;
+  }
+
+  get aborted() {
+    return this.#abortReason !== null;
+  }
+
+  markAborted(reason) {
+    this.#abortReason = String(reason ?? 'abort');
+  }
+
+  // Runs fn against the module, turning a wasm trap or abort into EngineAbortedError.
+  call(fn) {
+    if (this.#abortReason !== null) throw new EngineAbortedError(this.#abortReason);
+    try {
+      return fn(this.#module);
+    } catch (error) {
+      if (error instanceof WebAssembly.RuntimeError || this.#abortReason !== null) {
+        this.markAborted(this.#abortReason ?? error.message);
+        throw new EngineAbortedError(this.#abortReason);
+      }
+      throw error;
+    }
+  }
+
+  // A buffer in the wasm heap that downloads are written into; see HeapBuffer.
+  allocate(capacity) {
+    return new HeapBuffer(this, capacity);
+  }
+
+  // Bytes currently malloc'ed in the wasm heap (the memory itself never shrinks): for leak checks.
+  heapUsedBytes() {
+    return this.call((module) => module.heapUsedBytes());
+  }
+
+  // configJson: the text of config.json; weights: a HeapBuffer holding model.safetensors (the caller still
+  // frees it) or a Uint8Array (copied into the heap for the duration of the call).
+  createModel(configJson, weights) {
+    if (weights instanceof HeapBuffer) return this.#createModelFromHeap(configJson, weights);
+    const buffer = this.allocate(weights.byteLength);
+    try {
+      buffer.write(weights);
+      return this.#createModelFromHeap(configJson, buffer);
+    } finally {
+      buffer.free();
+    }
+  }
+
+  #createModelFromHeap(configJson, buffer) {
+    const handle = this.call((module) => new module.Model(configJson, buffer.ptr, buffer.length));
+    if (!handle.ok()) {
+      const message = handle.error();
+      handle.delete();
+      throw new Error(message);
+    }
+    return new EngineModel(this, handle);
+  }
+}
+
+// malloc'ed bytes in the wasm heap, filled chunk by chunk. Capacity grows geometrically when the final size
+// is unknown (no Content-Length). Pointers are kept unsigned: the heap may exceed 2 GB.
+export class HeapBuffer {
+  #engine;
+  ptr = 0;
+  capacity = 0;
+  length = 0;
+
+  constructor(engine, capacity) {
+    this.#engine = engine;
+    this.#reallocate(Math.max(1, capacity));
+  }
+
+  write(bytes) {
+    if (this.ptr === 0) throw new Error('HeapBuffer: already freed');
+    if (this.length + bytes.byteLength > this.capacity) {
+      this.#reallocate(Math.max(this.length + bytes.byteLength, Math.ceil(this.capacity * 1.5)));
+    }
+    // Read HEAPU8 now: any malloc may have grown the memory and replaced the view.
+    this.#engine.call((module) => module.HEAPU8.set(bytes, this.ptr + this.length));
+    this.length += bytes.byteLength;
+  }
+
+  bytes(begin, end) {
+    return this.#engine.call((module) => module.HEAPU8.slice(this.ptr + begin, this.ptr + Math.min(end, this.length)));
+  }
+
+  free() {
+    if (this.ptr === 0) return;
+    const ptr = this.ptr;
+    this.ptr = 0;
+    if (!this.#engine.aborted) this.#engine.call((module) => module._free(ptr));
+  }
+
+  #reallocate(capacity) {
+    const ptr = this.#engine.call((module) => module._malloc(capacity) >>> 0);
+    if (ptr === 0) {
+      throw new Error(`out of memory: cannot allocate ${capacity} bytes in the WebAssembly heap (4 GB at most)`);
+    }
+    if (this.ptr !== 0) {
+      this.#engine.call((module) => {
+        module.HEAPU8.copyWithin(ptr, this.ptr, this.ptr + this.length);
+        module._free(this.ptr);
+      });
+    }
+    this.ptr = ptr;
+    this.capacity = capacity;
+  }
+}
+
+// Weights of one model (embind Model). Sessions keep the weights alive in C++, so dispose() order is free.
+export class EngineModel {
+  #engine;
+  #handle;
+  config;
+  weightBytes;
+
+  constructor(engine, handle) {
+    this.#engine = engine;
+    this.#handle = handle;
+    this.config = handle.config();
+    this.weightBytes = handle.weightBytes();
+  }
+
+  createSession({ useKVCache = true } = {}) {
+    const handle = this.#engine.call((module) => new module.Session(this.#live(), Boolean(useKVCache)));
+    if (!handle.ok()) {
+      const message = handle.error();
+      handle.delete();
+      throw new Error(message);
+    }
+    return new EngineSession(this.#engine, handle, this.config);
+  }
+
+  dispose() {
+    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
+    this.#handle = null;
+  }
+
+  #live() {
+    if (!this.#handle) throw new Error('the model was disposed');
+    return this.#handle;
+  }
+}
+
+// One generation's state: KV cache and sampler (embind Session).
+export class EngineSession {
+  #engine;
+  #handle;
+  #config;
+
+  constructor(engine, handle, config) {
+    this.#engine = engine;
+    this.#handle = handle;
+    this.#config = config;
+  }
+
+  // Values the engine would silently sanitize are the caller's to validate (see generate.js).
+  setSampling({ temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, seed = 0 } = {}) {
+    if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`seed must be a non-negative integer, got ${seed}`);
+    this.#call((session) => session.setSampling(temperature, topK, topP, repetitionPenalty, seed));
+  }
+
+  // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id.
+  prefill(ids) {
+    if (ids.length === 0) throw new Error('prefill: no token ids given');
+    for (const id of ids) this.#checkId(id);
+    return this.#checked(this.#call((session) => session.prefill(ids)));
+  }
+
+  // Feeds one token and returns the sampled next token id.
+  step(id) {
+    this.#checkId(id);
+    return this.#checked(this.#call((session) => session.step(id)));
+  }
+
+  // Float32Array of the last fed position's raw logits, over the heap: read it before the next call.
+  logits() {
+    return this.#call((session) => session.logits());
+  }
+
+  // { probability, alternatives: [{ token, probability }] } under softmax(logits) of the last fed position.
+  distribution(token, topK = 0) {
+    return this.#call((session) => session.distribution(token, topK));
+  }
+
+  reset() {
+    this.#call((session) => session.reset());
+  }
+
+  get nCached() {
+    return this.#call((session) => session.nCached());
+  }
+
+  get kvCacheBytes() {
+    return this.#call((session) => session.kvCacheBytes());
+  }
+
+  dispose() {
+    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
+    this.#handle = null;
+  }
+
+  // Range checks happen in the engine (its message names the range); this only rejects non-integers, which
+  // embind would otherwise truncate silently.
+  #checkId(id) {
+    if (!Number.isInteger(id)) throw new Error(`token id must be an integer, got ${id}`);
+  }
+
+  #checked(token) {
+    if (token < 0) throw new Error(this.#call((session) => session.error()));
+    return token;
+  }
+
+  #call(fn) {
+    if (!this.#handle) throw new Error('the session was disposed');
+    return this.#engine.call(() => fn(this.#handle));
+  }
+}

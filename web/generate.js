@@ -1,0 +1,273 @@
+// The generation loop over an engine session and a tokenizer: encode the prompt, prefill, then one step per
+// token, streaming decoded text (never half a character), holding back text that may be the start of a stop
+// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used directly by
+// gpt2.js (Node, workers) and by worker.js (browsers). Plain ES module.
+
+export const END_OF_TEXT = 50256;
+
+const DEFAULT_OPTIONS = Object.freeze({
+  maxNewTokens: 64,
+  temperature: 1,
+  topK: 0,
+  topP: 1,
+  repetitionPenalty: 1,
+  seed: undefined,  // random
+  stop: [],
+  stopAtEndOfText: true,
+  useKVCache: true,
+  signal: undefined,
+  topAlternatives: 0,
+});
+
+// Checks and completes generate() options; throws an Error naming the offending option.
+export function normalizeGenerateOptions(options = {}) {
+  if (options === null || typeof options !== 'object') throw new TypeError('generate: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (!(name in DEFAULT_OPTIONS)) throw new TypeError(`generate: unknown option "${name}"`);
+  }
+  const o = { ...DEFAULT_OPTIONS };
+  for (const [name, value] of Object.entries(options)) if (value !== undefined) o[name] = value;
+  const fail = (name, expected) => {
+    throw new RangeError(`generate: option ${name} must be ${expected}, got ${describeValue(o[name])}`);
+  };
+  if (!Number.isSafeInteger(o.maxNewTokens) || o.maxNewTokens < 1) fail('maxNewTokens', 'a positive integer');
+  if (typeof o.temperature !== 'number' || !Number.isFinite(o.temperature) || o.temperature < 0) {
+    fail('temperature', 'a finite number >= 0 (0 = greedy)');
+  }
+  if (!Number.isSafeInteger(o.topK) || o.topK < 0) fail('topK', 'an integer >= 0 (0 = off)');
+  if (typeof o.topP !== 'number' || !(o.topP > 0 && o.topP <= 1)) fail('topP', 'a number in (0, 1]');
+  if (typeof o.repetitionPenalty !== 'number' || !Number.isFinite(o.repetitionPenalty) || o.repetitionPenalty <= 0) {
+    fail('repetitionPenalty', 'a finite number > 0 (1 = off)');
+  }
+  if (o.seed === undefined) o.seed = Math.floor(Math.random() * 2 ** 32);
+  else if (!Number.isSafeInteger(o.seed) || o.seed < 0) fail('seed', 'an integer in [0, 2^53)');
+  if (typeof o.stop === 'string') o.stop = [o.stop];
+  if (!Array.isArray(o.stop) || !o.stop.every((s) => typeof s === 'string' && s.length > 0)) {
+    fail('stop', 'a non-empty string or an array of them');
+  }
+  if (typeof o.stopAtEndOfText !== 'boolean') fail('stopAtEndOfText', 'a boolean');
+  if (typeof o.useKVCache !== 'boolean') fail('useKVCache', 'a boolean');
+  if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
+  if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
+  return o;
+}
+
+function describeValue(value) {
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
+
+export function createStats(contextSize) {
+  return {
+    promptTokens: 0,
+    generatedTokens: 0,
+    prefillMs: 0,
+    decodeTokensPerSecond: 0,
+    contextUsed: 0,
+    contextSize,
+    kvCacheBytes: 0,
+    stopReason: null,  // 'eos' | 'stop' | 'length' | 'abort' | 'error' once finished
+  };
+}
+
+// Reuses one idle session per KV-cache mode, so consecutive generations do not reallocate the cache.
+export class SessionPool {
+  #model;
+  #idle = new Map();
+  #disposed = false;
+
+  constructor(engineModel) {
+    this.#model = engineModel;
+  }
+
+  acquire(useKVCache) {
+    const session = this.#idle.get(useKVCache);
+    if (session) {
+      this.#idle.delete(useKVCache);
+      return session;
+    }
+    return this.#model.createSession({ useKVCache });
+  }
+
+  release(session, useKVCache) {
+    if (this.#disposed || this.#idle.has(useKVCache)) session.dispose();
+    else this.#idle.set(useKVCache, session);
+  }
+
+  dispose() {
+    this.#disposed = true;
+    for (const session of this.#idle.values()) session.dispose();
+    this.#idle.clear();
+  }
+}
+
+// An async iterable of pieces { text, token, position, ms, probability?, alternatives? } with a live `stats`.
+// Generation runs as it is iterated; leaving the loop early (break) ends it with stopReason 'abort'.
+// target: { pool: SessionPool, tokenizer, config: { n_ctx } }; options as normalizeGenerateOptions returns.
+export class Generation {
+  stats;
+  #pieces;
+
+  constructor(target, prompt, options) {
+    if (typeof prompt !== 'string') throw new TypeError(`generate: prompt must be a string, got ${typeof prompt}`);
+    this.stats = createStats(target.config.n_ctx);
+    this.#pieces = runGeneration(target, prompt, options, this.stats);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.#pieces;
+  }
+}
+
+async function* runGeneration({ pool, tokenizer }, prompt, options, stats) {
+  const session = pool.acquire(options.useKVCache);
+  try {
+    const decoder = tokenizer.createDecoder();
+    const filter = new StopStringFilter(options.stop);
+    const stopReason = yield* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats);
+    stats.stopReason = stopReason;
+    if (stopReason !== 'stop') yield* filter.finish(decoder.flush());
+  } catch (error) {
+    stats.stopReason = 'error';
+    throw error;
+  } finally {
+    stats.stopReason ??= 'abort';  // the consumer left the loop early
+    pool.release(session, options.useKVCache);
+  }
+}
+
+// Yields the pieces the stop filter releases; returns the stop reason.
+async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats) {
+  const eos = tokenizer.eosId ?? END_OF_TEXT;
+  if (options.signal?.aborted) return 'abort';
+  session.setSampling(options);
+  const ids = prompt === '' ? [eos] : tokenizer.encode(prompt);
+  stats.promptTokens = ids.length;
+  let started = performance.now();
+  let next = session.prefill(ids);
+  let ms = (stats.prefillMs = performance.now() - started);
+  let decodeMs = 0;
+  for (let steps = 0; ; steps++) {
+    updateContextStats(stats, session);
+    if (next === eos && options.stopAtEndOfText) return 'eos';
+    stats.generatedTokens++;
+    const piece = makePiece(session, tokenizer, decoder, next, ids.length + steps, ms, options);
+    const { pieces, stopped } = filter.push(piece);
+    yield* pieces;
+    if (stopped) return 'stop';
+    if (stats.generatedTokens === options.maxNewTokens) return 'length';
+    await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
+    if (options.signal?.aborted) return 'abort';
+    started = performance.now();
+    next = session.step(next);
+    ms = performance.now() - started;
+    decodeMs += ms;
+    if (decodeMs > 0) stats.decodeTokensPerSecond = ((steps + 1) * 1000) / decodeMs;
+  }
+}
+
+function updateContextStats(stats, session) {
+  stats.contextUsed = session.nCached;
+  stats.kvCacheBytes = session.kvCacheBytes;
+}
+
+function makePiece(session, tokenizer, decoder, token, position, ms, options) {
+  const piece = { text: decoder.push(token), token, position, ms };
+  if (options.topAlternatives > 0) {
+    const { probability, alternatives } = session.distribution(token, options.topAlternatives);
+    piece.probability = probability;
+    piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenizer.decode([a.token]) }));
+  }
+  return piece;
+}
+
+// Holds back pieces whose text could be the beginning of a stop string; once a stop string appears, releases
+// the text before it and drops the rest. Pieces are never split except the one a stop string starts in.
+export class StopStringFilter {
+  #stops;
+  #held = [];
+
+  constructor(stops) {
+    this.#stops = stops;
+  }
+
+  // -> { pieces: released pieces, stopped: whether a stop string was found }
+  push(piece) {
+    this.#held.push(piece);
+    if (this.#stops.length === 0) return { pieces: this.#release(this.#held.length), stopped: false };
+    const text = this.#held.map((p) => p.text).join('');
+    const stopAt = this.#earliestStop(text);
+    if (stopAt >= 0) return { pieces: this.#truncateAt(stopAt), stopped: true };
+    const safeLength = text.length - this.#longestStopPrefixSuffix(text);
+    let count = 0;
+    for (let end = 0; count < this.#held.length; count++) {
+      end += this.#held[count].text.length;
+      if (end > safeLength) break;
+    }
+    return { pieces: this.#release(count), stopped: false };
+  }
+
+  // Releases whatever is held at the end of generation; remaining text (e.g. an incomplete UTF-8 sequence
+  // from the decoder's flush) joins the last held piece, or comes as a piece without a token.
+  finish(remainingText) {
+    if (remainingText) {
+      const last = this.#held.at(-1);
+      if (last) last.text += remainingText;
+      else this.#held.push({ text: remainingText, token: null, position: null, ms: 0 });
+    }
+    return this.#release(this.#held.length);
+  }
+
+  #release(count) {
+    return this.#held.splice(0, count);
+  }
+
+  #earliestStop(text) {
+    let earliest = -1;
+    for (const stop of this.#stops) {
+      const at = text.indexOf(stop);
+      if (at >= 0 && (earliest < 0 || at < earliest)) earliest = at;
+    }
+    return earliest;
+  }
+
+  #longestStopPrefixSuffix(text) {
+    let longest = 0;
+    for (const stop of this.#stops) {
+      for (let length = Math.min(stop.length - 1, text.length); length > longest; length--) {
+        if (text.endsWith(stop.slice(0, length))) {
+          longest = length;
+          break;
+        }
+      }
+    }
+    return longest;
+  }
+
+  #truncateAt(stopAt) {
+    const released = [];
+    let offset = 0;
+    for (const piece of this.#held) {
+      if (offset >= stopAt) break;
+      released.push({ ...piece, text: piece.text.slice(0, stopAt - offset) });
+      offset += piece.text.length;
+    }
+    this.#held = [];
+    return released;
+  }
+}
+
+let yieldChannel = null;
+const yieldWaiters = [];
+
+// A macrotask turn without setTimeout's 4 ms clamp: setImmediate in Node, a MessageChannel elsewhere.
+export function yieldToEventLoop() {
+  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
+  if (!yieldChannel) {
+    yieldChannel = new MessageChannel();
+    yieldChannel.port1.onmessage = () => yieldWaiters.shift()();
+  }
+  return new Promise((resolve) => {
+    yieldWaiters.push(resolve);
+    yieldChannel.port2.postMessage(null);
+  });
+}

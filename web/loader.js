@@ -1,0 +1,474 @@
+// Loads a model folder in the Hugging Face layout (config.json, model.safetensors, vocab.json, merges.txt)
+// from a base URL, from local File/Blob/ArrayBuffer objects, or (Node) from a folder path, and creates the
+// engine model from it. The weights stream chunk by chunk straight into the wasm heap, so no second copy of
+// them is kept in JS. In browsers, downloads that completed and loaded are kept with the Cache API; nothing
+// incomplete or invalid is ever stored. Plain ES module; Node-only modules are imported in Node branches.
+
+export const MODEL_FILES = Object.freeze({
+  config: 'config.json',
+  weights: 'model.safetensors',
+  vocab: 'vocab.json',
+  merges: 'merges.txt',
+});
+export const CACHE_NAME = 'gpt2-wasm-models-v1';
+
+const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
+const PROGRESS_INTERVAL_MS = 100;
+const NODE_READ_CHUNK_BYTES = 16 << 20;
+const SAFETENSORS_MAX_HEADER_BYTES = 100 << 20;
+
+// kind: 'network' (connection, CORS, interrupted download), 'http' (error status), 'missing' (no such local
+// file) or 'invalid' (the bytes are not what the file should be: HTML page, corrupt JSON, bad safetensors).
+export class ModelLoadError extends Error {
+  constructor(file, kind, message, options) {
+    super(`${file}: ${message}`, options);
+    this.name = 'ModelLoadError';
+    this.file = file;
+    this.kind = kind;
+  }
+}
+
+// -> { model: EngineModel, vocab (object) | null, merges (string) | null }
+// source: base URL (string or URL), Node folder path, { config, weights, vocab, merges } of File/Blob/
+// ArrayBuffer/typed arrays, or an array/FileList of Files matched by name. withTokenizer: false skips
+// vocab.json and merges.txt (models used with token ids only).
+export async function loadEngineModel(engine, source, { onProgress, signal, withTokenizer = true } = {}) {
+  const files = await openModelFiles(source);
+  const names = withTokenizer ? ['config', 'vocab', 'merges', 'weights'] : ['config', 'weights'];
+  const context = { engine, onProgress, signal };
+  const loaded = {};
+  try {
+    for (const key of names) loaded[key] = await readModelFile(files[key], key, context);
+    const vocab = loaded.vocab ? parseJson(MODEL_FILES.vocab, loaded.vocab) : null;
+    const merges = loaded.merges ? decodeText(MODEL_FILES.merges, loaded.merges) : null;
+    const model = await createModel(engine, loaded, files);
+    await files.store?.(loaded);
+    return { model, vocab, merges };
+  } finally {
+    loaded.weights?.free();
+  }
+}
+
+async function createModel(engine, loaded, files) {
+  parseJson(MODEL_FILES.config, loaded.config);  // names the file when it is not JSON at all
+  try {
+    return engine.createModel(decodeText(MODEL_FILES.config, loaded.config), loaded.weights);
+  } catch (error) {
+    if (error.name === 'EngineAbortedError') throw error;
+    await files.evict?.();
+    // The engine's messages start with the file they are about.
+    const [, file = 'model files', detail = error.message] = /^(config\.json|model\.safetensors): (.*)$/s.exec(error.message) ?? [];
+    throw new ModelLoadError(file, 'invalid', detail);
+  }
+}
+
+// ---- reading one file into memory (text files) or the wasm heap (weights) ----
+
+// file: { name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel() } }
+async function readModelFile(file, key, { engine, onProgress, signal }) {
+  throwIfAborted(signal, file.name);
+  const { total, chunks, cancel } = await file.open(signal);
+  let sink;
+  try {
+    sink = key === 'weights' ? new WeightsSink(engine, file.name, total) : new BytesSink(file.name, total);
+    const progress = new ProgressReporter(file.name, total, onProgress);
+    for await (const chunk of readChunks(chunks, file.name, signal, () => `${sink.length} of ${total ?? '?'} bytes`)) {
+      sink.write(chunk);
+      progress.update(sink.length);
+      throwIfAborted(signal, file.name);
+    }
+    if (total !== null && sink.length < total) {
+      throw new ModelLoadError(file.name, 'network',
+        `network error: the download ended after ${sink.length} of ${total} bytes (connection closed early)`);
+    }
+    const result = sink.finish();
+    progress.done(sink.length);
+    return result;
+  } catch (error) {
+    sink?.discard();
+    cancel();
+    throw error;
+  }
+}
+
+// Errors of the transfer itself (not of what is done with the bytes) are network errors.
+async function* readChunks(chunks, name, signal, describeProgress) {
+  try {
+    yield* chunks;
+  } catch (error) {
+    throwIfAborted(signal, name);
+    if (error instanceof ModelLoadError) throw error;
+    throw new ModelLoadError(name, 'network',
+      `network error: the download was interrupted after ${describeProgress()} (${describe(error)})`, { cause: error });
+  }
+}
+
+function throwIfAborted(signal, name) {
+  if (signal?.aborted) throw new DOMException(`loading ${name} was aborted`, 'AbortError');
+}
+
+class BytesSink {
+  #name;
+  #parts = [];
+  length = 0;
+
+  constructor(name, total) {
+    this.#name = name;
+    if (total === 0) throw new ModelLoadError(name, 'invalid', 'the file is empty');
+  }
+
+  write(chunk) {
+    if (this.length === 0 && chunk.byteLength > 0) checkNotHtml(this.#name, chunk);
+    this.#parts.push(chunk);
+    this.length += chunk.byteLength;
+  }
+
+  finish() {
+    const bytes = new Uint8Array(this.length);
+    let offset = 0;
+    for (const part of this.#parts) {
+      bytes.set(part, offset);
+      offset += part.byteLength;
+    }
+    this.#parts = [];
+    return bytes;
+  }
+
+  discard() {
+    this.#parts = [];
+  }
+}
+
+// Streams model.safetensors into a HeapBuffer sized from the known length (or grown as bytes arrive),
+// checking the safetensors header as soon as its first bytes are in.
+class WeightsSink {
+  #name;
+  #buffer;
+  #head = new Uint8Array(9);
+  #headLength = 0;
+
+  constructor(engine, name, total) {
+    this.#name = name;
+    if (total !== null && total < 9) throw new ModelLoadError(name, 'invalid', `not a safetensors file (${total} bytes)`);
+    this.#buffer = engine.allocate(total ?? 1 << 20);
+  }
+
+  get length() {
+    return this.#buffer.length;
+  }
+
+  write(chunk) {
+    this.#collectHead(chunk);
+    this.#buffer.write(chunk);
+  }
+
+  finish() {
+    if (this.#headLength < 9) {
+      throw new ModelLoadError(this.#name, 'invalid', `not a safetensors file (${this.#buffer.length} bytes)`);
+    }
+    checkSafetensorsHeader(this.#name, this.#head, this.#buffer.length);
+    return this.#buffer;
+  }
+
+  discard() {
+    this.#buffer.free();
+  }
+
+  #collectHead(chunk) {
+    if (this.#headLength >= 9) return;
+    const take = chunk.subarray(0, 9 - this.#headLength);
+    this.#head.set(take, this.#headLength);
+    this.#headLength += take.byteLength;
+    if (this.#headLength === 9) checkSafetensorsHeader(this.#name, this.#head, null);
+  }
+}
+
+function checkNotHtml(name, firstBytes) {
+  let i = 0;
+  while (i < firstBytes.length && (firstBytes[i] === 0x20 || firstBytes[i] === 0x0a || firstBytes[i] === 0x0d ||
+    firstBytes[i] === 0x09 || firstBytes[i] === 0xef || firstBytes[i] === 0xbb || firstBytes[i] === 0xbf)) i++;
+  if (firstBytes[i] === 0x3c /* '<' */) {
+    throw new ModelLoadError(name, 'invalid',
+      'got an HTML page instead of the file (wrong URL, or a login or error page served with status 200)');
+  }
+}
+
+// safetensors = u64 little-endian header length N, then N bytes of JSON starting with '{', then the data.
+function checkSafetensorsHeader(name, head, fileLength) {
+  checkNotHtml(name, head);
+  const view = new DataView(head.buffer, head.byteOffset, 9);
+  const headerBytes = view.getUint32(0, true) + view.getUint32(4, true) * 2 ** 32;
+  const headerFits = fileLength === null || 8 + headerBytes <= fileLength;
+  if (head[8] !== 0x7b /* '{' */ || headerBytes < 2 || headerBytes > SAFETENSORS_MAX_HEADER_BYTES || !headerFits) {
+    throw new ModelLoadError(name, 'invalid', 'not a safetensors file (corrupt or different format: bad header)');
+  }
+}
+
+function decodeText(name, bytes) {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw new ModelLoadError(name, 'invalid', 'not UTF-8 text (corrupt file?)');
+  }
+}
+
+function parseJson(name, bytes) {
+  try {
+    return JSON.parse(decodeText(name, bytes));
+  } catch (error) {
+    if (error instanceof ModelLoadError) throw error;
+    throw new ModelLoadError(name, 'invalid', `invalid JSON (corrupt file?): ${error.message}`);
+  }
+}
+
+class ProgressReporter {
+  #file;
+  #total;
+  #onProgress;
+  #lastTime = -Infinity;
+
+  constructor(file, total, onProgress) {
+    this.#file = file;
+    this.#total = total;
+    this.#onProgress = onProgress;
+    this.#emit(0);
+  }
+
+  update(loaded) {
+    const now = Date.now();
+    if (now - this.#lastTime >= PROGRESS_INTERVAL_MS) this.#emit(loaded, now);
+  }
+
+  done(loaded) {
+    this.#total = loaded;
+    this.#emit(loaded);
+  }
+
+  #emit(loaded, now = Date.now()) {
+    this.#lastTime = now;
+    const total = this.#total;
+    this.#onProgress?.({ file: this.#file, loaded, total, fraction: total ? Math.min(1, loaded / total) : null });
+  }
+}
+
+function describe(error) {
+  const cause = error?.cause?.message ?? error?.cause?.code;
+  return cause ? `${error.message}: ${cause}` : String(error?.message ?? error);
+}
+
+// ---- sources: each returns { config, weights, vocab, merges } of file openers, plus optional store/evict ----
+
+async function openModelFiles(source) {
+  if (typeof source === 'string' || source instanceof URL) {
+    const text = String(source);
+    if (/^https?:/i.test(text) || !IS_NODE) return openUrlFolder(resolveUrl(text));
+    return openNodeFolder(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
+  }
+  if (isFileList(source)) return openNamedFiles(Array.from(source));
+  if (source && typeof source === 'object') return openLocalObjects(source);
+  throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
+}
+
+function resolveUrl(text) {
+  const base = globalThis.document?.baseURI ?? globalThis.location?.href;
+  const url = base ? new URL(text, base) : new URL(text);
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
+}
+
+function isFileList(source) {
+  return Array.isArray(source) || (typeof FileList !== 'undefined' && source instanceof FileList);
+}
+
+function openUrlFolder(baseUrl) {
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = urlFile(name, new URL(name, baseUrl).href);
+  const urls = Object.values(files).map((file) => file.url);
+  files.store = (loaded) => storeInCache(files, loaded);
+  files.evict = () => evictFromCache(urls);
+  return files;
+}
+
+function urlFile(name, url) {
+  return {
+    name,
+    url,
+    open: async (signal) => {
+      const cached = await matchCache(url);
+      return responseBody(name, url, cached ?? (await fetchFile(name, url, signal)));
+    },
+  };
+}
+
+async function fetchFile(name, url, signal) {
+  let response;
+  try {
+    response = await fetch(url, { signal });
+  } catch (error) {
+    throwIfAborted(signal, name);
+    throw new ModelLoadError(name, 'network',
+      `network error fetching ${url} (offline, connection refused, or blocked by CORS): ${describe(error)}`, { cause: error });
+  }
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    const hint = response.status === 401 || response.status === 403 ? ' (private or gated repository?)' : '';
+    throw new ModelLoadError(name, 'http', `HTTP ${response.status} ${response.statusText} from ${url}${hint}`.trimEnd());
+  }
+  if (/^text\/html/i.test(response.headers.get('content-type') ?? '')) {
+    response.body?.cancel().catch(() => {});
+    throw new ModelLoadError(name, 'invalid',
+      `got an HTML page instead of the file from ${url} (wrong URL, or a login or error page)`);
+  }
+  return response;
+}
+
+function responseBody(name, url, response) {
+  // With a Content-Encoding, Content-Length counts compressed bytes: the size is then unknown.
+  const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
+  const length = response.headers.get('content-length');
+  const total = !encoded && length !== null && /^\d+$/.test(length) ? Number(length) : null;
+  if (!response.body) throw new ModelLoadError(name, 'network', `no response body from ${url}`);
+  const reader = response.body.getReader();
+  return {
+    total,
+    chunks: readerChunks(reader),
+    cancel: () => reader.cancel().catch(() => {}),
+  };
+}
+
+async function* readerChunks(reader) {
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    yield value;
+  }
+}
+
+async function openCache() {
+  if (typeof caches === 'undefined') return null;  // Node, or an insecure (non-https) page
+  try {
+    return await caches.open(CACHE_NAME);
+  } catch {
+    return null;  // e.g. storage disabled in private browsing
+  }
+}
+
+async function matchCache(url) {
+  const cache = await openCache();
+  return (await cache?.match(url)) ?? null;
+}
+
+// Stores only files that downloaded completely and made a valid model. The weights are streamed to the
+// cache from the heap in slices rather than copied into one JS buffer.
+async function storeInCache(files, loaded) {
+  const cache = await openCache();
+  if (!cache) return;
+  try {
+    for (const key of Object.keys(loaded)) {
+      const url = files[key].url;
+      if (await cache.match(url)) continue;
+      const body = key === 'weights' ? heapStream(loaded.weights) : loaded[key];
+      const headers = { 'Content-Length': String(loaded[key].length), 'Content-Type': 'application/octet-stream' };
+      await cache.put(url, new Response(body, { headers }));
+    }
+  } catch (error) {
+    console.warn(`gpt2-wasm: could not cache the model files: ${error.message}`);  // e.g. quota exceeded
+  }
+}
+
+function heapStream(heapBuffer, sliceBytes = 4 << 20) {
+  let offset = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (offset >= heapBuffer.length) return controller.close();
+      const end = Math.min(offset + sliceBytes, heapBuffer.length);
+      controller.enqueue(heapBuffer.bytes(offset, end));
+      offset = end;
+    },
+  });
+}
+
+async function evictFromCache(urls) {
+  const cache = await openCache();
+  if (cache) await Promise.all(urls.map((url) => cache.delete(url)));
+}
+
+// Local objects: { config, weights, vocab, merges } of File, Blob, ArrayBuffer, typed array or string.
+function openLocalObjects(objects) {
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = localFile(objects[key], objects[key]?.name ?? name);
+  return files;
+}
+
+// An array or FileList of Files (e.g. from <input type=file multiple> or a dropped folder), matched by name.
+function openNamedFiles(list) {
+  const byName = new Map(list.map((file) => [file.name, file]));
+  const objects = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) objects[key] = byName.get(name);
+  return openLocalObjects(objects);
+}
+
+function localFile(object, name) {
+  return {
+    name,
+    open: async () => {
+      if (object === undefined || object === null) throw new ModelLoadError(name, 'missing', 'file not given');
+      if (typeof Blob !== 'undefined' && object instanceof Blob) {
+        const reader = object.stream().getReader();
+        return { total: object.size, chunks: readerChunks(reader), cancel: () => reader.cancel().catch(() => {}) };
+      }
+      const bytes = toBytes(object, name);
+      return { total: bytes.byteLength, chunks: [bytes], cancel: () => {} };
+    },
+  };
+}
+
+function toBytes(object, name) {
+  if (typeof object === 'string') return new TextEncoder().encode(object);
+  if (object instanceof ArrayBuffer) return new Uint8Array(object);
+  if (ArrayBuffer.isView(object)) return new Uint8Array(object.buffer, object.byteOffset, object.byteLength);
+  throw new ModelLoadError(name, 'invalid', `expected a File, Blob, ArrayBuffer or typed array, got ${typeof object}`);
+}
+
+// Node: a folder path, read in chunks of NODE_READ_CHUNK_BYTES that the sink copies into the heap.
+async function openNodeFolder(folder) {
+  const [fs, path] = await Promise.all([import('node:fs'), import('node:path')]);
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = nodeFile(fs, path.join(folder, name), name);
+  return files;
+}
+
+function nodeFile(fs, filePath, name) {
+  return {
+    name,
+    open: async () => {
+      let fd;
+      try {
+        fd = fs.openSync(filePath, 'r');
+      } catch (error) {
+        throw new ModelLoadError(name, 'missing', `cannot read ${filePath}: ${error.message}`);
+      }
+      const total = fs.fstatSync(fd).size;
+      let closed = false;
+      const close = () => {
+        if (!closed) fs.closeSync(fd);
+        closed = true;
+      };
+      return { total, chunks: nodeChunks(fs, fd, close), cancel: close };
+    },
+  };
+}
+
+async function* nodeChunks(fs, fd, close) {
+  try {
+    const buffer = new Uint8Array(NODE_READ_CHUNK_BYTES);
+    for (;;) {
+      const read = fs.readSync(fd, buffer, 0, buffer.length, null);
+      if (read === 0) return;
+      yield buffer.subarray(0, read);  // the sink copies it before the next read
+      await new Promise((resolve) => setImmediate(resolve));  // lets an abort or progress through
+    }
+  } finally {
+    close();
+  }
+}

@@ -1,0 +1,94 @@
+// Web Worker hosting the engine, the loader and the generation loop, so the page stays responsive.
+// Started by gpt2.js from a Blob URL that imports this file's absolute URL (works from cross-origin pages).
+//
+// Protocol (every request carries a numeric `id`; answers carry the same id):
+//   page -> worker  { type: 'load', id, source }                     -> progress*, result { modelId, config, weightBytes }
+//                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
+//                   { type: 'encode', id, modelId, text }             -> result (ids)
+//                   { type: 'decode', id, modelId, ids }              -> result (text)
+//                   { type: 'dispose', id, modelId }                  -> result
+//                   { type: 'cancel', id }  aborts request `id` (a load rejects with AbortError, a generation
+//                                           ends with stopReason 'abort'); no answer of its own
+//   worker -> page  { type: 'ready' } once started
+//                   { type: 'progress', id, progress } / { type: 'piece', id, piece, stats }
+//                   { type: 'result', id, value, stats? } / { type: 'error', id, error: { name, message, file?, kind? }, stats? }
+//                   { type: 'crashed', message }  the wasm instance aborted (e.g. out of memory): every model in
+//                                                 this worker is gone; the page should start a new worker
+import { loadLocalModel } from './gpt2.js';
+
+const models = new Map();  // modelId -> LocalModel (gpt2.js)
+const controllers = new Map();  // request id -> AbortController
+let nextModelId = 1;
+
+const handlers = {
+  async load({ id, source }) {
+    const onProgress = (progress) => post({ type: 'progress', id, progress });
+    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal });
+    const modelId = nextModelId++;
+    models.set(modelId, model);
+    return { modelId, config: model.config, weightBytes: model.weightBytes };
+  },
+
+  async generate({ id, modelId, prompt, options }) {
+    const generation = modelFor(modelId).generate(prompt, { ...options, signal: controllers.get(id).signal });
+    try {
+      for await (const piece of generation) post({ type: 'piece', id, piece, stats: generation.stats });
+    } catch (error) {
+      error.stats = generation.stats;
+      throw error;
+    }
+    return { value: undefined, stats: generation.stats };
+  },
+
+  async encode({ modelId, text }) {
+    return modelFor(modelId).encode(text);
+  },
+
+  async decode({ modelId, ids }) {
+    return modelFor(modelId).decode(ids);
+  },
+
+  async dispose({ modelId }) {
+    models.get(modelId)?.dispose();
+    models.delete(modelId);
+  },
+};
+
+function modelFor(modelId) {
+  const model = models.get(modelId);
+  if (!model) throw new Error('the model was disposed');
+  return model;
+}
+
+self.onmessage = async ({ data: message }) => {
+  if (message.type === 'cancel') return controllers.get(message.id)?.abort();
+  const handler = handlers[message.type];
+  if (!handler) return post({ type: 'error', id: message.id, error: { name: 'Error', message: `unknown request ${message.type}` } });
+  controllers.set(message.id, new AbortController());
+  try {
+    const value = await handler(message);
+    const answer = message.type === 'generate' ? { type: 'result', id: message.id, ...value } : { type: 'result', id: message.id, value };
+    post(answer);
+  } catch (error) {
+    post({ type: 'error', id: message.id, error: serializeError(error), stats: error?.stats });
+    if (error?.name === 'EngineAbortedError') reportCrash(error);
+  } finally {
+    controllers.delete(message.id);
+  }
+};
+
+function reportCrash(error) {
+  models.clear();
+  post({ type: 'crashed', message: error.message });
+}
+
+function serializeError(error) {
+  const { name = 'Error', message = String(error), file, kind } = error ?? {};
+  return { name, message, file, kind };
+}
+
+function post(message) {
+  self.postMessage(message);
+}
+
+post({ type: 'ready' });
