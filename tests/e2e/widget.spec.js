@@ -1,0 +1,240 @@
+// End-to-end tests of the embeddable widget (web/widget.js, built as public/gpt2-widget.js) with the real
+// engine and the bundled model. Host pages (tests/e2e/hosts/) are served from one origin and embed the widget
+// from another: public/ on 127.0.0.1 (tools/serve.mjs), hosts on localhost, both on free ports this file
+// picks, so it needs no webServer of its own. Run after `bash tools/build.sh`.
+import { test, expect } from '@playwright/test';
+import { createServer } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '../../tools/serve.mjs';
+import { loadModel } from '../../web/gpt2.js';
+
+const ASSETS_ROOT = fileURLToPath(new URL('../../public/', import.meta.url));
+const BUNDLED_MODEL_FOLDER = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const HOSTS_FOLDER = new URL('./hosts/', import.meta.url);
+const WEIGHTS_REQUEST = 'GET /models/tiny-shakespeare/model.safetensors';
+const MODEL_READY_TIMEOUT = 90_000;
+const HTML_PAYLOAD = '<img src=x onerror="window.__pwned=1">';
+const WASM_FORBIDDEN_MESSAGE = "This site's security policy does not allow WebAssembly, so the generator cannot run here.";
+const WORKER_FORBIDDEN_MESSAGE = "This site's security policy does not allow the generator's background worker";
+const HOST_HEADERS = {
+  isolated: { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' },
+  plain: {},
+};
+
+let assets;  // { origin, requests: ['GET /path', …], close() }
+const hosts = {};  // isolation -> { origin, close() }
+
+test.beforeAll(async () => {
+  assets = await startAssetServer();
+  for (const [isolation, headers] of Object.entries(HOST_HEADERS)) hosts[isolation] = await startHostServer(assets.origin, headers);
+});
+
+test.afterAll(async () => {
+  await Promise.all([assets, ...Object.values(hosts)].map((server) => server?.close()));
+});
+
+test.beforeEach(() => {
+  assets.requests.length = 0;
+});
+
+// public/ as tools/serve.mjs serves it, with a log of the requests it answers.
+async function startAssetServer() {
+  const server = await startServer({ port: 0, root: ASSETS_ROOT });
+  const requests = [];
+  server.on('request', (request) => requests.push(`${request.method} ${new URL(request.url, 'http://assets').pathname}`));
+  return { origin: `http://127.0.0.1:${server.address().port}`, requests, close: () => closeServer(server) };
+}
+
+// The host pages, with {{ASSETS}} replaced by the asset origin; on "localhost", so another origin.
+async function startHostServer(assetsOrigin, headers) {
+  const server = createServer(async (request, response) => {
+    const name = new URL(request.url, 'http://host').pathname.slice(1);
+    const html = /^[\w-]+\.html$/.test(name) ? await readFile(new URL(name, HOSTS_FOLDER), 'utf8').catch(() => null) : null;
+    if (html === null) return response.writeHead(404).end();
+    response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', ...headers });
+    response.end(html.replaceAll('{{ASSETS}}', assetsOrigin));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { origin: `http://localhost:${server.address().port}`, close: () => closeServer(server) };
+}
+
+function closeServer(server) {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(resolve));
+}
+
+// Console errors and uncaught exceptions of the page, as strings.
+function collectErrors(page) {
+  const errors = [];
+  page.on('console', (message) => message.type() === 'error' && errors.push(`console: ${message.text()}`));
+  page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
+  return errors;
+}
+
+function widgetControls(host) {
+  return {
+    prompt: host.getByRole('textbox', { name: 'Prompt' }),
+    generate: host.getByRole('button', { name: 'Generate' }),
+    stop: host.getByRole('button', { name: 'Stop' }),
+    status: host.getByRole('status'),
+    alert: host.getByRole('alert'),
+    output: host.getByRole('region', { name: 'Output' }),
+    generated: host.locator('.generated'),
+  };
+}
+
+async function generateAndWait(widget) {
+  await expect(widget.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await widget.generate.click();
+  await expect(widget.status).toHaveText(/^\d+ tokens/, { timeout: MODEL_READY_TIMEOUT });
+  return widget.generated.textContent();
+}
+
+async function nodeGreedyText(prompt, maxNewTokens) {
+  const model = await loadModel(BUNDLED_MODEL_FOLDER);
+  try {
+    let text = '';
+    for await (const piece of model.generate(prompt, { maxNewTokens, temperature: 0 })) text += piece.text;
+    return text;
+  } finally {
+    model.dispose();
+  }
+}
+
+for (const isolation of Object.keys(HOST_HEADERS)) {
+  const kind = isolation === 'isolated' ? 'cross-origin-isolated' : 'non-isolated';
+  test(`a ${kind} host on another origin embeds the widget, which generates the engine's text`, async ({ page }) => {
+    const errors = collectErrors(page);
+    // Symbol-keyed, so the baseline itself is not among the page's global names.
+    await page.addInitScript(() => (window[Symbol.for('globals')] = Object.getOwnPropertyNames(window)));
+    await page.goto(`${hosts[isolation].origin}/basic.html`);
+    expect(await page.evaluate(() => crossOriginIsolated)).toBe(isolation === 'isolated');
+
+    const widget = widgetControls(page.locator('gpt2-widget'));
+    await expect(widget.prompt).toHaveValue('ROMEO:');
+    expect(await generateAndWait(widget)).toBe(await nodeGreedyText('ROMEO:', 24));
+    await expect(widget.output).toContainText('ROMEO:');
+
+    const newGlobals = await page.evaluate(() => {
+      const before = new Set(window[Symbol.for('globals')]);
+      return Object.getOwnPropertyNames(window).filter((name) => !before.has(name));
+    });
+    expect(newGlobals).toEqual(['GPT2Widget']);
+    expect(errors).toEqual([]);
+  });
+}
+
+test('the host page CSS does not reach into the widget, and the widget CSS does not leak out', async ({ page }) => {
+  await page.goto(`${hosts.isolated.origin}/basic.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  await expect(widget.generate).toBeVisible();  // the host hides every <button>
+  const promptStyle = await widget.prompt.evaluate((element) => {
+    const { fontFamily, fontSize, fontStyle, borderTopStyle } = getComputedStyle(element);
+    return { fontFamily, fontSize, fontStyle, borderTopStyle };
+  });
+  expect(promptStyle).toMatchObject({ fontSize: '13px', fontStyle: 'normal', borderTopStyle: 'solid' });
+  expect(promptStyle.fontFamily).toContain('monospace');
+  await expect(widget.status).not.toHaveCSS('color', 'rgb(0, 128, 0)');
+  await expect(page.locator('body > p.status')).toHaveCSS('color', 'rgb(0, 128, 0)');
+  await expect(page.locator('body > p.status')).toHaveCSS('font-style', 'italic');
+});
+
+test('two widgets on one page share one model download and one worker, and both generate', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.isolated.origin}/two-widgets.html`);
+  const first = widgetControls(page.locator('#first'));
+  const second = widgetControls(page.locator('#second gpt2-widget'));
+  await expect(page.locator('gpt2-widget')).toHaveCount(1);  // the tag in <head> rendered no widget of its own
+  await expect(first.prompt).toHaveValue('JULIET:');
+  await expect(second.prompt).toHaveValue('ROMEO:');
+
+  await expect(first.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(second.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  // Both clicks in one task, so that the two generations surely overlap.
+  await page.evaluate(() => {
+    for (const host of document.querySelectorAll('#first, #second gpt2-widget')) host.shadowRoot.querySelector('.generate').click();
+  });
+  for (const widget of [first, second]) {
+    await expect(widget.status).toHaveText(/^\d+ tokens/, { timeout: MODEL_READY_TIMEOUT });
+    expect((await widget.generated.textContent()).length).toBeGreaterThan(0);
+  }
+
+  expect(assets.requests.filter((request) => request === WEIGHTS_REQUEST)).toHaveLength(1);
+  expect(page.workers()).toHaveLength(1);
+  expect(errors).toEqual([]);
+});
+
+test('HTML in the prompt and in the model output stays text, and nothing runs', async ({ page }) => {
+  // The bundled model never writes HTML, so every piece the engine worker sends gets the payload prepended.
+  await page.addInitScript((payload) => {
+    const { set, get } = Object.getOwnPropertyDescriptor(Worker.prototype, 'onmessage');
+    const withPayload = (event) => {
+      if (event.data?.type !== 'piece') return event;
+      return { data: { ...event.data, piece: { ...event.data.piece, text: payload + event.data.piece.text } } };
+    };
+    Object.defineProperty(Worker.prototype, 'onmessage', {
+      configurable: true,
+      get,
+      set(handler) {
+        set.call(this, (event) => handler(withPayload(event)));
+      },
+    });
+  }, HTML_PAYLOAD);
+  await page.goto(`${hosts.isolated.origin}/html-payload.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  await expect(widget.prompt).toHaveValue(HTML_PAYLOAD);
+
+  const generated = await generateAndWait(widget);
+  expect(generated.startsWith(HTML_PAYLOAD)).toBe(true);
+  await expect(widget.output).toContainText(HTML_PAYLOAD + HTML_PAYLOAD);  // the prompt, then the first piece
+  await expect(page.locator('gpt2-widget img')).toHaveCount(0);
+  await page.waitForTimeout(300);  // an <img src=x> would have failed and run onerror by now
+  expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+});
+
+test('a CSP without wasm-unsafe-eval shows why the widget cannot run, and nothing is downloaded', async ({ page }) => {
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  await page.goto(`${hosts.isolated.origin}/wasm-forbidden.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  await expect(widget.alert).toHaveText(WASM_FORBIDDEN_MESSAGE);
+  await expect(widget.alert).toHaveCSS('color', 'rgb(185, 28, 28)');  // styled: the CSP allows our adopted sheet
+  await expect(widget.generate).toBeHidden();
+  expect(assets.requests.filter((request) => !request.endsWith('/gpt2-widget.js'))).toEqual([]);
+  expect(pageErrors).toEqual([]);
+});
+
+test('a CSP that forbids blob: workers shows why the widget cannot run', async ({ page }) => {
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  await page.goto(`${hosts.isolated.origin}/worker-forbidden.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  await expect(widget.alert).toContainText(WORKER_FORBIDDEN_MESSAGE, { timeout: MODEL_READY_TIMEOUT });
+  await expect(widget.generate).toBeHidden();
+  expect(pageErrors).toEqual([]);
+});
+
+test('the documented strict CSP (our origin, wasm-unsafe-eval, the blob: worker) lets the widget run', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/strict-csp-allowing.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));  // data-auto-generate: it starts by itself
+  await expect(widget.status).toHaveText(/^\d+ tokens/, { timeout: MODEL_READY_TIMEOUT });
+  expect((await widget.generated.textContent()).length).toBeGreaterThan(0);
+  expect(errors).toEqual([]);
+});
+
+test('removing the widget mid-generation stops it, ends the worker and logs no errors', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.isolated.origin}/removal.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  await expect(widget.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await widget.generate.click();
+  await expect(widget.generated).not.toBeEmpty();
+  await expect(widget.stop).toBeEnabled();  // still generating
+
+  await page.evaluate(() => document.querySelector('main').remove());  // the widget's parent, not the widget
+  await expect.poll(() => page.workers().length).toBe(0);
+  await page.waitForTimeout(300);  // room for late errors from the ended generation
+  expect(errors).toEqual([]);
+});
