@@ -1,0 +1,210 @@
+// End-to-end tests of the page (public/index.html + web/page.js) with the real wasm engine and the bundled
+// model, served by tools/serve.mjs (see playwright.config.js). Run after `bash tools/build.sh`.
+import { test, expect } from '@playwright/test';
+import { fileURLToPath } from 'node:url';
+import { loadModel } from '../../web/gpt2.js';
+
+const BUNDLED_MODEL_FOLDER = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const BUNDLED_MODEL_LABEL = 'Tiny Shakespeare (bundled, offline)';
+const WEIGHTS_PATTERN = '**/models/tiny-shakespeare/model.safetensors';
+const PROMPT = 'ROMEO:\nWhat light';
+// The page's top-k / top-p are passed along; with temperature 0 the likeliest token wins regardless.
+const GREEDY = { temperature: 0, topK: 40, topP: 0.95, maxNewTokens: 40 };
+const MODEL_READY_TIMEOUT = 90_000;
+
+// The Node API's greedy continuation of PROMPT: the page must produce exactly this text. Computed once per
+// test worker, since several tests compare against it.
+let nodeGreedyTextPromise = null;
+function nodeGreedyText() {
+  nodeGreedyTextPromise ??= (async () => {
+    const model = await loadModel(BUNDLED_MODEL_FOLDER);
+    try {
+      let text = '';
+      for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
+      return text;
+    } finally {
+      model.dispose();
+    }
+  })();
+  return nodeGreedyTextPromise;
+}
+
+function controls(page) {
+  return {
+    prompt: page.getByRole('textbox', { name: 'Prompt' }),
+    generate: page.getByRole('button', { name: 'Generate' }),
+    stop: page.getByRole('button', { name: 'Stop' }),
+    output: page.getByRole('region', { name: 'Output' }),
+    alert: page.getByRole('alert'),
+    model: page.getByRole('combobox', { name: 'Model' }),
+    kvCache: page.getByRole('checkbox', { name: 'KV cache' }),
+    progress: page.getByRole('progressbar', { name: 'Model download' }),
+  };
+}
+
+async function openPageWithModel(page, path = '/') {
+  await page.goto(path);
+  await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+}
+
+async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache = true }) {
+  if (prompt !== undefined) await controls(page).prompt.fill(prompt);
+  if (temperature !== undefined) await page.getByLabel('Temperature').fill(String(temperature));
+  if (topK !== undefined) await page.getByLabel('Top-k').fill(String(topK));
+  if (topP !== undefined) await page.getByLabel('Top-p').fill(String(topP));
+  if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
+  if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
+  await controls(page).kvCache.setChecked(useKVCache);
+}
+
+// Clicks Generate and waits for the run to finish; returns the generated text (the prompt excluded).
+async function generateText(page) {
+  const { generate } = controls(page);
+  await generate.click();
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  return generatedText(page);
+}
+
+async function generatedText(page) {
+  return (await controls(page).output.locator('.token').allTextContents()).join('');
+}
+
+test('shows download progress, then generates the same greedy text as the Node API', async ({ page }) => {
+  const expected = await nodeGreedyText();
+  // Holding the weights back for a moment keeps the progress bar on screen long enough to observe.
+  await page.route(WEIGHTS_PATTERN, async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await route.continue();
+  });
+  const { progress, generate, alert } = controls(page);
+  await page.goto('/');
+  await expect(progress).toBeVisible();
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(progress).toBeHidden();
+  await expect(page.getByText(/Ready: Tiny Shakespeare/)).toBeVisible();
+
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  expect(expected.length).toBeGreaterThan(0);
+  expect(await generateText(page)).toBe(expected);
+  await expect(alert).toBeEmpty();
+  await expect(page.getByText(/^\d+ \/ 256 tokens$/)).toBeVisible();
+});
+
+test('the KV cache switch changes speed, not text', async ({ page }) => {
+  await openPageWithModel(page);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
+  const withCache = await generateText(page);
+  await fillSettings(page, { useKVCache: false });
+  const withoutCache = await generateText(page);
+  expect(withoutCache).toBe(withCache);
+  await expect(page.getByRole('img', { name: /KV cache on: \d+ tokens.*KV cache off: \d+ tokens/ })).toBeVisible();
+});
+
+test('Stop ends a long generation within a moment', async ({ page }) => {
+  await openPageWithModel(page);
+  // Without the cache every step reprocesses the whole context, so this run would take many seconds.
+  await fillSettings(page, { prompt: PROMPT, temperature: 0.8, maxNewTokens: 240, useKVCache: false });
+  const { generate, stop, output } = controls(page);
+  await generate.click();
+  await expect(generate).toBeDisabled();
+  await expect(output.locator('.token').nth(2)).toBeAttached({ timeout: MODEL_READY_TIMEOUT });
+
+  await stop.click();
+  await expect(generate).toBeEnabled({ timeout: 2_000 });
+  await expect(stop).toBeDisabled();
+  const tokensAfterStop = await output.locator('.token').count();
+  await page.waitForTimeout(1_000);
+  expect(await output.locator('.token').count()).toBe(tokensAfterStop);
+  expect(tokensAfterStop).toBeLessThan(240);
+  await expect(page.getByText('stopped', { exact: true })).toBeVisible();
+});
+
+test('a bad model URL shows a clear error, and the page keeps working', async ({ page, baseURL }) => {
+  const badFolder = new URL('nonexistent/', baseURL).href;
+  await page.goto(`/?model=${encodeURIComponent(badFolder)}`);
+  const { alert, model, generate, progress } = controls(page);
+  await expect(alert).toContainText('Could not load');
+  await expect(alert).toContainText('config.json');
+  await expect(alert).toContainText('404');
+  await expect(progress).toBeHidden();
+  await expect(generate).toBeDisabled();
+
+  await model.selectOption({ label: BUNDLED_MODEL_LABEL });
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(alert).toBeEmpty();
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8 });
+  expect((await generateText(page)).length).toBeGreaterThan(0);
+});
+
+test('a reload takes the model from the cache instead of the network', async ({ page }) => {
+  const weightRequests = [];
+  page.on('request', (request) => {
+    if (request.url().endsWith('/models/tiny-shakespeare/model.safetensors')) weightRequests.push(request.url());
+  });
+  await openPageWithModel(page);
+  expect(weightRequests).toHaveLength(1);
+
+  await page.reload();
+  await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  expect(weightRequests).toHaveLength(1);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8 });
+  expect((await generateText(page)).length).toBeGreaterThan(0);
+});
+
+test('"Open local files…" loads a model from the four chosen files', async ({ page }) => {
+  await openPageWithModel(page);
+  const { model, generate, alert } = controls(page);
+  const fileChooser = page.waitForEvent('filechooser');
+  await model.selectOption({ label: 'Open local files…' });
+  const files = ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt'];
+  await (await fileChooser).setFiles(files.map((name) => BUNDLED_MODEL_FOLDER + name));
+  await expect(model).toHaveValue('loaded-local');
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/Ready: Local files \(model\.safetensors/)).toBeVisible();
+  await expect(alert).toBeEmpty();
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  expect(await generateText(page)).toBe(await nodeGreedyText());
+});
+
+test('HTML in the prompt or the model URL stays text and never runs', async ({ page }) => {
+  const payload = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
+  await page.goto(`/?model=${encodeURIComponent(payload)}`);
+  const { alert, model, prompt, output, generate } = controls(page);
+  await expect(alert).toContainText('Could not load');
+  await model.selectOption({ label: BUNDLED_MODEL_LABEL });
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+
+  await fillSettings(page, { prompt: payload, temperature: 0, maxNewTokens: 8 });
+  await generateText(page);
+  await expect(prompt).toHaveValue(payload);
+  await expect(output.locator('.prompt-text')).toHaveText(payload);
+  await expect(page.locator('img, script:not([src])')).toHaveCount(0);
+  expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+});
+
+test('hovering or focusing a token shows its probability and five alternatives', async ({ page }) => {
+  await openPageWithModel(page);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 10 });
+  await generateText(page);
+  const tokens = controls(page).output.locator('.token');
+  const tooltip = page.getByRole('tooltip');
+
+  // A token of only whitespace (a newline) has no area to hover; the keyboard reaches every token.
+  await tokens.filter({ hasText: /\S/ }).first().hover();
+  await expect(tooltip).toBeVisible();
+  await expect(tooltip).toContainText(/p = \d/);
+  await expect(tooltip.getByRole('listitem')).toHaveCount(5);
+  // At temperature 0 the chosen token is the likeliest one, listed first.
+  await expect(tooltip.getByRole('listitem').first()).toHaveClass(/chosen/);
+
+  await page.mouse.move(0, 0);
+  await expect(tooltip).toBeHidden();
+  await tokens.first().focus();
+  await expect(tooltip).toBeVisible();
+  await page.keyboard.press('ArrowRight');
+  await expect(tokens.nth(1)).toBeFocused();
+  await expect(tokens.nth(1)).toHaveAttribute('aria-describedby', 'token-tooltip');
+  await expect(tooltip.getByRole('listitem')).toHaveCount(5);
+  await page.keyboard.press('Escape');
+  await expect(tooltip).toBeHidden();
+});

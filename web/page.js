@@ -1,0 +1,480 @@
+// Page logic: model choice and download progress, settings, streaming generation with per-token
+// probabilities, speed statistics and the ms/token chart. All model and user text is inserted with
+// textContent, never as HTML.
+import { loadModel } from './gpt2.js';
+import { TokenTimeChart } from './chart.js';
+
+const HUGGING_FACE = 'https://huggingface.co/';
+const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
+
+// Download sizes are those of model.safetensors on the Hugging Face Hub (float32 weights).
+const MODEL_CHOICES = [
+  { value: 'tiny-shakespeare', label: 'Tiny Shakespeare (bundled, offline)', source: 'models/tiny-shakespeare/' },
+  { value: 'gpt2', label: 'GPT-2 124M', size: '548 MB', source: hfFolder('openai-community/gpt2') },
+  { value: 'gpt2-medium', label: 'GPT-2 355M', size: '1.5 GB', source: hfFolder('openai-community/gpt2-medium') },
+  { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hfFolder('openai-community/gpt2-large') },
+  { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl') },
+  { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hfFolder('distilbert/distilgpt2') },
+];
+const LOCAL_FILES_VALUE = 'local-files';
+const LOADED_LOCAL_VALUE = 'loaded-local';
+const URL_PARAMETER_VALUE = 'url-parameter';
+const TOP_ALTERNATIVES = 5;
+const SETTINGS_KEY = 'gpt2-wasm.settings';
+
+const $ = (id) => document.getElementById(id);
+const elements = {
+  form: $('generate-form'),
+  prompt: $('prompt'),
+  generate: $('generate'),
+  stop: $('stop'),
+  modelStatus: $('model-status'),
+  error: $('error'),
+  progressPanel: $('progress-panel'),
+  progress: $('download-progress'),
+  progressDetail: $('download-detail'),
+  output: $('output'),
+  model: $('model'),
+  localFiles: $('local-files'),
+  kvCache: $('kv-cache'),
+  temperature: $('temperature'),
+  topK: $('top-k'),
+  topP: $('top-p'),
+  maxNewTokens: $('max-new-tokens'),
+  seed: $('seed'),
+  tooltip: $('token-tooltip'),
+  stats: {
+    speed: $('stat-speed'),
+    prefill: $('stat-prefill'),
+    context: $('stat-context'),
+    kv: $('stat-kv'),
+    stop: $('stat-stop'),
+  },
+};
+const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache'];
+
+const chart = new TokenTimeChart($('token-chart'));
+const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the tooltip
+
+const state = {
+  model: null,
+  modelChoice: null, // the choice (with .value and .label) whose model is loaded
+  urlChoice: null, // the folder given as ?model=, if any
+  localChoice: null, // the latest local files picked
+  loading: null, // AbortController of the model load in progress
+  generation: null, // AbortController of the generation in progress
+};
+
+// ---- Model choice -------------------------------------------------------------------------------
+
+function fillModelSelect(urlChoice) {
+  const choices = urlChoice ? [urlChoice, ...MODEL_CHOICES] : MODEL_CHOICES;
+  for (const choice of choices) {
+    elements.model.append(new Option(choice.size ? `${choice.label} (${choice.size} download)` : choice.label, choice.value));
+  }
+  elements.model.append(new Option('Open local files…', LOCAL_FILES_VALUE));
+}
+
+// `?model=<folder URL>` preselects a model folder (absolute, or relative to this page).
+function choiceFromUrlParameter() {
+  const folder = new URLSearchParams(location.search).get('model');
+  if (!folder) return null;
+  let source;
+  try {
+    source = new URL(folder.endsWith('/') ? folder : `${folder}/`, location.href).href;
+  } catch {
+    throw new Error(`The model address in this page's URL is not a valid URL: ${folder}`);
+  }
+  return { value: URL_PARAMETER_VALUE, label: `Model at ${source}`, source };
+}
+
+function findChoice(value) {
+  return [...MODEL_CHOICES, state.urlChoice, state.localChoice].find((choice) => choice?.value === value);
+}
+
+function onModelSelected() {
+  const value = elements.model.value;
+  if (value === LOCAL_FILES_VALUE) {
+    elements.localFiles.value = '';
+    elements.localFiles.click();
+    return;
+  }
+  switchModel(findChoice(value));
+}
+
+function onLocalFilesChosen() {
+  const files = [...elements.localFiles.files];
+  if (files.length === 0) {
+    restoreModelSelection();
+    return;
+  }
+  const weights = files.find((file) => file.name.endsWith('.safetensors'));
+  const label = `Local files${weights ? ` (${weights.name}, ${formatBytes(weights.size)})` : ''}`;
+  const choice = { value: LOADED_LOCAL_VALUE, label, source: files };
+  state.localChoice = choice;
+  elements.model.querySelector(`option[value="${LOADED_LOCAL_VALUE}"]`)?.remove();
+  const option = new Option(label, LOADED_LOCAL_VALUE);
+  elements.model.insertBefore(option, elements.model.querySelector(`option[value="${LOCAL_FILES_VALUE}"]`));
+  elements.model.value = LOADED_LOCAL_VALUE;
+  switchModel(choice);
+}
+
+function restoreModelSelection() {
+  if (state.modelChoice) elements.model.value = state.modelChoice.value;
+}
+
+// Loads a model; choosing again cancels this load. The previous model stays in use until the new one is
+// ready, and stays usable if the new one fails.
+async function switchModel(choice) {
+  stopGeneration();
+  state.loading?.abort();
+  const controller = new AbortController();
+  state.loading = controller;
+  clearError();
+  showModelStatus(`Loading ${choice.label}…`);
+  showProgress({ loaded: 0, total: 0 });
+  updateControls();
+  try {
+    const model = await loadModel(choice.source, { signal: controller.signal, onProgress: showProgress });
+    if (controller.signal.aborted) {
+      model.dispose();
+      return;
+    }
+    state.model?.dispose();
+    state.model = model;
+    state.modelChoice = choice;
+  } catch (error) {
+    if (controller.signal.aborted) return; // replaced by a newer choice: not an error
+    showError(`Could not load ${choice.label}: ${error.message}`);
+    restoreModelSelection();
+  } finally {
+    if (state.loading === controller) {
+      state.loading = null;
+      elements.progressPanel.hidden = true;
+      showModelStatus(describeLoadedModel());
+      updateControls();
+    }
+  }
+}
+
+function describeLoadedModel() {
+  if (!state.model) return 'No model loaded: choose one in Settings.';
+  const { n_layer, n_embd, n_ctx } = state.model.config;
+  const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(state.model.weightBytes)} of weights`;
+  return `Ready: ${state.modelChoice.label} · ${details}`;
+}
+
+// Called with { file, loaded, total, fraction } for the file being read (fraction is null while unknown).
+function showProgress({ file, loaded, total, fraction }) {
+  elements.progressPanel.hidden = false;
+  if (Number.isFinite(fraction)) elements.progress.value = fraction;
+  else elements.progress.removeAttribute('value'); // indeterminate until sizes are known
+  const percent = Number.isFinite(fraction) ? ` (${Math.floor(fraction * 100)}%)` : '';
+  const bytes = total > 0 ? `${formatBytes(loaded)} of ${formatBytes(total)}` : formatBytes(loaded);
+  elements.progressDetail.textContent = file ? `${file}: ${bytes}${percent}` : 'Starting…';
+}
+
+// ---- Generation ---------------------------------------------------------------------------------
+
+async function generate() {
+  if (!state.model || state.generation || state.loading) return;
+  const options = readGenerationOptions();
+  if (!options) return;
+  const controller = new AbortController();
+  state.generation = controller;
+  clearError();
+  updateControls();
+  startOutput(elements.prompt.value);
+  chart.startRun(options.useKVCache);
+  let run = null;
+  try {
+    run = state.model.generate(elements.prompt.value, { ...options, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
+    let isFirstPiece = true;
+    for await (const piece of run) {
+      if (controller.signal.aborted) break;
+      appendToken(piece);
+      // The first piece's time is the prompt's prefill, shown on its own; the chart is about decode steps.
+      if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
+      isFirstPiece = false;
+      showStats(run.stats);
+    }
+  } catch (error) {
+    if (!controller.signal.aborted) showError(`Generation failed: ${error.message}`);
+  } finally {
+    if (run) showStats(run.stats, controller.signal.aborted);
+    finishGeneration(controller);
+  }
+}
+
+// The controls come back at once on Stop, without waiting for the engine to finish its current step.
+function stopGeneration() {
+  const controller = state.generation;
+  if (!controller) return;
+  controller.abort();
+  elements.stats.stop.textContent = 'stopped';
+  finishGeneration(controller);
+}
+
+function finishGeneration(controller) {
+  if (state.generation !== controller) return;
+  state.generation = null;
+  elements.output.setAttribute('aria-busy', 'false');
+  updateControls();
+}
+
+// Returns the generate() options, or null after pointing at the first invalid field.
+function readGenerationOptions() {
+  const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed];
+  const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
+  if (invalid) {
+    const label = document.querySelector(`label[for="${invalid.id}"]`).textContent;
+    showError(`${label}: ${invalid.validationMessage || 'please enter a number.'}`);
+    invalid.focus();
+    return null;
+  }
+  return {
+    temperature: elements.temperature.valueAsNumber,
+    topK: elements.topK.valueAsNumber,
+    topP: elements.topP.valueAsNumber,
+    maxNewTokens: elements.maxNewTokens.valueAsNumber,
+    seed: elements.seed.value === '' ? undefined : elements.seed.valueAsNumber,
+    useKVCache: elements.kvCache.checked,
+  };
+}
+
+function startOutput(prompt) {
+  hideTooltip();
+  const promptSpan = document.createElement('span');
+  promptSpan.className = 'prompt-text';
+  promptSpan.textContent = prompt;
+  elements.output.replaceChildren(promptSpan);
+  elements.output.setAttribute('aria-busy', 'true');
+  for (const cell of Object.values(elements.stats)) cell.textContent = '–';
+}
+
+function appendToken(piece) {
+  const span = document.createElement('span');
+  span.className = 'token';
+  span.textContent = piece.text;
+  // Roving tabindex: the output is one Tab stop; arrow keys move between tokens.
+  span.tabIndex = elements.output.querySelector('.token') ? -1 : 0;
+  pieceOfToken.set(span, piece);
+  const { output } = elements;
+  // Follow the text as it grows, unless the reader has scrolled up to read earlier output.
+  const followingEnd = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+  output.append(span);
+  if (followingEnd) output.scrollTop = output.scrollHeight;
+}
+
+const STOP_REASONS = {
+  length: 'token limit',
+  eos: 'end of text',
+  stop: 'stop sequence',
+  abort: 'stopped',
+  error: 'error',
+};
+
+function showStats(stats, stopped = false) {
+  if (!stats) return;
+  const { speed, prefill, context, kv, stop } = elements.stats;
+  if (Number.isFinite(stats.decodeTokensPerSecond) && stats.decodeTokensPerSecond > 0) {
+    speed.textContent = stats.decodeTokensPerSecond.toFixed(1);
+  }
+  if (Number.isFinite(stats.prefillMs)) {
+    const promptTokens = document.createElement('small');
+    promptTokens.textContent = `for ${stats.promptTokens} prompt tokens`;
+    prefill.replaceChildren(`${stats.prefillMs.toFixed(1)} ms`, promptTokens);
+  }
+  if (Number.isFinite(stats.contextUsed)) context.textContent = `${stats.contextUsed} / ${stats.contextSize} tokens`;
+  if (Number.isFinite(stats.kvCacheBytes)) kv.textContent = stats.kvCacheBytes > 0 ? formatBytes(stats.kvCacheBytes) : 'none';
+  if (stopped) stop.textContent = 'stopped';
+  else if (stats.stopReason) stop.textContent = STOP_REASONS[stats.stopReason] ?? stats.stopReason;
+}
+
+// ---- Token tooltip ------------------------------------------------------------------------------
+
+function showTooltip(span) {
+  const piece = pieceOfToken.get(span);
+  if (!piece) return;
+  const { tooltip } = elements;
+  tooltip.querySelector('.tooltip-probability').textContent = `${visibleText(piece.text)}  p = ${formatProbability(piece.probability)}`;
+  const list = tooltip.querySelector('.tooltip-alternatives');
+  list.replaceChildren(...(piece.alternatives ?? []).map((alternative) => alternativeItem(alternative, piece.token)));
+  tooltip.hidden = false;
+  span.setAttribute('aria-describedby', tooltip.id);
+  placeTooltip(span);
+}
+
+function alternativeItem(alternative, chosenToken) {
+  const item = document.createElement('li');
+  item.classList.toggle('chosen', alternative.token === chosenToken);
+  const text = document.createElement('span');
+  text.className = 'alternative-text';
+  text.textContent = visibleText(alternative.text);
+  const bar = document.createElement('span');
+  bar.className = 'alternative-bar';
+  bar.style.setProperty('--probability', String(alternative.probability));
+  const probability = document.createElement('span');
+  probability.className = 'alternative-probability';
+  probability.textContent = formatProbability(alternative.probability);
+  // The spaces are not rendered in the grid but separate the parts in the text that screen readers get.
+  item.append(text, ' ', bar, ' ', probability);
+  return item;
+}
+
+// Below the token, or above it when there is no room below; kept inside the viewport.
+function placeTooltip(span) {
+  const { tooltip } = elements;
+  const anchor = span.getBoundingClientRect();
+  const box = tooltip.getBoundingClientRect();
+  const margin = 8;
+  const below = anchor.bottom + margin;
+  const top = below + box.height <= window.innerHeight ? below : Math.max(margin, anchor.top - margin - box.height);
+  const left = Math.min(Math.max(margin, anchor.left), window.innerWidth - box.width - margin);
+  tooltip.style.top = `${top}px`;
+  tooltip.style.left = `${left}px`;
+}
+
+// Keeps the tooltip on its token while the page or the output box scrolls.
+function followScroll() {
+  const describedToken = elements.output.querySelector('[aria-describedby]');
+  if (describedToken) placeTooltip(describedToken);
+}
+
+function hideTooltip() {
+  elements.tooltip.hidden = true;
+  elements.output.querySelector('[aria-describedby]')?.removeAttribute('aria-describedby');
+}
+
+function onTokenKeydown(event) {
+  const span = event.target.closest('.token');
+  if (!span) return;
+  if (event.key === 'Escape') {
+    hideTooltip();
+    return;
+  }
+  const tokens = [...elements.output.querySelectorAll('.token')];
+  const index = tokens.indexOf(span);
+  const targets = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: tokens.length - 1 };
+  const next = tokens[targets[event.key]];
+  if (!next) return;
+  event.preventDefault();
+  span.tabIndex = -1;
+  next.tabIndex = 0;
+  next.focus();
+}
+
+// Makes whitespace tokens visible in the tooltip: a space as ␣, a newline as ↵, a tab as ⇥.
+function visibleText(text) {
+  const shown = text.replaceAll(' ', '␣').replaceAll('\n', '↵').replaceAll('\t', '⇥');
+  return `“${shown}”`;
+}
+
+// ---- Controls, messages, settings ---------------------------------------------------------------
+
+function updateControls() {
+  const generating = state.generation !== null;
+  elements.generate.disabled = generating || !state.model || state.loading !== null;
+  elements.stop.disabled = !generating;
+}
+
+function showModelStatus(text) {
+  elements.modelStatus.textContent = text;
+}
+
+function showError(message) {
+  elements.error.textContent = message;
+}
+
+function clearError() {
+  elements.error.textContent = '';
+}
+
+function saveSettings() {
+  const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {
+    const input = elements[name];
+    return [name, input.type === 'checkbox' ? input.checked : input.value];
+  }));
+  try {
+    localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  } catch {
+    // Storage can be full or disabled (private browsing); settings then last for this visit only.
+  }
+}
+
+function restoreSettings() {
+  let settings;
+  try {
+    settings = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');
+  } catch {
+    return;
+  }
+  for (const name of PERSISTED_INPUTS) {
+    const input = elements[name];
+    const value = settings?.[name];
+    if (input.type === 'checkbox' && typeof value === 'boolean') input.checked = value;
+    else if (input.type !== 'checkbox' && typeof value === 'string') input.value = value;
+  }
+}
+
+function formatBytes(bytes) {
+  if (!Number.isFinite(bytes)) return '?';
+  const units = ['bytes', 'KB', 'MB', 'GB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return unit === 0 ? `${value} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+// Two decimals like "0.41"; rare tokens as "3.2e-5", which stays short and still compares at a glance.
+function formatProbability(probability) {
+  if (!Number.isFinite(probability)) return 'n/a';
+  if (probability >= 0.01 || probability === 0) return probability.toFixed(2);
+  return probability.toExponential(1).replace('e-', 'e−');
+}
+
+// ---- Wiring -------------------------------------------------------------------------------------
+
+function start() {
+  restoreSettings();
+  let urlParameterError = null;
+  try {
+    state.urlChoice = choiceFromUrlParameter();
+  } catch (error) {
+    urlParameterError = error;
+  }
+  fillModelSelect(state.urlChoice);
+  elements.model.addEventListener('change', onModelSelected);
+  elements.localFiles.addEventListener('change', onLocalFilesChosen);
+  elements.localFiles.addEventListener('cancel', restoreModelSelection);
+  elements.form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    generate();
+  });
+  elements.prompt.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.form.requestSubmit();
+  });
+  elements.stop.addEventListener('click', stopGeneration);
+  for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
+  wireTooltip();
+  switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
+  if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors
+}
+
+function wireTooltip() {
+  const { output } = elements;
+  const tokenOf = (event) => event.target.closest?.('.token');
+  output.addEventListener('mouseover', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
+  output.addEventListener('mouseout', (event) => tokenOf(event) && hideTooltip());
+  output.addEventListener('focusin', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
+  output.addEventListener('focusout', hideTooltip);
+  output.addEventListener('keydown', onTokenKeydown);
+  document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
+  // Scroll events do not bubble; capturing catches the output box scrolling as well as the page.
+  document.addEventListener('scroll', followScroll, { capture: true, passive: true });
+}
+
+start();
