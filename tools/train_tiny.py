@@ -46,7 +46,7 @@ def parse_args():
     p.add_argument("--n-embd", type=int, default=192)
     p.add_argument("--n-ctx", type=int, default=256)
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--steps", type=int, default=2400)
+    p.add_argument("--steps", type=int, default=1400)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--min-lr", type=float, default=1e-4)
     p.add_argument("--warmup", type=int, default=100)
@@ -55,6 +55,7 @@ def parse_args():
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--init-from", metavar="CKPT", help="start from this checkpoint's weights (a further, shorter run)")
     p.add_argument("--export-only", metavar="CKPT", help="skip training; export this checkpoint")
     return p.parse_args()
 
@@ -163,6 +164,8 @@ def learning_rate(step, args):
 def train(args, train_classes, val_classes, seen_ids):
     n_seen = len(seen_ids)
     model = TinyGPT2(n_seen, GPT2_VOCAB_SIZE - n_seen, args.n_layer, args.n_head, args.n_embd, args.n_ctx, args.dropout)
+    if args.init_from:
+        model.load_state_dict(torch.load(args.init_from)["model"])
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
