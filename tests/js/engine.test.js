@@ -97,6 +97,23 @@ describe('wasm engine', () => {
     expect(uncached).toEqual(cached);
   });
 
+  test('the bundled model decodes the same tokens as the native tool, across a window slide', () => {
+    const bundled = `${ROOT}public/models/tiny-shakespeare/`;
+    const bundledWeights = new Uint8Array(readFileSync(`${bundled}model.safetensors`));
+    const model = engine.createModel(readFileSync(`${bundled}config.json`, 'utf8'), bundledWeights);
+    try {
+      const prompt = [49, 2662, 36, 46, 25, 198];  // "ROMEO:\n"
+      // 300 tokens pass the 256-token context: the window slides once, in both engines.
+      const greedyWasm = withSession(model, {}, (s) => generateIds(s, prompt, 300));
+      expect(greedyWasm).toEqual(nativeIds(prompt, 300, [], bundled));
+      const sampling = { temperature: 0.8, topK: 40, seed: 7 };
+      const sampledWasm = withSession(model, {}, (s) => generateIds(s, prompt, 100, sampling));
+      expect(sampledWasm).toEqual(nativeIds(prompt, 100, ['--temperature', '0.8', '--top-k', '40', '--seed', '7'], bundled));
+    } finally {
+      model.dispose();
+    }
+  });
+
   test('F16 and BF16 weights load and decode like the native tool', () => {
     for (const file of ['model-f16.safetensors', 'model-bf16.safetensors']) {
       const bytes = new Uint8Array(readFileSync(`${TINY}${file}`));
