@@ -139,7 +139,11 @@ int Session::sample() {
         error_ = "sample: no token has been fed yet";
         return -1;
     }
-    return sampler_->sample(state_->logits, state_->tokens, n_cached_, &error_);
+    const int next = sampler_->sample(state_->logits, state_->tokens, n_cached_, &error_);
+    // the sampler fails only on non-finite logits; finite weights can still overflow to them
+    if (next < 0)
+        error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(n_cached_ - 1);
+    return next;
 }
 
 }  // namespace gpt2

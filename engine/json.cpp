@@ -122,7 +122,7 @@ class Parser {
             if (!parse_string(&key)) return false;
             if (!keys.insert(key).second) {
                 pos_ = key_pos;
-                std::string what = "duplicate key \"" + key + "\"";
+                std::string what = "duplicate key \"" + printable(key) + "\"";
                 return fail(what.c_str());
             }
             skip_whitespace();
@@ -305,6 +305,26 @@ class Parser {
 };
 
 }  // namespace
+
+std::string printable(const std::string& s, size_t max_bytes) {
+    std::string out;
+    size_t end = s.size();
+    if (end > max_bytes) {
+        end = max_bytes;
+        while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) end--;  // not inside a character
+    }
+    for (size_t i = 0; i < end; i++) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (c < 0x20 || c == 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04X", c);
+            out += buf;
+        } else {
+            out += char(c);
+        }
+    }
+    return end < s.size() ? out + "..." : out;
+}
 
 bool parse_json(const char* text, size_t len, JsonValue* out, std::string* error) {
     *out = JsonValue();

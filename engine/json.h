@@ -34,4 +34,8 @@ constexpr int kJsonMaxDepth = 64;
 // Parses exactly one JSON value (surrounded by optional whitespace) from text[0, len).
 bool parse_json(const char* text, size_t len, JsonValue* out, std::string* error);
 
+// s for a one-line error message: control characters written as \u00XX, cut to about max_bytes (at a UTF-8
+// character boundary) with "..." appended.
+std::string printable(const std::string& s, size_t max_bytes = 64);
+
 }  // namespace gpt2

@@ -4,54 +4,52 @@
 #include <cstddef>
 #include <cstring>
 
+// Eigen is used header-only, through Maps over the caller's buffers: no Eigen object owns memory, so nothing
+// here allocates (tests/cpp/test_engine_malloc.cpp checks it).
+#include <Eigen/Core>
+
 #include "kernels.h"
+
+static_assert(EIGEN_VERSION_AT_LEAST(3, 4, 0), "the engine needs Eigen 3.4");
 
 namespace gpt2 {
 
+namespace {
+using Row = Eigen::Map<Eigen::ArrayXf>;
+using ConstRow = Eigen::Map<const Eigen::ArrayXf>;
+}  // namespace
+
 void embed(float* x, const float* wte, const float* wpe, int token, int pos, int n_embd) {
-    const float* tok = wte + (size_t)token * n_embd;
-    const float* p = wpe + (size_t)pos * n_embd;
-    for (int i = 0; i < n_embd; i++) x[i] = tok[i] + p[i];
+    Row(x, n_embd) = ConstRow(wte + (size_t)token * n_embd, n_embd) + ConstRow(wpe + (size_t)pos * n_embd, n_embd);
 }
 
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int n, float eps) {
-    // statistics in double: cheap (n values per row) and keeps large-mean rows accurate
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += in[i];
-    const double mean = sum / n;
-    double sq = 0.0;
-    for (int i = 0; i < n; i++) {
-        const double d = in[i] - mean;
-        sq += d * d;
-    }
+    const ConstRow x(in, n);
+    // statistics in double: cheap (n values per row) and keeps large-mean rows accurate. (Eigen does not
+    // vectorize the float -> double cast, so these sums run in index order, the same for every row address.)
+    const double mean = x.cast<double>().mean();
+    const double var = (x.cast<double>() - mean).square().mean();
     const float m = float(mean);
-    const float rstd = float(1.0 / std::sqrt(sq / n + double(eps)));
-    for (int i = 0; i < n; i++) out[i] = (in[i] - m) * rstd * weight[i] + bias[i];
+    const float rstd = float(1.0 / std::sqrt(var + double(eps)));
+    Row(out, n) = (x - m) * rstd * ConstRow(weight, n) + ConstRow(bias, n);
 }
 
 void gelu(float* x, int n) {
+    // Eigen's float tanh is a rational approximation (a few ulp), the same for its scalar and SIMD paths, so a
+    // value's result does not depend on where it sits in the row.
     const float kSqrt2OverPi = 0.7978845608028654f;
-    for (int i = 0; i < n; i++) {
-        const float v = x[i];
-        x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
-    }
+    Row v(x, n);
+    v = 0.5f * v * (1.0f + (kSqrt2OverPi * (v + 0.044715f * v * v * v)).tanh());
 }
 
-void residual_add(float* x, const float* y, int n) {
-    for (int i = 0; i < n; i++) x[i] += y[i];
-}
+void residual_add(float* x, const float* y, int n) { Row(x, n) += ConstRow(y, n); }
 
 void softmax(float* x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = std::exp(x[i] - max);
-        sum += x[i];
-    }
-    const float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++) x[i] *= inv;
+    // The SIMD sum and exp depend on the buffer's alignment; callers use one scores buffer for the prefill and
+    // the step paths, so both reduce in the same order.
+    Row v(x, n);
+    v = (v - v.maxCoeff()).exp();
+    v *= 1.0f / v.sum();
 }
 
 void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys,

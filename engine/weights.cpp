@@ -1,5 +1,6 @@
 #include "weights.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -55,23 +56,50 @@ bool is_mask_buffer(const std::string& name, int n_layer) {
     return rest == ".attn.bias" || rest == ".attn.masked_bias";
 }
 
+// Index of the first NaN or infinity in v[0, n), or n. The scan over all values is branch-free so that it
+// vectorizes: checking every weight once at load is cheap next to the conversion itself.
+size_t first_non_finite(const float* v, size_t n) {
+    const uint32_t kExponentMask = 0x7F800000u;  // all exponent bits set: inf or nan
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        std::memcpy(&bits, v + i, 4);
+        any |= uint32_t((bits & kExponentMask) == kExponentMask);
+    }
+    if (!any) return n;
+    size_t i = 0;
+    while (std::isfinite(v[i])) i++;
+    return i;
+}
+
+bool non_finite_weight(const TensorView& tensor, uint64_t element, float value, std::string* error) {
+    const char* what = std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf";
+    return fail(error, "tensor '" + tensor.name + "' contains " + what + " at element " + std::to_string(element));
+}
+
 // Conv1D [in][out] -> [out][in] goes through kTransposeRows decoded input rows at a time, so that the writes
 // are contiguous runs of kTransposeRows floats instead of single floats n_in apart.
 const size_t kTransposeRows = 16;
 
-// scratch: (kTransposeRows, 4 * n_embd), enough for any row of any tensor that is transposed
-void convert(const TensorView& tensor, bool transpose, float* dst, float* scratch) {
+// Decodes the tensor into dst (transposed if asked) and rejects NaN and infinite values, naming the first one
+// by its element index in the file's order. scratch: (kTransposeRows, 4 * n_embd), enough for any row of any
+// tensor that is transposed.
+bool convert(const TensorView& tensor, bool transpose, float* dst, float* scratch, std::string* error) {
     if (!transpose) {
         tensor_elements(tensor, 0, tensor.n_elements, dst);
-        return;
+        const size_t bad = first_non_finite(dst, tensor.n_elements);
+        return bad == tensor.n_elements || non_finite_weight(tensor, bad, dst[bad], error);
     }
     const size_t n_in = size_t(tensor.shape[0]), n_out = size_t(tensor.shape[1]);
     for (size_t i0 = 0; i0 < n_in; i0 += kTransposeRows) {
         const size_t rows = n_in - i0 < kTransposeRows ? n_in - i0 : kTransposeRows;
         tensor_elements(tensor, i0 * n_out, rows * n_out, scratch);
+        const size_t bad = first_non_finite(scratch, rows * n_out);
+        if (bad != rows * n_out) return non_finite_weight(tensor, i0 * n_out + bad, scratch[bad], error);
         for (size_t o = 0; o < n_out; o++)
             for (size_t r = 0; r < rows; r++) dst[o * n_in + i0 + r] = scratch[r * n_out + o];
     }
+    return true;
 }
 
 bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
@@ -162,7 +190,7 @@ bool load_weights(const Config& config, const SafetensorsFile& file, Weights* w,
 
     for (const ExpectedTensor& e : expected) {
         if (e.first_layer) *e.field = w->memory + e.offset;
-        convert(*e.found, e.transpose, w->memory + e.offset, scratch.get());
+        if (!convert(*e.found, e.transpose, w->memory + e.offset, scratch.get(), error)) return false;
     }
 
     // The engine always uses wte as the LM head; an explicit lm_head is accepted only when it is the same.

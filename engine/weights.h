@@ -39,7 +39,8 @@ struct Weights {
 };
 
 // Checks every tensor name and shape against config (missing, extra and mis-shaped tensors are errors that
-// name the tensor), allocates, and converts. Errors start with "model.safetensors: " or "out of memory: ".
+// name the tensor), allocates, and converts; a NaN or infinite weight is an error naming the tensor and the
+// element. Errors start with "model.safetensors: " or "out of memory: ".
 bool load_weights(const Config& config, const SafetensorsFile& file, Weights* out, std::string* error);
 
 }  // namespace gpt2

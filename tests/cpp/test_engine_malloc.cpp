@@ -1,0 +1,61 @@
+// Counts the malloc / calloc / realloc calls made from the engine's code: the test binary is linked with
+// -Wl,--wrap for them (tests/cpp/CMakeLists.txt). Eigen allocates with malloc, not operator new, so the
+// operator new counter of alloc_counter.cpp alone would not notice an Eigen temporary in engine/ops.cpp.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+namespace {
+std::atomic<long> g_engine_mallocs{0};
+}
+
+extern "C" {
+void* __real_malloc(size_t size);
+void* __real_calloc(size_t count, size_t size);
+void* __real_realloc(void* p, size_t size);
+void* __wrap_malloc(size_t size) {
+    g_engine_mallocs++;
+    return __real_malloc(size);
+}
+void* __wrap_calloc(size_t count, size_t size) {
+    g_engine_mallocs++;
+    return __real_calloc(count, size);
+}
+void* __wrap_realloc(void* p, size_t size) {
+    g_engine_mallocs++;
+    return __real_realloc(p, size);
+}
+}
+
+TEST(Session, NoMallocPerToken) {
+    gpt2_test::ModelSpec odd;  // rows of 6 floats: most rows start off a 16-byte boundary (Eigen's unaligned paths)
+    odd.n_embd = 6;
+    odd.n_head = 3;
+    odd.n_ctx = 16;  // slides the window below
+    for (const gpt2_test::ModelSpec& spec : {gpt2_test::ModelSpec(), odd}) {
+        auto model = gpt2_test::make_model(spec);
+        ASSERT_TRUE(model);
+        const long at_load = g_engine_mallocs;
+        EXPECT_GT(at_load, 0) << "the malloc wrappers are not linked in";
+        for (bool cache : {true, false}) {
+            std::string error;
+            auto session = gpt2::Session::create(*model, cache, &error);
+            ASSERT_TRUE(session) << error;
+            gpt2::SamplingSettings settings;
+            settings.top_k = 10;
+            settings.top_p = 0.9f;
+            settings.repetition_penalty = 1.2f;
+            session->set_sampling(settings);
+            const int32_t prompt[5] = {1, 2, 3, 4, 5};
+            const long before = g_engine_mallocs;
+            int next = session->prefill(prompt, 5);
+            for (int i = 0; i < 40 && next >= 0; i++) next = session->step(next);
+            EXPECT_GE(next, 0) << session->error();
+            EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
+        }
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the native tool and C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer into build/asan
+# (clang++ when installed, else the default compiler) and runs them; any sanitizer report fails the run.
+# JOBS (default 2) sets the parallel build jobs: the machines are shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+compiler=()
+if cxx=$(command -v clang++ || command -v clang++-14); then compiler=(-DCMAKE_CXX_COMPILER="$cxx"); fi
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT2_SANITIZE=ON "${compiler[@]}"
+cmake --build build/asan -j"${JOBS:-2}"
+
+# Stop at the first report (UBSan is also built with -fno-sanitize-recover) and count leaks as errors. ctest
+# sets the same options on each test (tests/cpp/CMakeLists.txt, plus allocator_may_return_null=1 for the
+# out-of-memory test).
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+ctest --test-dir build/asan --output-on-failure -j"${JOBS:-2}"
