@@ -259,7 +259,7 @@ def main():
     classes = torch.from_numpy(class_of_id[ids])
     train(args, classes[:split], classes[split:], seen_ids)
     export(os.path.join(args.work, "ckpt.pt"), args.out)
-    val_path = os.path.join(args.work, "held_out.u16")
+    val_path = os.path.join(REPO, "tests", "fixtures", "tinyshakespeare-held-out.u16")  # the engine's --eval test
     ids[split:].astype("<u2").tofile(val_path)
     print(f"held-out ids written to {val_path} (check with: build/native/gpt2 --model {args.out} --eval {val_path})")
 
