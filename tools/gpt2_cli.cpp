@@ -3,10 +3,17 @@
 //   gpt2 --model DIR --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
 //        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]
 //   gpt2 --model DIR --eval FILE.u16
+//   gpt2 --model DIR --bench
 //
 // DIR holds config.json and model.safetensors. Generated ids go to stdout comma-separated, timing to stderr.
 // With stopping on (the default) generation ends when <|endoftext|> (50256) is sampled, which is not printed.
 // Any error: one line on stderr and exit status 1.
+//
+// --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
+// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes>", then answers each
+// stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
+//   prefill cached|uncached 464,3290
+//   step cached|uncached 464
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -35,6 +42,7 @@ struct Options {
     bool stop_at_eos = true;
     std::string dump_logits_path;
     std::string eval_path;
+    bool bench = false;
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -43,8 +51,8 @@ struct Options {
 }
 
 const char* kUsage =
-    "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16) [-n N] [--temperature T] [--top-k K] [--top-p P] "
-    "[--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]";
+    "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
+    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]";
 
 long parse_long(const std::string& flag, const char* text, long min, long max) {
     char* end = nullptr;
@@ -110,13 +118,15 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--no-stop") o.stop_at_eos = false;
         else if (flag == "--dump-logits") o.dump_logits_path = value();
         else if (flag == "--eval") o.eval_path = value();
+        else if (flag == "--bench") o.bench = true;
         else if (flag == "-h" || flag == "--help") {
             std::printf("%s\n", kUsage);
             std::exit(0);
         } else die("unknown argument \"" + flag + "\"; " + kUsage);
     }
     if (o.model_dir.empty()) die(std::string("--model is required; ") + kUsage);
-    if (o.have_ids == !o.eval_path.empty()) die(std::string("give exactly one of --ids and --eval; ") + kUsage);
+    if (o.bench ? o.have_ids || !o.eval_path.empty() : o.have_ids == !o.eval_path.empty())
+        die(std::string("give exactly one of --ids and --eval, or --bench alone; ") + kUsage);
     if (!o.eval_path.empty() && !o.dump_logits_path.empty()) die("--dump-logits cannot be combined with --eval");
     return o;
 }
@@ -214,6 +224,41 @@ void run_generate(gpt2::Session& session, const gpt2::Config& config, const Opti
                  o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps);
 }
 
+void run_bench(const gpt2::Model& model) {
+    std::string error;
+    std::unique_ptr<gpt2::Session> cached = gpt2::Session::create(model, true, &error);
+    std::unique_ptr<gpt2::Session> uncached = cached ? gpt2::Session::create(model, false, &error) : nullptr;
+    if (!uncached) die(error);
+    gpt2::SamplingSettings greedy;
+    greedy.temperature = 0.0f;
+    cached->set_sampling(greedy);
+    uncached->set_sampling(greedy);
+    std::printf("ready %zu %zu\n", gpt2::model_weight_bytes(model), cached->kv_cache_bytes());
+    std::fflush(stdout);
+
+    static char line[1 << 20];  // a prompt of n_ctx ids
+    while (std::fgets(line, sizeof line, stdin)) {
+        line[std::strcspn(line, "\n")] = '\0';
+        const char* command = std::strtok(line, " ");
+        const char* mode = std::strtok(nullptr, " ");
+        const char* argument = std::strtok(nullptr, " ");
+        if (!command || !mode || !argument ||
+            (std::strcmp(mode, "cached") != 0 && std::strcmp(mode, "uncached") != 0))
+            die("--bench: expected \"prefill|step cached|uncached IDS\"");
+        gpt2::Session& session = std::strcmp(mode, "cached") == 0 ? *cached : *uncached;
+        const std::vector<int32_t> ids = parse_ids(argument);
+        int next;
+        const auto start = std::chrono::steady_clock::now();
+        if (std::strcmp(command, "prefill") == 0) next = session.prefill(ids.data(), ids.size());
+        else if (std::strcmp(command, "step") == 0 && ids.size() == 1) next = session.step(ids[0]);
+        else die(std::string("--bench: unknown command \"") + command + "\" or more than one id for step");
+        const double ms = elapsed_ms(start);
+        if (next < 0) die(session.error());
+        std::printf("%d %.6f\n", next, ms);
+        std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,6 +271,10 @@ int main(int argc, char** argv) {
         model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), &error);
         if (!model) die(error);
     }  // the file buffers are freed here: the model holds its own converted copy
+    if (o.bench) {
+        run_bench(*model);
+        return 0;
+    }
     std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, &error);
     if (!session) die(error);
     if (!o.eval_path.empty())

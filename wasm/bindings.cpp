@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../tools/bench/stream_read.h"
 #include "gpt2.h"
 
 using emscripten::val;
@@ -140,6 +141,13 @@ class WasmSession {
 // (the wasm memory itself never shrinks, so its size cannot tell).
 double heap_used_bytes() { return double(mallinfo().uordblks); }
 
+// One streaming read of the floats in a malloc'ed block: tools/bench.mjs times it over as many bytes as the
+// model's weights as the memory-bandwidth ceiling of a decode step, in the same binary as the engine.
+// Returns the sum so the read cannot be optimized away.
+double stream_read(uintptr_t ptr, size_t bytes) {
+    return gpt2_bench::stream_sum(reinterpret_cast<const float*>(ptr), bytes / sizeof(float));
+}
+
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
@@ -164,4 +172,5 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
+    emscripten::function("streamRead", &stream_read);
 }

@@ -1,0 +1,53 @@
+// The measure.mjs driver over the wasm engine (web/engine.js objects), for Node and the Chromium worker.
+// engine: from loadEngine(); model: an EngineModel. Creates a cached and an uncached greedy session.
+
+export function createWasmDriver(engine, model) {
+  const sessions = {
+    cached: model.createSession({ useKVCache: true }),
+    uncached: model.createSession({ useKVCache: false }),
+  };
+  for (const session of Object.values(sessions)) session.setSampling({ temperature: 0 });
+
+  function timed(fn) {
+    const start = performance.now();
+    const token = fn();
+    return { token, ms: performance.now() - start };
+  }
+
+  return {
+    async info() {
+      return { config: model.config, weightBytes: model.weightBytes, kvCacheBytes: sessions.cached.kvCacheBytes };
+    },
+    async prefill(mode, ids) {
+      return timed(() => sessions[mode].prefill(ids));
+    },
+    async step(mode, id) {
+      return timed(() => sessions[mode].step(id));
+    },
+    // Over a heap block of weightBytes filled like the native probe's (tools/bench/bandwidth.cpp).
+    async streamWeights(repeats) {
+      const bytes = model.weightBytes;
+      const buffer = engine.allocate(bytes);
+      try {
+        engine.call((module) => new Float32Array(module.HEAPU8.buffer, buffer.ptr, bytes / 4).fill(1 / 1024));
+        const times = [];
+        for (let i = 0; i < repeats; i++) {
+          const start = performance.now();
+          engine.call((module) => module.streamRead(buffer.ptr, bytes));
+          times.push(performance.now() - start);
+        }
+        return times;
+      } finally {
+        buffer.free();
+      }
+    },
+    // heapBytes: the wasm memory's size, which never shrinks, so it is also the peak so far;
+    // heapUsedBytes: what malloc holds now.
+    async memory() {
+      return engine.call((module) => ({ heapBytes: module.HEAPU8.length, heapUsedBytes: module.heapUsedBytes() }));
+    },
+    dispose() {
+      for (const session of Object.values(sessions)) session.dispose();
+    },
+  };
+}
