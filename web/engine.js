@@ -167,7 +167,8 @@ export class HeapBuffer {
   }
 
   #reallocate(capacity) {
-    const ptr = this.#engine.call((module) => module._malloc(capacity) >>> 0);
+    // malloc takes a 32-bit size: a larger request would wrap around to a small one.
+    const ptr = capacity < 2 ** 32 ? this.#engine.call((module) => module._malloc(capacity) >>> 0) : 0;
     if (ptr === 0) {
       throw new Error(`out of memory: cannot allocate ${capacity} bytes in the WebAssembly heap (4 GB at most)`);
     }

@@ -173,6 +173,16 @@ describe('wasm engine', () => {
 });
 
 describe('wasm engine errors', () => {
+  test('a weights buffer larger than the wasm heap can hold is out of memory with the size, not a wrapped size', () => {
+    for (const bytes of [3.9e9, 6.4e9]) {  // GPT-2 1.5B in F32 is 6.4 GB
+      expect(() => engine.allocate(bytes)).toThrow(new RegExp(`out of memory: cannot allocate ${bytes} bytes`));
+    }
+    const buffer = engine.allocate(1024);  // the instance stays usable
+    buffer.write(new Uint8Array([1, 2, 3]));
+    expect(Array.from(buffer.bytes(0, 3))).toEqual([1, 2, 3]);
+    buffer.free();
+  });
+
   function expectStillUsable() {
     expect(greedyIds()).toEqual(greedy.generated);
   }
