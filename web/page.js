@@ -119,8 +119,11 @@ function onLocalFilesChosen() {
   switchModel(choice);
 }
 
+// After a failed load the menu shows the model in use again, or nothing when there is none, so that
+// choosing the failed model again (a retry) is a change too.
 function restoreModelSelection() {
   if (state.modelChoice) elements.model.value = state.modelChoice.value;
+  else elements.model.selectedIndex = -1;
 }
 
 // Loads a model; choosing again cancels this load. The previous model stays in use until the new one is
