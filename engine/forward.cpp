@@ -45,13 +45,37 @@ bool create_run_state(const Config& c, RunState* s, std::string* error) {
     return true;
 }
 
-// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias, w row-major [n_out][n_in].
-static void matmul(float* out, const float* x, const float* w, const float* bias, int n, int n_in, int n_out) {
-    if (n == 1)
-        gemv(out, x, w, bias, n_in, n_out);
-    else
-        gemm(out, x, w, bias, n, n_in, n_out);
+namespace {
+
+// One weight matrix row-major [n_out][n_in]: fp32 (w) or int8 with per-row scales (q, scale).
+struct Matrix {
+    const float* w;
+    const int8_t* q;
+    const float* scale;
+};
+
+// Layer l of a (n_layer, n_out, n_in) parameter stored in either format.
+Matrix layer_matrix(const float* w, const int8_t* q, const float* scale, int l, int n_out, int n_in) {
+    const size_t rows = size_t(l) * size_t(n_out);
+    if (q) return {nullptr, q + rows * size_t(n_in), scale + rows};
+    return {w + rows * size_t(n_in), nullptr, nullptr};
 }
+
+// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias.
+void matmul(float* out, const float* x, const Matrix& m, const float* bias, int n, int n_in, int n_out) {
+    if (m.q) {
+        if (n == 1)
+            gemv_q8(out, x, m.q, m.scale, bias, n_in, n_out);
+        else
+            gemm_q8(out, x, m.q, m.scale, bias, n, n_in, n_out);
+    } else if (n == 1) {
+        gemv(out, x, m.w, bias, n_in, n_out);
+    } else {
+        gemm(out, x, m.w, bias, n, n_in, n_out);
+    }
+}
+
+}  // namespace
 
 void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* all_logits) {
     const Config& c = model.config();
@@ -59,7 +83,19 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
     const int C = c.n_embd, T = c.n_ctx;
     const float eps = c.layer_norm_epsilon;
 
-    for (int t = 0; t < n; t++) embed(s->x + (size_t)t * C, w.wte, w.wpe, tokens[t], pos0 + t, C);
+    if (w.wte_q) {
+        // int8: the embedding row is the dequantized LM head row, q * scale (then + wpe, as embed())
+        for (int t = 0; t < n; t++) {
+            float* x = s->x + (size_t)t * C;
+            const int8_t* q = w.wte_q + (size_t)tokens[t] * C;
+            const float scale = w.wte_scale[tokens[t]];
+            const float* p = w.wpe + (size_t)(pos0 + t) * C;
+            for (int i = 0; i < C; i++) x[i] = float(q[i]) * scale + p[i];
+        }
+    } else {
+        for (int t = 0; t < n; t++) embed(s->x + (size_t)t * C, w.wte, w.wpe, tokens[t], pos0 + t, C);
+    }
+    const Matrix lm_head = w.wte_q ? Matrix{nullptr, w.wte_q, w.wte_scale} : Matrix{w.wte, nullptr, nullptr};
 
     for (int l = 0; l < c.n_layer; l++) {
         const size_t lC = (size_t)l * C;
@@ -69,7 +105,7 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
-        matmul(s->qkv, s->xb, w.qkv_weight + lC * 3 * C, w.qkv_bias + lC * 3, n, C, 3 * C);
+        matmul(s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
         for (int t = 0; t < n; t++) {
             const float* qkv = s->qkv + (size_t)t * 3 * C;
             std::memcpy(key_cache + (size_t)(pos0 + t) * C, qkv + C, sizeof(float) * C);
@@ -78,15 +114,16 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
             attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
                           c.n_head, s->scores);
-        matmul(s->proj, s->att, w.attn_proj_weight + lC * C, w.attn_proj_bias + lC, n, C, C);
+        matmul(s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
         residual_add(s->x, s->proj, n * C);
 
         // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_2_weight + lC, w.ln_2_bias + lC, C, eps);
-        matmul(s->fc, s->xb, w.fc_weight + lC * 4 * C, w.fc_bias + lC * 4, n, C, 4 * C);
+        matmul(s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
         gelu(s->fc, n * 4 * C);
-        matmul(s->proj, s->fc, w.mlp_proj_weight + lC * 4 * C, w.mlp_proj_bias + lC, n, 4 * C, C);
+        matmul(s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
+               w.mlp_proj_bias + lC, n, 4 * C, C);
         residual_add(s->x, s->proj, n * C);
     }
 
@@ -95,10 +132,10 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
     for (int t = first; t < n; t++)
         layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
     if (all_logits) {
-        matmul(all_logits, s->xb, w.wte, nullptr, n, C, c.n_vocab);
+        matmul(all_logits, s->xb, lm_head, nullptr, n, C, c.n_vocab);
         std::memcpy(s->logits, all_logits + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
     } else {
-        gemv(s->logits, s->xb + (size_t)(n - 1) * C, w.wte, nullptr, C, c.n_vocab);
+        matmul(s->logits, s->xb + (size_t)(n - 1) * C, lm_head, nullptr, 1, C, c.n_vocab);
     }
 }
 

@@ -16,6 +16,11 @@ Model::~Model() = default;
 
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, std::string* error) {
+    return load_model(config_json, config_len, safetensors, safetensors_len, LoadOptions(), error);
+}
+
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, const LoadOptions& options, std::string* error) {
     Config config;
     if (!parse_config(config_json, config_len, &config, error)) return nullptr;
     SafetensorsFile file;
@@ -27,7 +32,7 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
             *error = "out of memory: need " + std::to_string(sizeof(Model) + sizeof(Weights)) + " bytes for the model";
         return nullptr;
     }
-    if (!load_weights(config, file, weights.get(), error)) return nullptr;
+    if (!load_weights(config, file, options.format, weights.get(), error)) return nullptr;
     model->config_ = config;
     model->weights_ = std::move(weights);
     return model;

@@ -29,6 +29,16 @@ struct SamplingSettings {
     uint64_t seed = 0;
 };
 
+// Storage of the weight matrices. int8: every linear weight matrix (attn.c_attn, attn.c_proj, mlp.c_fc,
+// mlp.c_proj) and wte (the tied LM head, also used for the input embedding lookup, dequantized on the fly) is
+// quantized on load per output row with a symmetric scale (q = round(w / s), s = max|w| / 127), so the weights
+// take about a quarter of the fp32 memory; everything else (wpe, layernorms, biases, scales) stays fp32.
+enum class WeightFormat { fp32, int8 };
+
+struct LoadOptions {
+    WeightFormat format = WeightFormat::fp32;
+};
+
 struct Weights;   // engine layout of the parameters, engine/weights.h
 struct RunState;  // activations + KV cache, engine/forward.h
 class Sampler;    // engine/sampler.h
@@ -45,7 +55,8 @@ class Model {
 
    private:
     Model() = default;
-    friend std::unique_ptr<Model> load_model(const uint8_t*, size_t, const uint8_t*, size_t, std::string*);
+    friend std::unique_ptr<Model> load_model(const uint8_t*, size_t, const uint8_t*, size_t, const LoadOptions&,
+                                             std::string*);
     Config config_{};
     std::unique_ptr<Weights> weights_;
 };
@@ -54,9 +65,11 @@ class Model {
 // "transformer." prefix, tied lm_head) and converts the weights into the engine's layout; the input buffers
 // may be freed afterwards. nullptr + *error on failure.
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
-                                  size_t safetensors_len, std::string* error);
+                                  size_t safetensors_len, std::string* error);  // fp32
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, const LoadOptions& options, std::string* error);
 const Config& model_config(const Model& model);
-size_t model_weight_bytes(const Model& model);
+size_t model_weight_bytes(const Model& model);  // bytes of the engine's weight storage (int8: quantized size)
 
 // Run state of one generation: KV cache, activations, token window, sampler. Everything is allocated by
 // create(); feeding tokens allocates nothing.

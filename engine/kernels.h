@@ -9,6 +9,8 @@
 // cannot fuse some of the multiply-adds and not others.)
 #pragma once
 
+#include <cstdint>
+
 namespace gpt2 {
 
 // sum_i x[i] * w[i]
@@ -20,6 +22,14 @@ void gemv(float* out, const float* x, const float* w, const float* bias, int n_i
 // Batched gemv: out[t][o] for t < n_tok, x is (n_tok, n_in), out is (n_tok, n_out). Register-tiled 2 tokens x
 // 2 outputs and cache-blocked over tokens; each element bit-identical to gemv().
 void gemm(float* out, const float* x, const float* w, const float* bias, int n_tok, int n_in, int n_out);
+
+// int8 weights with per-row scales: out[o] = dot(x, float(w[o][.])) * scale[o] + bias[o], the dot product
+// reduced in exactly the order above (each int8 is converted to f32 exactly, so only the weights differ from
+// the fp32 kernels). gemm_q8 rows are bit-identical to gemv_q8.
+void gemv_q8(float* out, const float* x, const int8_t* w, const float* scale, const float* bias, int n_in,
+             int n_out);
+void gemm_q8(float* out, const float* x, const int8_t* w, const float* scale, const float* bias, int n_tok, int n_in,
+             int n_out);
 
 // y[i] += a * x[i]
 void axpy(float* y, float a, const float* x, int n);

@@ -23,6 +23,10 @@ struct ExpectedTensor {
     bool first_layer;            // the tensor *field points at
     bool transpose;              // Conv1D [in][out] -> [out][in]
     const TensorView* found = nullptr;
+    // int8: *field / offset are the per-row scales (floats), *qfield / q_offset the int8 values
+    bool quantized = false;
+    int8_t** qfield = nullptr;
+    uint64_t q_offset = 0;
 };
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -102,6 +106,44 @@ bool convert(const TensorView& tensor, bool transpose, float* dst, float* scratc
     return true;
 }
 
+// Symmetric per-row quantization of src (rows, cols): scale[r] = max|w| / 127, q = round(w / scale[r]).
+void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale) {
+    for (size_t r = 0; r < rows; r++) {
+        const float* w = src + r * cols;
+        float m = 0.0f;
+        for (size_t i = 0; i < cols; i++) m = std::fabs(w[i]) > m ? std::fabs(w[i]) : m;
+        const float s = m / 127.0f;
+        scale[r] = s;
+        for (size_t i = 0; i < cols; i++) {
+            float v = s > 0.0f ? std::nearbyint(w[i] / s) : 0.0f;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            q[r * cols + i] = int8_t(v);
+        }
+    }
+}
+
+// Decodes, checks and quantizes one matrix into (rows = out, cols = in) int8 rows and scales. tmp holds
+// tmp_floats >= the largest transposed matrix and >= one row.
+bool convert_quantized(const TensorView& tensor, bool transpose, int8_t* q, float* scale, float* tmp,
+                       size_t tmp_floats, float* scratch, std::string* error) {
+    if (transpose) {
+        const size_t n_in = size_t(tensor.shape[0]), n_out = size_t(tensor.shape[1]);
+        if (!convert(tensor, true, tmp, scratch, error)) return false;
+        quantize_rows(tmp, n_out, n_in, q, scale);
+        return true;
+    }
+    const size_t rows = size_t(tensor.shape[0]), cols = size_t(tensor.shape[1]);
+    const size_t chunk_rows = tmp_floats / cols;
+    for (size_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+        const size_t nr = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
+        tensor_elements(tensor, r0 * cols, nr * cols, tmp);
+        const size_t bad = first_non_finite(tmp, nr * cols);
+        if (bad != nr * cols) return non_finite_weight(tensor, r0 * cols + bad, tmp[bad], error);
+        quantize_rows(tmp, nr, cols, q + r0 * cols, scale + r0);
+    }
+    return true;
+}
+
 bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
     if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
     return false;
@@ -109,39 +151,69 @@ bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
 
 }  // namespace
 
-bool load_weights(const Config& config, const SafetensorsFile& file, Weights* w, std::string* error) {
+bool load_weights(const Config& config, const SafetensorsFile& file, WeightFormat format, Weights* w,
+                  std::string* error) {
     const int64_t C = config.n_embd, L = config.n_layer, V = config.n_vocab, T = config.n_ctx;
+    const bool int8 = format == WeightFormat::int8;
+    w->format = format;
 
     // Layout: each parameter is one contiguous (n_layer, ...) array inside a single allocation.
     std::vector<ExpectedTensor> expected;
-    uint64_t total = 0;  // elements
+    uint64_t total = 0;    // float elements
+    uint64_t total_q = 0;  // int8 elements (after the floats)
     auto add_global = [&](const char* name, std::vector<int64_t> shape, float** field) {
         uint64_t n = 1;
         for (int64_t d : shape) n *= uint64_t(d);
         expected.push_back({name, shape, field, total, true, false});
         total += n;
     };
-    auto add_layered = [&](const char* suffix, std::vector<int64_t> shape, bool transpose, float** field) {
+    auto add_layered = [&](const char* suffix, std::vector<int64_t> shape, bool transpose, float** field,
+                           int8_t** qfield = nullptr, float** sfield = nullptr) {
         uint64_t n = 1;
         for (int64_t d : shape) n *= uint64_t(d);
+        if (int8 && qfield) {
+            const uint64_t rows = uint64_t(transpose ? shape[1] : shape[0]);
+            for (int l = 0; l < L; l++) {
+                ExpectedTensor e{"h." + std::to_string(l) + "." + suffix, shape, sfield, total + rows * uint64_t(l),
+                                 l == 0, transpose};
+                e.quantized = true;
+                e.qfield = qfield;
+                e.q_offset = total_q + n * uint64_t(l);
+                expected.push_back(e);
+            }
+            total += rows * uint64_t(L);
+            total_q += n * uint64_t(L);
+            return;
+        }
         for (int l = 0; l < L; l++)
             expected.push_back(
                 {"h." + std::to_string(l) + "." + suffix, shape, field, total + n * uint64_t(l), l == 0, transpose});
         total += n * uint64_t(L);
     };
-    add_global("wte.weight", {V, C}, &w->wte);
+    if (int8) {
+        ExpectedTensor e{"wte.weight", {V, C}, &w->wte_scale, total, true, false};
+        e.quantized = true;
+        e.qfield = &w->wte_q;
+        e.q_offset = total_q;
+        expected.push_back(e);
+        total += uint64_t(V);
+        total_q += uint64_t(V) * uint64_t(C);
+    } else {
+        add_global("wte.weight", {V, C}, &w->wte);
+    }
     add_global("wpe.weight", {T, C}, &w->wpe);
     add_layered("ln_1.weight", {C}, false, &w->ln_1_weight);
     add_layered("ln_1.bias", {C}, false, &w->ln_1_bias);
-    add_layered("attn.c_attn.weight", {C, 3 * C}, true, &w->qkv_weight);
+    add_layered("attn.c_attn.weight", {C, 3 * C}, true, &w->qkv_weight, &w->qkv_q, &w->qkv_scale);
     add_layered("attn.c_attn.bias", {3 * C}, false, &w->qkv_bias);
-    add_layered("attn.c_proj.weight", {C, C}, true, &w->attn_proj_weight);
+    add_layered("attn.c_proj.weight", {C, C}, true, &w->attn_proj_weight, &w->attn_proj_q, &w->attn_proj_scale);
     add_layered("attn.c_proj.bias", {C}, false, &w->attn_proj_bias);
     add_layered("ln_2.weight", {C}, false, &w->ln_2_weight);
     add_layered("ln_2.bias", {C}, false, &w->ln_2_bias);
-    add_layered("mlp.c_fc.weight", {C, 4 * C}, true, &w->fc_weight);
+    add_layered("mlp.c_fc.weight", {C, 4 * C}, true, &w->fc_weight, &w->fc_q, &w->fc_scale);
     add_layered("mlp.c_fc.bias", {4 * C}, false, &w->fc_bias);
-    add_layered("mlp.c_proj.weight", {4 * C, C}, true, &w->mlp_proj_weight);
+    add_layered("mlp.c_proj.weight", {4 * C, C}, true, &w->mlp_proj_weight, &w->mlp_proj_q,
+                &w->mlp_proj_scale);
     add_layered("mlp.c_proj.bias", {C}, false, &w->mlp_proj_bias);
     add_global("ln_f.weight", {C}, &w->ln_f_weight);
     add_global("ln_f.bias", {C}, &w->ln_f_bias);
@@ -179,7 +251,7 @@ bool load_weights(const Config& config, const SafetensorsFile& file, Weights* w,
         if (!e.found) return fail(error, "missing tensor '" + e.name + "'");
 
     // Allocate (checked, non-throwing: the size may not fit a 32-bit size_t in wasm).
-    const uint64_t bytes = total * sizeof(float);
+    const uint64_t bytes = total * sizeof(float) + total_q;
     if (bytes > uint64_t(SIZE_MAX) || !(w->memory = static_cast<float*>(std::malloc(size_t(bytes)))))
         return out_of_memory(bytes, "the weights", error);
     w->bytes = size_t(bytes);
@@ -187,14 +259,38 @@ bool load_weights(const Config& config, const SafetensorsFile& file, Weights* w,
     std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(size_t(scratch_bytes))),
                                                          &std::free);
     if (!scratch) return out_of_memory(scratch_bytes, "the weight conversion", error);
+    // int8: one decoded fp32 matrix at a time (the largest transposed one: 4 * n_embd * n_embd)
+    const size_t tmp_floats = int8 ? size_t(4 * C * C) : 0;
+    std::unique_ptr<float, decltype(&std::free)> tmp(
+        int8 ? static_cast<float*>(std::malloc(tmp_floats * sizeof(float))) : nullptr, &std::free);
+    if (int8 && !tmp) return out_of_memory(uint64_t(tmp_floats) * sizeof(float), "the weight quantization", error);
+    int8_t* const q_base = reinterpret_cast<int8_t*>(w->memory + total);
 
     for (const ExpectedTensor& e : expected) {
         if (e.first_layer) *e.field = w->memory + e.offset;
-        if (!convert(*e.found, e.transpose, w->memory + e.offset, scratch.get(), error)) return false;
+        if (e.quantized) {
+            if (e.first_layer) *e.qfield = q_base + e.q_offset;
+            if (!convert_quantized(*e.found, e.transpose, q_base + e.q_offset, w->memory + e.offset, tmp.get(),
+                                   tmp_floats, scratch.get(), error))
+                return false;
+        } else if (!convert(*e.found, e.transpose, w->memory + e.offset, scratch.get(), error)) {
+            return false;
+        }
     }
 
     // The engine always uses wte as the LM head; an explicit lm_head is accepted only when it is the same.
-    if (lm_head) {
+    if (lm_head && int8) {  // compare with the file's wte (the engine keeps only the quantized one)
+        const size_t chunk = tmp_floats / 2;
+        const TensorView& wte = *expected[0].found;
+        for (size_t first = 0; first < lm_head->n_elements; first += chunk) {
+            const size_t count = lm_head->n_elements - first < chunk ? lm_head->n_elements - first : chunk;
+            tensor_elements(*lm_head, first, count, tmp.get());
+            tensor_elements(wte, first, count, tmp.get() + chunk);
+            if (std::memcmp(tmp.get(), tmp.get() + chunk, count * sizeof(float)) != 0)
+                return fail(error, "tensor '" + lm_head->name +
+                                       "' differs from 'wte.weight' (only a tied LM head is supported)");
+        }
+    } else if (lm_head) {
         const size_t chunk = size_t(scratch_bytes / sizeof(float));
         for (size_t first = 0; first < lm_head->n_elements; first += chunk) {
             const size_t count = lm_head->n_elements - first < chunk ? lm_head->n_elements - first : chunk;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "gpt2.h"
@@ -29,7 +30,21 @@ struct Weights {
     float* ln_f_weight = nullptr;  // (n_embd)
     float* ln_f_bias = nullptr;    // (n_embd)
 
-    float* memory = nullptr;  // one block holding all of the above
+    // WeightFormat::int8: the five matrices above (wte, qkv, attn_proj, fc, mlp_proj) are null and stored here
+    // instead, same shapes and layout, each row o as int8 q[o][i] with w ~= q[o][i] * scale[o].
+    WeightFormat format = WeightFormat::fp32;
+    int8_t* wte_q = nullptr;        // (n_vocab, n_embd); the embedding lookup dequantizes a row
+    float* wte_scale = nullptr;     // (n_vocab)
+    int8_t* qkv_q = nullptr;        // (n_layer, 3 * n_embd, n_embd)
+    float* qkv_scale = nullptr;     // (n_layer, 3 * n_embd)
+    int8_t* attn_proj_q = nullptr;  // (n_layer, n_embd, n_embd)
+    float* attn_proj_scale = nullptr;  // (n_layer, n_embd)
+    int8_t* fc_q = nullptr;         // (n_layer, 4 * n_embd, n_embd)
+    float* fc_scale = nullptr;      // (n_layer, 4 * n_embd)
+    int8_t* mlp_proj_q = nullptr;   // (n_layer, n_embd, 4 * n_embd)
+    float* mlp_proj_scale = nullptr;   // (n_layer, n_embd)
+
+    float* memory = nullptr;  // one block holding all of the above (the int8 arrays after the floats)
     size_t bytes = 0;
 
     Weights() = default;
@@ -40,7 +55,9 @@ struct Weights {
 
 // Checks every tensor name and shape against config (missing, extra and mis-shaped tensors are errors that
 // name the tensor), allocates, and converts; a NaN or infinite weight is an error naming the tensor and the
-// element. Errors start with "model.safetensors: " or "out of memory: ".
-bool load_weights(const Config& config, const SafetensorsFile& file, Weights* out, std::string* error);
+// element. Errors start with "model.safetensors: " or "out of memory: ". int8 quantizes as described at
+// WeightFormat (gpt2.h).
+bool load_weights(const Config& config, const SafetensorsFile& file, WeightFormat format, Weights* out,
+                  std::string* error);
 
 }  // namespace gpt2

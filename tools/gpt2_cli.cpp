@@ -1,9 +1,11 @@
 // gpt2: native command-line front end of the engine (file I/O lives here, not in engine/).
 //
 //   gpt2 --model DIR --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
-//        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]
-//   gpt2 --model DIR --eval FILE.u16
-//   gpt2 --model DIR --bench
+//        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8]
+//   gpt2 --model DIR --eval FILE.u16 [--int8]
+//   gpt2 --model DIR --bench [--int8]
+//
+// --int8 quantizes the weight matrices and the LM head to int8 on load (gpt2::WeightFormat::int8).
 //
 // DIR holds config.json and model.safetensors. Generated ids go to stdout comma-separated, timing to stderr.
 // With stopping on (the default) generation ends when <|endoftext|> (50256) is sampled, which is not printed.
@@ -43,6 +45,7 @@ struct Options {
     std::string dump_logits_path;
     std::string eval_path;
     bool bench = false;
+    bool int8 = false;
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -52,7 +55,7 @@ struct Options {
 
 const char* kUsage =
     "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
-    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE]";
+    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8]";
 
 long parse_long(const std::string& flag, const char* text, long min, long max) {
     char* end = nullptr;
@@ -119,6 +122,7 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--dump-logits") o.dump_logits_path = value();
         else if (flag == "--eval") o.eval_path = value();
         else if (flag == "--bench") o.bench = true;
+        else if (flag == "--int8") o.int8 = true;
         else if (flag == "-h" || flag == "--help") {
             std::printf("%s\n", kUsage);
             std::exit(0);
@@ -268,7 +272,9 @@ int main(int argc, char** argv) {
     {
         const std::vector<uint8_t> config = read_file(o.model_dir + "/config.json");
         const std::vector<uint8_t> weights = read_file(o.model_dir + "/model.safetensors");
-        model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), &error);
+        gpt2::LoadOptions options;
+        options.format = o.int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+        model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
         if (!model) die(error);
     }  // the file buffers are freed here: the model holds its own converted copy
     if (o.bench) {

@@ -24,9 +24,14 @@ namespace {
 // download is never copied in JS); the engine converts it into its own layout, after which JS frees it.
 class WasmModel {
    public:
-    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len) {
+    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len)
+        : WasmModel(config_json, weights_ptr, weights_len, false) {}
+    // int8: quantize the weight matrices and the LM head on load (gpt2::WeightFormat::int8)
+    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len, bool int8) {
+        gpt2::LoadOptions options;
+        options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
         model_ = gpt2::load_model(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
-                                  reinterpret_cast<const uint8_t*>(weights_ptr), weights_len, &error_);
+                                  reinterpret_cast<const uint8_t*>(weights_ptr), weights_len, options, &error_);
     }
 
     bool ok() const { return model_ != nullptr; }
@@ -153,6 +158,7 @@ double stream_read(uintptr_t ptr, size_t bytes) {
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
     emscripten::class_<WasmModel>("Model")
         .constructor<const std::string&, uintptr_t, size_t>()
+        .constructor<const std::string&, uintptr_t, size_t, bool>()
         .function("ok", &WasmModel::ok)
         .function("error", &WasmModel::error)
         .function("config", &WasmModel::config)

@@ -12,7 +12,7 @@
 // Sharing one worker between several widgets: `const worker = createEngineWorker()`, then
 // `loadModel(source, { worker })` for each; `worker.terminate()` when done. Without it, every model in a page
 // shares one default worker, which ends when its last model is disposed.
-import { loadEngine } from './engine.js';
+import { loadEngine, weightFormatIsInt8 } from './engine.js';
 import { Generation, SessionPool, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelLoadError, loadEngineModel } from './loader.js';
 import { createTokenizer } from './tokenizer.js';
@@ -22,17 +22,19 @@ export { ModelLoadError };
 const IS_PAGE = typeof window !== 'undefined';
 
 // -> Model: { config, weightBytes, generate(prompt, options), encode(text), decode(ids), dispose() }
-export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker } = {}) {
+// weights: 'fp32' (default) or 'int8' (quantized on load: about a quarter of the weight memory).
+export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32' } = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
-  if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker });
-  return loadLocalModel(source, { onProgress, signal });
+  weightFormatIsInt8(weights);
+  if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights });
+  return loadLocalModel(source, { onProgress, signal, weights });
 }
 
 // ---- models in this thread (Node, workers, and the engine worker itself) ----
 
-export async function loadLocalModel(source, { onProgress, signal } = {}) {
+export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32' } = {}) {
   const engine = await loadEngine();
-  const { model, vocab, merges } = await loadEngineModel(engine, source, { onProgress, signal });
+  const { model, vocab, merges } = await loadEngineModel(engine, source, { onProgress, signal, weights });
   try {
     return new LocalModel(model, createModelTokenizer(vocab, merges, model.config));
   } catch (error) {
@@ -100,7 +102,7 @@ export function createEngineWorker() {
   return new EngineWorker({ endsWithLastModel: false });
 }
 
-async function loadWorkerModel(source, { onProgress, signal, worker }) {
+async function loadWorkerModel(source, { onProgress, signal, worker, weights }) {
   if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
   if (!worker) {
     if (!defaultWorker?.usable) defaultWorker = new EngineWorker({ endsWithLastModel: true });
@@ -109,7 +111,7 @@ async function loadWorkerModel(source, { onProgress, signal, worker }) {
   worker.retain();
   let answer;
   try {
-    answer = await worker.request({ type: 'load', source: portableSource(source) }, { onProgress, signal });
+    answer = await worker.request({ type: 'load', source: portableSource(source), weights }, { onProgress, signal });
   } catch (error) {
     worker.release();
     throw error;

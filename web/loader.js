@@ -4,6 +4,8 @@
 // them is kept in JS. In browsers, downloads that completed and loaded are kept with the Cache API; nothing
 // incomplete or invalid is ever stored. Plain ES module; Node-only modules are imported in Node branches.
 
+import { weightFormatIsInt8 } from './engine.js';
+
 export const MODEL_FILES = Object.freeze({
   config: 'config.json',
   weights: 'model.safetensors',
@@ -31,8 +33,9 @@ export class ModelLoadError extends Error {
 // -> { model: EngineModel, vocab (object) | null, merges (string) | null }
 // source: base URL (string or URL), Node folder path, { config, weights, vocab, merges } of File/Blob/
 // ArrayBuffer/typed arrays, or an array/FileList of Files matched by name. withTokenizer: false skips
-// vocab.json and merges.txt (models used with token ids only).
-export async function loadEngineModel(engine, source, { onProgress, signal, withTokenizer = true } = {}) {
+// vocab.json and merges.txt (models used with token ids only). weights: 'fp32' or 'int8' (Engine.createModel).
+export async function loadEngineModel(engine, source, { onProgress, signal, withTokenizer = true, weights = 'fp32' } = {}) {
+  weightFormatIsInt8(weights);  // validated before any download
   const files = await openModelFiles(source);
   const names = withTokenizer ? ['config', 'vocab', 'merges', 'weights'] : ['config', 'weights'];
   const context = { engine, onProgress, signal };
@@ -41,7 +44,7 @@ export async function loadEngineModel(engine, source, { onProgress, signal, with
     for (const key of names) loaded[key] = await readModelFile(files[key], key, context);
     const vocab = loaded.vocab ? parseJson(MODEL_FILES.vocab, loaded.vocab) : null;
     const merges = loaded.merges ? decodeText(MODEL_FILES.merges, loaded.merges) : null;
-    const model = await createModel(engine, loaded, files);
+    const model = await createModel(engine, loaded, files, weights);
     await files.store?.(loaded);
     return { model, vocab, merges };
   } finally {
@@ -49,10 +52,10 @@ export async function loadEngineModel(engine, source, { onProgress, signal, with
   }
 }
 
-async function createModel(engine, loaded, files) {
+async function createModel(engine, loaded, files, weights) {
   parseJson(MODEL_FILES.config, loaded.config);  // names the file when it is not JSON at all
   try {
-    return engine.createModel(decodeText(MODEL_FILES.config, loaded.config), loaded.weights);
+    return engine.createModel(decodeText(MODEL_FILES.config, loaded.config), loaded.weights, { weights });
   } catch (error) {
     if (error.name === 'EngineAbortedError') throw error;
     await files.evict?.();

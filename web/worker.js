@@ -2,7 +2,8 @@
 // Started by gpt2.js from a Blob URL that imports this file's absolute URL (works from cross-origin pages).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
-//   page -> worker  { type: 'load', id, source }                     -> progress*, result { modelId, config, weightBytes }
+//   page -> worker  { type: 'load', id, source, weights? }           -> progress*, result { modelId, config, weightBytes }
+//                   (weights: 'fp32' | 'int8', loadModel's option)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
 //                   { type: 'encode', id, modelId, text }             -> result (ids)
 //                   { type: 'decode', id, modelId, ids }              -> result (text)
@@ -21,9 +22,9 @@ const controllers = new Map();  // request id -> AbortController
 let nextModelId = 1;
 
 const handlers = {
-  async load({ id, source }) {
+  async load({ id, source, weights = 'fp32' }) {
     const onProgress = (progress) => post({ type: 'progress', id, progress });
-    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal });
+    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal, weights });
     const modelId = nextModelId++;
     models.set(modelId, model);
     return { modelId, config: model.config, weightBytes: model.weightBytes };

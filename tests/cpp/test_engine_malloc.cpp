@@ -36,8 +36,9 @@ TEST(Session, NoMallocPerToken) {
     odd.n_embd = 6;
     odd.n_head = 3;
     odd.n_ctx = 16;  // slides the window below
-    for (const gpt2_test::ModelSpec& spec : {gpt2_test::ModelSpec(), odd}) {
-        auto model = gpt2_test::make_model(spec);
+    for (const gpt2_test::ModelSpec& spec : {gpt2_test::ModelSpec(), odd})  // x both weight formats
+    for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
+        auto model = gpt2_test::make_model(spec, format);
         ASSERT_TRUE(model);
         const long at_load = g_engine_mallocs;
         EXPECT_GT(at_load, 0) << "the malloc wrappers are not linked in";

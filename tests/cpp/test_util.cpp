@@ -123,14 +123,16 @@ std::string config_json(const ModelSpec& s) {
 }
 
 std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<uint8_t>& safetensors,
-                                  std::string* error) {
+                                  std::string* error, gpt2::WeightFormat format) {
+    gpt2::LoadOptions options;
+    options.format = format;
     return gpt2::load_model(reinterpret_cast<const uint8_t*>(config.data()), config.size(), safetensors.data(),
-                            safetensors.size(), error);
+                            safetensors.size(), options, error);
 }
 
-std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec) {
+std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, gpt2::WeightFormat format) {
     std::string error;
-    auto model = load(config_json(spec), build_safetensors(random_tensors(spec)), &error);
+    auto model = load(config_json(spec), build_safetensors(random_tensors(spec)), &error, format);
     EXPECT_TRUE(model) << error;
     return model;
 }

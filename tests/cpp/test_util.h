@@ -38,9 +38,10 @@ std::vector<TensorSpec> random_tensors(const ModelSpec& spec, const std::string&
 std::string config_json(const ModelSpec& spec);
 
 // Loads spec (fails the current test on error).
-std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec);
+std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec,
+                                        gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
 std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<uint8_t>& safetensors,
-                                  std::string* error);
+                                  std::string* error, gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
 
 std::vector<uint8_t> float_bytes(const std::vector<float>& values);
 std::vector<uint8_t> read_file(const std::string& path);

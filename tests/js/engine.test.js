@@ -114,6 +114,25 @@ describe('wasm engine', () => {
     }
   });
 
+  test('int8 weights: quarter-size, cached equals uncached, and the same tokens as the native tool --int8', () => {
+    const bundled = `${ROOT}public/models/tiny-shakespeare/`;
+    const bundledConfig = readFileSync(`${bundled}config.json`, 'utf8');
+    const bundledWeights = new Uint8Array(readFileSync(`${bundled}model.safetensors`));
+    const fp32 = engine.createModel(bundledConfig, bundledWeights, { weights: 'fp32' });
+    const int8 = engine.createModel(bundledConfig, bundledWeights, { weights: 'int8' });
+    try {
+      expect(int8.weightBytes * 3).toBeLessThan(fp32.weightBytes);
+      const prompt = [49, 2662, 36, 46, 25, 198];  // "ROMEO:\n"
+      const cached = withSession(int8, {}, (s) => generateIds(s, prompt, 300));
+      expect(cached).toEqual(nativeIds(prompt, 300, ['--int8'], bundled));
+      expect(withSession(int8, { useKVCache: false }, (s) => generateIds(s, prompt, 40))).toEqual(cached.slice(0, 40));
+    } finally {
+      fp32.dispose();
+      int8.dispose();
+    }
+    expect(() => engine.createModel(configJson, weights, { weights: 'int4' })).toThrow('weights must be "fp32" or "int8"');
+  });
+
   test('F16 and BF16 weights load and decode like the native tool', () => {
     for (const file of ['model-f16.safetensors', 'model-bf16.safetensors']) {
       const bytes = new Uint8Array(readFileSync(`${TINY}${file}`));

@@ -1,0 +1,229 @@
+// int8 weights (gpt2::WeightFormat::int8): kernel bit-exactness, cache invariants, memory, and accuracy against
+// fp32 on the tiny-random fixture and the bundled tiny-shakespeare model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "gpt2.h"
+#include "kernels.h"
+#include "test_util.h"
+
+using namespace gpt2_test;
+
+namespace {
+
+const gpt2::WeightFormat kInt8 = gpt2::WeightFormat::int8;
+
+std::unique_ptr<gpt2::Model> load_dir(const std::string& dir, gpt2::WeightFormat format) {
+    const auto config = read_file(dir + "/config.json");
+    const auto weights = read_file(dir + "/model.safetensors");
+    EXPECT_FALSE(config.empty() || weights.empty()) << dir;
+    std::string error;
+    gpt2::LoadOptions options;
+    options.format = format;
+    auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
+    EXPECT_TRUE(model) << error;
+    return model;
+}
+
+std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool cache) {
+    std::string error;
+    auto session = gpt2::Session::create(model, cache, &error);
+    EXPECT_TRUE(session) << error;
+    gpt2::SamplingSettings settings;
+    settings.temperature = 0.0f;
+    if (session) session->set_sampling(settings);
+    return session;
+}
+
+double stddev(const float* v, size_t n) {
+    double mean = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) mean += v[i];
+    mean /= double(n);
+    for (size_t i = 0; i < n; i++) sq += (v[i] - mean) * (v[i] - mean);
+    return std::sqrt(sq / double(n));
+}
+
+struct Accuracy {
+    double worst_relative = 0;  // max over positions of max|logit diff| / std(fp32 logits)
+    double worst_abs = 0;
+    int top1_agree = 0, positions = 0;
+};
+
+// Teacher-forced logits of every position of ids under both models.
+Accuracy compare_logits(const gpt2::Model& fp32, const gpt2::Model& int8, const std::vector<int32_t>& ids) {
+    const size_t V = size_t(gpt2::model_config(fp32).n_vocab);
+    std::vector<float> a(ids.size() * V), b(ids.size() * V);
+    auto sa = greedy_session(fp32, true), sb = greedy_session(int8, true);
+    EXPECT_TRUE(sa->prefill_logits(ids.data(), ids.size(), a.data()));
+    EXPECT_TRUE(sb->prefill_logits(ids.data(), ids.size(), b.data()));
+    Accuracy acc;
+    for (size_t t = 0; t < ids.size(); t++) {
+        const float* la = a.data() + t * V;
+        const float* lb = b.data() + t * V;
+        double diff = 0;
+        for (size_t v = 0; v < V; v++) diff = std::max(diff, double(std::fabs(la[v] - lb[v])));
+        acc.worst_abs = std::max(acc.worst_abs, diff);
+        acc.worst_relative = std::max(acc.worst_relative, diff / stddev(la, V));
+        acc.top1_agree += std::max_element(la, la + V) - la == std::max_element(lb, lb + V) - lb;
+        acc.positions++;
+    }
+    return acc;
+}
+
+// Greedy free-running generation: number of leading tokens that agree.
+int greedy_prefix_agreement(const gpt2::Model& fp32, const gpt2::Model& int8, const std::vector<int32_t>& prompt,
+                            int n) {
+    auto sa = greedy_session(fp32, true), sb = greedy_session(int8, true);
+    int a = sa->prefill(prompt.data(), prompt.size()), b = sb->prefill(prompt.data(), prompt.size());
+    for (int i = 0; i < n; i++) {
+        if (a != b) return i;
+        a = sa->step(a);
+        b = sb->step(b);
+    }
+    return n;
+}
+
+std::vector<int32_t> held_out_ids(size_t n) {
+    const auto bytes = read_file(GPT2_HELD_OUT_IDS);
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i + 1 < bytes.size() && ids.size() < n; i += 2) ids.push_back(bytes[i] | (bytes[i + 1] << 8));
+    return ids;
+}
+
+}  // namespace
+
+TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndMatchTheDequantizedProduct) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> qd(-127, 127);
+    for (int n_in : {1, 3, 6, 8, 20, 64, 67}) {
+        for (int n_out : {1, 2, 5, 9}) {
+            for (int n_tok : {1, 2, 3, 7, 130}) {
+                std::vector<float> x(size_t(n_tok) * n_in), scale(static_cast<size_t>(n_out)), bias(static_cast<size_t>(n_out));
+                std::vector<int8_t> w(size_t(n_out) * n_in);
+                for (float& v : x) v = uni(rng);
+                for (int8_t& v : w) v = int8_t(qd(rng));
+                for (float& v : scale) v = std::fabs(uni(rng)) / 127.0f;
+                for (float& v : bias) v = uni(rng);
+                for (const float* b : {(const float*)nullptr, (const float*)bias.data()}) {
+                    std::vector<float> batched(size_t(n_tok) * n_out), single(static_cast<size_t>(n_out));
+                    gpt2::gemm_q8(batched.data(), x.data(), w.data(), scale.data(), b, n_tok, n_in, n_out);
+                    for (int t = 0; t < n_tok; t++) {
+                        const float* xt = x.data() + size_t(t) * n_in;
+                        gpt2::gemv_q8(single.data(), xt, w.data(), scale.data(), b, n_in, n_out);
+                        ASSERT_EQ(std::memcmp(single.data(), batched.data() + size_t(t) * n_out, sizeof(float) * n_out),
+                                  0)
+                            << n_in << " " << n_out << " " << n_tok << " " << t;
+                        for (int o = 0; o < n_out; o++) {
+                            double ref = 0;
+                            for (int i = 0; i < n_in; i++) ref += double(xt[i]) * w[size_t(o) * n_in + i];
+                            ref = ref * scale[o] + (b ? b[o] : 0.0);
+                            ASSERT_NEAR(single[o], ref, 1e-5 * (1 + std::fabs(ref)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(Int8, WeightBytesAreTheQuantizedSize) {
+    ModelSpec spec;
+    auto fp32 = make_model(spec);
+    auto int8 = make_model(spec, kInt8);
+    ASSERT_TRUE(fp32 && int8);
+    const size_t V = size_t(spec.n_vocab), T = size_t(spec.n_ctx), C = size_t(spec.n_embd), L = size_t(spec.n_layer);
+    const size_t matrices = V * C + L * 12 * C * C;          // wte + qkv + attn proj + fc + mlp proj
+    const size_t rows = V + L * (3 * C + C + 4 * C + C);      // one scale per row
+    const size_t other = T * C + L * (4 * C + 3 * C + C + 4 * C + C) + 2 * C;  // wpe, layernorms, biases, ln_f
+    EXPECT_EQ(gpt2::model_weight_bytes(*fp32), (matrices + other) * sizeof(float));
+    EXPECT_EQ(gpt2::model_weight_bytes(*int8), matrices + (rows + other) * sizeof(float));
+}
+
+TEST(Int8, CachedAndUncachedAreBitIdentical) {
+    ModelSpec spec;
+    spec.n_ctx = 128;
+    auto model = make_model(spec, kInt8);
+    ASSERT_TRUE(model);
+    for (float temperature : {0.0f, 0.9f}) {
+        std::string error;
+        auto cached = gpt2::Session::create(*model, true, &error), uncached = gpt2::Session::create(*model, false, &error);
+        ASSERT_TRUE(cached && uncached) << error;
+        gpt2::SamplingSettings settings;
+        settings.temperature = temperature;
+        settings.seed = 42;
+        cached->set_sampling(settings);
+        uncached->set_sampling(settings);
+        const int32_t ids[] = {3, 14, 15, 9, 26, 5};
+        int a = cached->prefill(ids, 6), b = uncached->prefill(ids, 6);
+        for (int i = 0; i < 150; i++) {  // slides the window once
+            ASSERT_EQ(a, b) << "step " << i;
+            ASSERT_GE(a, 0) << cached->error();
+            ASSERT_EQ(std::memcmp(cached->logits(), uncached->logits(), sizeof(float) * spec.n_vocab), 0) << i;
+            a = cached->step(a);
+            b = uncached->step(b);
+        }
+    }
+}
+
+TEST(Int8, PrefillThenStepEqualsAllPositionsPrefill) {
+    auto model = make_model(ModelSpec{}, kInt8);
+    ASSERT_TRUE(model);
+    const int V = 67, T = 40;
+    std::vector<int32_t> ids;
+    for (int i = 0; i < T; i++) ids.push_back((i * 37 + 11) % V);
+    std::vector<float> all(size_t(T) * V);
+    auto session = greedy_session(*model, true);
+    ASSERT_TRUE(session->prefill_logits(ids.data(), ids.size(), all.data()));
+    for (int k : {1, 2, 9, 39}) {
+        ASSERT_GE(session->prefill(ids.data(), size_t(k)), 0);
+        ASSERT_EQ(std::memcmp(session->logits(), all.data() + (k - 1) * V, sizeof(float) * V), 0) << k;
+        for (int p = k; p < T; p++) {
+            ASSERT_GE(session->step(ids[size_t(p)]), 0);
+            ASSERT_EQ(std::memcmp(session->logits(), all.data() + size_t(p) * V, sizeof(float) * V), 0)
+                << "prefill " << k << " position " << p;
+        }
+    }
+}
+
+// Tolerances (per-row scales): measured max|logit diff| is 0.145 std (tiny-random) and 0.137 std (tiny-shakespeare),
+// top-1 195/200 and 255/256, greedy prefixes 95/100 and 193/256; the bounds leave headroom over those.
+TEST(Int8, TinyRandomFixtureIsCloseToFp32) {
+    auto fp32 = load_dir(GPT2_FIXTURE_DIR, gpt2::WeightFormat::fp32);
+    auto int8 = load_dir(GPT2_FIXTURE_DIR, kInt8);
+    ASSERT_TRUE(fp32 && int8);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 200; i++) ids.push_back((i * 151 + 7) % 384);
+    const Accuracy acc = compare_logits(*fp32, *int8, ids);
+    const int agree = greedy_prefix_agreement(*fp32, *int8, {259, 73, 75, 222, 59, 137, 172}, 100);
+    std::printf("tiny-random int8: max|diff| %.5f = %.4f std, top-1 %d/%d, greedy prefix %d/100\n", acc.worst_abs,
+                acc.worst_relative, acc.top1_agree, acc.positions, agree);
+    EXPECT_LE(acc.worst_relative, 0.25);
+    EXPECT_GE(acc.top1_agree, acc.positions * 9 / 10);
+    EXPECT_GE(agree, 50);
+}
+
+TEST(Int8, BundledModelIsCloseToFp32) {
+    auto fp32 = load_dir(GPT2_BUNDLED_MODEL_DIR, gpt2::WeightFormat::fp32);
+    auto int8 = load_dir(GPT2_BUNDLED_MODEL_DIR, kInt8);
+    ASSERT_TRUE(fp32 && int8);
+    EXPECT_LT(gpt2::model_weight_bytes(*int8) * 3, gpt2::model_weight_bytes(*fp32));
+    const std::vector<int32_t> ids = held_out_ids(256);
+    ASSERT_EQ(ids.size(), 256u);
+    const Accuracy acc = compare_logits(*fp32, *int8, ids);
+    int agree_total = 0;
+    for (int k = 0; k < 4; k++) {
+        const std::vector<int32_t> prompt(ids.begin() + k * 50, ids.begin() + k * 50 + 8);
+        agree_total += greedy_prefix_agreement(*fp32, *int8, prompt, 64);
+    }
+    std::printf("tiny-shakespeare int8: max|diff| %.5f = %.4f std, top-1 %d/%d, greedy prefix %d/256 (4 x 64)\n",
+                acc.worst_abs, acc.worst_relative, acc.top1_agree, acc.positions, agree_total);
+    EXPECT_LE(acc.worst_relative, 0.25);
+    EXPECT_GE(acc.top1_agree, acc.positions * 9 / 10);
+    EXPECT_GE(agree_total, 128);
+}
