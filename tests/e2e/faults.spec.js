@@ -4,6 +4,7 @@
 // memory over many runs). Faults come from `page.route` or from a fault server started here on 127.0.0.1
 // (another origin than the page's), loaded with `?model=`. Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
+import { controls } from './page-controls.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -95,19 +96,6 @@ function faultFolder(fault) {
   const route = `r${++routeCount}x${Date.now().toString(36)}`;
   faults[route] = fault;
   return { route, url: `${faultBase}/${route}/`, fix: () => (faults[route] = 'ok') };
-}
-
-function controls(page) {
-  return {
-    prompt: page.getByRole('textbox', { name: 'Prompt' }),
-    generate: page.getByRole('button', { name: 'Generate' }),
-    stop: page.getByRole('button', { name: 'Stop' }),
-    output: page.getByRole('region', { name: 'Output' }),
-    alert: page.getByRole('alert'),
-    model: page.getByRole('combobox', { name: 'Model' }),
-    kvCache: page.getByRole('checkbox', { name: 'KV cache' }),
-    progress: page.getByRole('progressbar', { name: 'Model download' }),
-  };
 }
 
 async function cachedUrls(page) {

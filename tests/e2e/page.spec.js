@@ -1,6 +1,7 @@
 // End-to-end tests of the page (public/index.html + web/page.js) with the real wasm engine and the bundled
 // model, served by tools/serve.mjs (see playwright.config.js). Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
+import { controls } from './page-controls.js';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../../web/gpt2.js';
 
@@ -27,19 +28,6 @@ function nodeGreedyText() {
     }
   })();
   return nodeGreedyTextPromise;
-}
-
-function controls(page) {
-  return {
-    prompt: page.getByRole('textbox', { name: 'Prompt' }),
-    generate: page.getByRole('button', { name: 'Generate' }),
-    stop: page.getByRole('button', { name: 'Stop' }),
-    output: page.getByRole('region', { name: 'Output' }),
-    alert: page.getByRole('alert'),
-    model: page.getByRole('combobox', { name: 'Model' }),
-    kvCache: page.getByRole('checkbox', { name: 'KV cache' }),
-    progress: page.getByRole('progressbar', { name: 'Model download' }),
-  };
 }
 
 async function openPageWithModel(page, path = '/') {
