@@ -11,12 +11,17 @@ namespace gpt2 {
 
 RunState::~RunState() { std::free(memory); }
 
+// Prefill chunk: the GEMM's token block, so a chunk streams each weight matrix once.
+constexpr int kMaxBatch = 64;
+
 bool create_run_state(const Config& c, RunState* s, std::string* error) {
     const uint64_t T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
+    const uint64_t B = T < uint64_t(kMaxBatch) ? T : uint64_t(kMaxBatch);
     // floats per buffer, in field order; the token window is counted as floats too (same size as int32)
-    const uint64_t activation_floats = T * C * 4 + T * 3 * C + T * 4 * C + T + uint64_t(c.n_vocab) + T;
+    const uint64_t activation_floats = B * C * 4 + B * 3 * C + B * 4 * C + T + uint64_t(c.n_vocab) + B + T;
     const uint64_t kv_floats = 2 * L * T * C;
-    const uint64_t bytes = (activation_floats + kv_floats) * sizeof(float);
+    const uint64_t quantized_bytes = B * 4 * C * sizeof(int16_t);
+    const uint64_t bytes = (activation_floats + kv_floats) * sizeof(float) + quantized_bytes;
     if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
         if (error)
             *error = "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
@@ -25,23 +30,26 @@ bool create_run_state(const Config& c, RunState* s, std::string* error) {
     }
     s->bytes = size_t(bytes);
     s->kv_cache_bytes = size_t(kv_floats * sizeof(float));
+    s->n_batch = int(B);
     float* p = static_cast<float*>(s->memory);
     auto take = [&p](uint64_t n) {
         float* r = p;
         p += n;
         return r;
     };
-    s->x = take(T * C);
-    s->xb = take(T * C);
-    s->qkv = take(T * 3 * C);
-    s->att = take(T * C);
-    s->proj = take(T * C);
-    s->fc = take(T * 4 * C);
+    s->x = take(B * C);
+    s->xb = take(B * C);
+    s->qkv = take(B * 3 * C);
+    s->att = take(B * C);
+    s->proj = take(B * C);
+    s->fc = take(B * 4 * C);
     s->scores = take(T);
     s->logits = take(uint64_t(c.n_vocab));
+    s->xq_scale = take(B);
     s->key_cache = take(L * T * C);
     s->value_cache = take(L * T * C);
     s->tokens = reinterpret_cast<int32_t*>(take(T));
+    s->xq = reinterpret_cast<int16_t*>(p);
     return true;
 }
 
@@ -61,13 +69,15 @@ Matrix layer_matrix(const float* w, const int8_t* q, const float* scale, int l, 
     return {w + rows * size_t(n_in), nullptr, nullptr};
 }
 
-// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias.
-void matmul(float* out, const float* x, const Matrix& m, const float* bias, int n, int n_in, int n_out) {
+// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias. int8 weights first quantize the
+// input rows into the run state's int16 buffer.
+void matmul(RunState* s, float* out, const float* x, const Matrix& m, const float* bias, int n, int n_in, int n_out) {
     if (m.q) {
+        quantize_activations(s->xq, s->xq_scale, x, n, n_in);
         if (n == 1)
-            gemv_q8(out, x, m.q, m.scale, bias, n_in, n_out);
+            gemv_q8(out, s->xq, s->xq_scale[0], m.q, m.scale, bias, n_in, n_out);
         else
-            gemm_q8(out, x, m.q, m.scale, bias, n, n_in, n_out);
+            gemm_q8(out, s->xq, s->xq_scale, m.q, m.scale, bias, n, n_in, n_out);
     } else if (n == 1) {
         gemv(out, x, m.w, bias, n_in, n_out);
     } else {
@@ -75,26 +85,34 @@ void matmul(float* out, const float* x, const Matrix& m, const float* bias, int 
     }
 }
 
-}  // namespace
+// x = wte[token] + wpe[pos] for n tokens; wte is packed (its rows are unpacked; int8 rows dequantized).
+void embed_tokens(const Config& c, const Weights& w, float* x, const int32_t* tokens, int n, int pos0, int16_t* row_q8) {
+    const int C = c.n_embd;
+    for (int t = 0; t < n; t++) {
+        float* xt = x + (size_t)t * C;
+        const float* p = w.wpe + (size_t)(pos0 + t) * C;
+        if (w.wte_q) {
+            int8_t* q = reinterpret_cast<int8_t*>(row_q8);
+            unpack_row(q, w.wte_q, c.n_vocab, C, tokens[t]);
+            const float scale = w.wte_scale[tokens[t]];
+            for (int i = 0; i < C; i++) xt[i] = float(q[i]) * scale + p[i];
+        } else {
+            unpack_row(xt, w.wte, c.n_vocab, C, tokens[t]);
+            for (int i = 0; i < C; i++) xt[i] += p[i];
+        }
+    }
+}
 
-void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* all_logits) {
+// One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives
+// every token's logits (n, n_vocab); last_logits: write the last token's logits to s->logits.
+void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* logits_out,
+                   bool last_logits) {
     const Config& c = model.config();
     const Weights& w = model.weights();
     const int C = c.n_embd, T = c.n_ctx;
     const float eps = c.layer_norm_epsilon;
 
-    if (w.wte_q) {
-        // int8: the embedding row is the dequantized LM head row, q * scale (then + wpe, as embed())
-        for (int t = 0; t < n; t++) {
-            float* x = s->x + (size_t)t * C;
-            const int8_t* q = w.wte_q + (size_t)tokens[t] * C;
-            const float scale = w.wte_scale[tokens[t]];
-            const float* p = w.wpe + (size_t)(pos0 + t) * C;
-            for (int i = 0; i < C; i++) x[i] = float(q[i]) * scale + p[i];
-        }
-    } else {
-        for (int t = 0; t < n; t++) embed(s->x + (size_t)t * C, w.wte, w.wpe, tokens[t], pos0 + t, C);
-    }
+    embed_tokens(c, w, s->x, tokens, n, pos0, s->xq);
     const Matrix lm_head = w.wte_q ? Matrix{nullptr, w.wte_q, w.wte_scale} : Matrix{w.wte, nullptr, nullptr};
 
     for (int l = 0; l < c.n_layer; l++) {
@@ -105,7 +123,7 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
-        matmul(s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
+        matmul(s, s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
         for (int t = 0; t < n; t++) {
             const float* qkv = s->qkv + (size_t)t * 3 * C;
             std::memcpy(key_cache + (size_t)(pos0 + t) * C, qkv + C, sizeof(float) * C);
@@ -114,28 +132,40 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
             attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
                           c.n_head, s->scores);
-        matmul(s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
+        matmul(s, s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
         residual_add(s->x, s->proj, n * C);
 
         // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_2_weight + lC, w.ln_2_bias + lC, C, eps);
-        matmul(s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
+        matmul(s, s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
         gelu(s->fc, n * 4 * C);
-        matmul(s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
+        matmul(s, s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
                w.mlp_proj_bias + lC, n, 4 * C, C);
         residual_add(s->x, s->proj, n * C);
     }
 
     // final layernorm and the tied LM head (wte as [n_vocab][n_embd])
-    const int first = all_logits ? 0 : n - 1;
-    for (int t = first; t < n; t++)
-        layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
-    if (all_logits) {
-        matmul(all_logits, s->xb, lm_head, nullptr, n, C, c.n_vocab);
-        std::memcpy(s->logits, all_logits + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
-    } else {
-        matmul(s->logits, s->xb + (size_t)(n - 1) * C, lm_head, nullptr, 1, C, c.n_vocab);
+    if (logits_out) {
+        for (int t = 0; t < n; t++)
+            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
+        matmul(s, logits_out, s->xb, lm_head, nullptr, n, C, c.n_vocab);
+        if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
+    } else if (last_logits) {
+        float* xb = s->xb + (size_t)(n - 1) * C;
+        layernorm(xb, s->x + (size_t)(n - 1) * C, w.ln_f_weight, w.ln_f_bias, C, eps);
+        matmul(s, s->logits, xb, lm_head, nullptr, 1, C, c.n_vocab);
+    }
+}
+
+}  // namespace
+
+void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* all_logits) {
+    const size_t V = size_t(model.config().n_vocab);
+    for (int t0 = 0; t0 < n; t0 += s->n_batch) {
+        const int chunk = n - t0 < s->n_batch ? n - t0 : s->n_batch;
+        forward_batch(model, s, tokens + t0, chunk, pos0 + t0, all_logits ? all_logits + size_t(t0) * V : nullptr,
+                      t0 + chunk == n);
     }
 }
 

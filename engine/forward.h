@@ -9,19 +9,25 @@
 
 namespace gpt2 {
 
-// Everything is sized for n_ctx tokens at creation, so neither a prefill nor a step allocates.
+// Everything is sized at creation, so neither a prefill nor a step allocates. The activation buffers hold
+// n_batch token rows: a longer prefill runs in chunks of n_batch tokens (each row's arithmetic does not depend
+// on its chunk, so the result is the same bit for bit), which keeps the steady-state memory close to weights +
+// KV cache.
 struct RunState {
-    float* x = nullptr;        // (n_ctx, n_embd) residual stream of the tokens being fed
-    float* xb = nullptr;       // (n_ctx, n_embd) layernorm output
-    float* qkv = nullptr;      // (n_ctx, 3 * n_embd) query | key | value per token
-    float* att = nullptr;      // (n_ctx, n_embd) attention output, heads concatenated
-    float* proj = nullptr;     // (n_ctx, n_embd) attn.c_proj / mlp.c_proj output before the residual add
-    float* fc = nullptr;       // (n_ctx, 4 * n_embd) MLP hidden activations
+    int n_batch = 0;           // token rows of the activation buffers, min(n_ctx, kMaxBatch)
+    float* x = nullptr;        // (n_batch, n_embd) residual stream of the tokens being fed
+    float* xb = nullptr;       // (n_batch, n_embd) layernorm output
+    float* qkv = nullptr;      // (n_batch, 3 * n_embd) query | key | value per token
+    float* att = nullptr;      // (n_batch, n_embd) attention output, heads concatenated
+    float* proj = nullptr;     // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
+    float* fc = nullptr;       // (n_batch, 4 * n_embd) MLP hidden activations
     float* scores = nullptr;   // (n_ctx) attention weights of one query row and head
     float* logits = nullptr;   // (n_vocab) logits of the last fed token
+    float* xq_scale = nullptr;     // (n_batch) int8 weights: scale of each quantized input row
     float* key_cache = nullptr;    // (n_layer, n_ctx, n_embd)
     float* value_cache = nullptr;  // (n_layer, n_ctx, n_embd)
     int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
+    int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 weights: a matmul's input rows quantized to int16
 
     void* memory = nullptr;  // one block holding all of the above
     size_t bytes = 0;

@@ -33,6 +33,7 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
         return nullptr;
     }
     if (!load_weights(config, file, options.format, weights.get(), error)) return nullptr;
+    if (!pack_weight_panels(config, weights.get(), error)) return nullptr;
     model->config_ = config;
     model->weights_ = std::move(weights);
     return model;

@@ -32,7 +32,9 @@ struct SamplingSettings {
 // Storage of the weight matrices. int8: every linear weight matrix (attn.c_attn, attn.c_proj, mlp.c_fc,
 // mlp.c_proj) and wte (the tied LM head, also used for the input embedding lookup, dequantized on the fly) is
 // quantized on load per output row with a symmetric scale (q = round(w / s), s = max|w| / 127), so the weights
-// take about a quarter of the fp32 memory; everything else (wpe, layernorms, biases, scales) stays fp32.
+// take about a quarter of the fp32 memory; everything else (wpe, layernorms, biases, scales) stays fp32. The
+// inputs of those matrices are quantized per token to int16 (at least 11 bits of range, see kernels.h), so the
+// dot products run exactly in integers.
 enum class WeightFormat { fp32, int8 };
 
 struct LoadOptions {

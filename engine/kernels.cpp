@@ -1,182 +1,288 @@
 #include "kernels.h"
 
+#include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace gpt2 {
 
 namespace {
 
 typedef float f32x4 __attribute__((vector_size(16)));
+typedef int8_t i8x16 __attribute__((vector_size(16)));
+typedef int16_t i16x8 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
 
 // memcpy loads/stores: no alignment requirement, compiled to movups / v128.load
-inline f32x4 load4(const float* p) {
-    f32x4 v;
+template <typename V, typename T>
+inline V load(const T* p) {
+    V v;
     __builtin_memcpy(&v, p, sizeof v);
     return v;
 }
+inline f32x4 load4(const float* p) { return load<f32x4>(p); }
 inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
 
-// 8 weights as two f32x4: w[0..3] and w[4..7]
-inline void load8(const float* p, f32x4* lo, f32x4* hi) {
-    *lo = load4(p);
-    *hi = load4(p + 4);
+// ---- layout ----
+
+constexpr int kChunkF32 = 8;  // columns per panel chunk: one iteration of the fp32 dot product
+constexpr int kChunkQ8 = 16;  // one v128 of int8 weights
+
+template <int K, typename T>
+void pack_panels_impl(T* w, int n_out, int n_in, T* scratch) {
+    const size_t row = size_t(n_in), nk = size_t(n_in - n_in % K), tail = row - nk;
+    for (int p = 0; p + kPanelRows <= n_out; p += kPanelRows) {
+        T* panel = w + size_t(p) * row;
+        std::memcpy(scratch, panel, sizeof(T) * kPanelRows * row);
+        T* dst = panel;
+        for (size_t c = 0; c < nk; c += K)
+            for (int r = 0; r < kPanelRows; r++, dst += K) std::memcpy(dst, scratch + r * row + c, sizeof(T) * K);
+        for (int r = 0; r < kPanelRows; r++, dst += tail) std::memcpy(dst, scratch + r * row + nk, sizeof(T) * tail);
+    }
 }
 
-// int8 weights: sign-extended and converted to f32 lanes (exact). The same source for SSE2 and simd128: i8 -> i16
-// by __builtin_convertvector (i16x8.load8x8_s in wasm), i16 -> i32 by duplicating each lane and an arithmetic
-// shift (punpck + psrad; a convertvector here is scalarized by both compilers).
-typedef int8_t i8x8 __attribute__((vector_size(8)));
-typedef int16_t i16x8 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-inline void load8(const int8_t* p, f32x4* lo, f32x4* hi) {
-    i8x8 v;
-    __builtin_memcpy(&v, p, sizeof v);
-    const i16x8 h = __builtin_convertvector(v, i16x8);
-    const i32x4 a = (i32x4)__builtin_shufflevector(h, h, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
-    const i32x4 b = (i32x4)__builtin_shufflevector(h, h, 4, 4, 5, 5, 6, 6, 7, 7) >> 16;
-    *lo = __builtin_convertvector(a, f32x4);
-    *hi = __builtin_convertvector(b, f32x4);
+template <int K, typename T>
+void unpack_row_impl(T* out, const T* w, int n_out, int n_in, int row) {
+    const size_t n = size_t(n_in), nk = size_t(n_in - n_in % K), tail = n - nk;
+    const int full_rows = n_out - n_out % kPanelRows;
+    if (row >= full_rows) {
+        std::memcpy(out, w + size_t(row) * n, sizeof(T) * n);
+        return;
+    }
+    const T* panel = w + size_t(row - row % kPanelRows) * n;
+    const size_t r = size_t(row % kPanelRows);
+    for (size_t c = 0; c < nk; c += K) std::memcpy(out + c, panel + c * kPanelRows + r * K, sizeof(T) * K);
+    std::memcpy(out + nk, panel + kPanelRows * nk + r * tail, sizeof(T) * tail);
 }
 
-// The one place where a dot product's partial sums are combined (see the contract in kernels.h).
-template <typename W>
-inline float finish_dot(f32x4 acc0, f32x4 acc1, const float* x, const W* w, int n8, int n) {
+// ---- fp32 ----
+
+// The one place where a dot product's partial sums are combined (see the contract in kernels.h); x_tail and
+// w_tail are the n_tail elements after the last full chunk of 8.
+inline float finish_dot(f32x4 acc0, f32x4 acc1, const float* x_tail, const float* w_tail, int n_tail) {
     f32x4 s = acc0 + acc1;
     float r = (s[0] + s[1]) + (s[2] + s[3]);
-    for (int i = n8; i < n; i++) r += x[i] * float(w[i]);
+    for (int i = 0; i < n_tail; i++) r += x_tail[i] * w_tail[i];
     return r;
 }
 
-// scale: per-row scales of int8 weights (null for fp32), applied to the finished dot product before the bias
-inline float with_bias(float v, const float* scale, const float* bias, int o) {
-    if (scale) v = v * scale[o];
-    return bias ? v + bias[o] : v;
-}
+inline float with_bias(float v, const float* bias, int o) { return bias ? v + bias[o] : v; }
 
-template <typename W>
-float dot_impl(const float* x, const W* w, int n) {
+float dot_impl(const float* x, const float* w, int n) {
     const int n8 = n & ~7;
     f32x4 acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
     for (int i = 0; i < n8; i += 8) {
-        f32x4 wa, wb;
-        load8(w + i, &wa, &wb);
-        acc0 += load4(x + i) * wa;
-        acc1 += load4(x + i + 4) * wb;
+        acc0 += load4(x + i) * load4(w + i);
+        acc1 += load4(x + i + 4) * load4(w + i + 4);
     }
-    return finish_dot(acc0, acc1, x, w, n8, n);
+    return finish_dot(acc0, acc1, x + n8, w + n8, n - n8);
 }
 
-template <typename W>
-void gemv_impl(float* out, const float* x, const W* w, const float* scale, const float* bias, int n_in, int n_out) {
+// The 4 rows of one panel against x: 8 independent accumulator chains, x loaded once per chunk, the panel
+// read as one sequential stream.
+inline void panel_dot(float out[kPanelRows], const float* x, const float* panel, int n_in) {
     const int n8 = n_in & ~7;
-    int o = 0;
-    // 4 output rows at a time: 8 independent accumulator chains, x loaded once per chunk
-    for (; o + 4 <= n_out; o += 4) {
-        const W* w0 = w + (size_t)o * n_in;
-        const W* w1 = w0 + n_in;
-        const W* w2 = w1 + n_in;
-        const W* w3 = w2 + n_in;
-        f32x4 a00 = {0, 0, 0, 0}, a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        for (int i = 0; i < n8; i += 8) {
-            const f32x4 x0 = load4(x + i), x1 = load4(x + i + 4);
-            f32x4 wa, wb;
-            load8(w0 + i, &wa, &wb);
-            a00 += x0 * wa;
-            a01 += x1 * wb;
-            load8(w1 + i, &wa, &wb);
-            a10 += x0 * wa;
-            a11 += x1 * wb;
-            load8(w2 + i, &wa, &wb);
-            a20 += x0 * wa;
-            a21 += x1 * wb;
-            load8(w3 + i, &wa, &wb);
-            a30 += x0 * wa;
-            a31 += x1 * wb;
-        }
-        out[o + 0] = with_bias(finish_dot(a00, a01, x, w0, n8, n_in), scale, bias, o + 0);
-        out[o + 1] = with_bias(finish_dot(a10, a11, x, w1, n8, n_in), scale, bias, o + 1);
-        out[o + 2] = with_bias(finish_dot(a20, a21, x, w2, n8, n_in), scale, bias, o + 2);
-        out[o + 3] = with_bias(finish_dot(a30, a31, x, w3, n8, n_in), scale, bias, o + 3);
+    const float* p = panel;
+    f32x4 a00 = {0, 0, 0, 0}, a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    for (int i = 0; i < n8; i += 8, p += kPanelRows * kChunkF32) {
+        const f32x4 x0 = load4(x + i), x1 = load4(x + i + 4);
+        a00 += x0 * load4(p);
+        a01 += x1 * load4(p + 4);
+        a10 += x0 * load4(p + 8);
+        a11 += x1 * load4(p + 12);
+        a20 += x0 * load4(p + 16);
+        a21 += x1 * load4(p + 20);
+        a30 += x0 * load4(p + 24);
+        a31 += x1 * load4(p + 28);
     }
-    for (; o < n_out; o++) out[o] = with_bias(dot_impl(x, w + (size_t)o * n_in, n_in), scale, bias, o);
+    const int nt = n_in - n8;  // p now points at the rows' tails, nt values each
+    out[0] = finish_dot(a00, a01, x + n8, p, nt);
+    out[1] = finish_dot(a10, a11, x + n8, p + nt, nt);
+    out[2] = finish_dot(a20, a21, x + n8, p + 2 * nt, nt);
+    out[3] = finish_dot(a30, a31, x + n8, p + 3 * nt, nt);
 }
 
-template <typename W>
-void gemm_impl(float* out, const float* x, const W* w, const float* scale, const float* bias, int n_tok, int n_in,
-               int n_out) {
-    const int n8 = n_in & ~7;
-    // A block of token rows stays in L2 while the weight rows stream past it once per block; each pair of
-    // weight rows is reused from L1 for every token pair in the block.
-    const int kTokenBlock = 64;
-    for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
-        const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
-        int o = 0;
-        for (; o + 2 <= n_out; o += 2) {
-            const W* w0 = w + (size_t)o * n_in;
-            const W* w1 = w0 + n_in;
-            int t = t0;
-            for (; t + 2 <= t1; t += 2) {
-                const float* x0 = x + (size_t)t * n_in;
-                const float* x1 = x0 + n_in;
-                // accumulator a<token><row><half>
-                f32x4 a000 = {0, 0, 0, 0}, a001 = a000, a010 = a000, a011 = a000;
-                f32x4 a100 = a000, a101 = a000, a110 = a000, a111 = a000;
-                for (int i = 0; i < n8; i += 8) {
-                    f32x4 w0a, w0b, w1a, w1b;
-                    load8(w0 + i, &w0a, &w0b);
-                    load8(w1 + i, &w1a, &w1b);
-                    const f32x4 x0a = load4(x0 + i), x0b = load4(x0 + i + 4);
-                    a000 += x0a * w0a;
-                    a001 += x0b * w0b;
-                    a010 += x0a * w1a;
-                    a011 += x0b * w1b;
-                    const f32x4 x1a = load4(x1 + i), x1b = load4(x1 + i + 4);
-                    a100 += x1a * w0a;
-                    a101 += x1b * w0b;
-                    a110 += x1a * w1a;
-                    a111 += x1b * w1b;
-                }
-                float* out0 = out + (size_t)t * n_out;
-                float* out1 = out0 + n_out;
-                out0[o] = with_bias(finish_dot(a000, a001, x0, w0, n8, n_in), scale, bias, o);
-                out0[o + 1] = with_bias(finish_dot(a010, a011, x0, w1, n8, n_in), scale, bias, o + 1);
-                out1[o] = with_bias(finish_dot(a100, a101, x1, w0, n8, n_in), scale, bias, o);
-                out1[o + 1] = with_bias(finish_dot(a110, a111, x1, w1, n8, n_in), scale, bias, o + 1);
-            }
-            for (; t < t1; t++) {
-                const float* xt = x + (size_t)t * n_in;
-                out[(size_t)t * n_out + o] = with_bias(dot_impl(xt, w0, n_in), scale, bias, o);
-                out[(size_t)t * n_out + o + 1] = with_bias(dot_impl(xt, w1, n_in), scale, bias, o + 1);
-            }
-        }
-        for (; o < n_out; o++)
-            for (int t = t0; t < t1; t++)
-                out[(size_t)t * n_out + o] =
-                    with_bias(dot_impl(x + (size_t)t * n_in, w + (size_t)o * n_in, n_in), scale, bias, o);
-    }
+// ---- int8 ----
+
+// Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
+// Exact for int8 weights times activations within activation_range().
+inline i32x4 madd(i16x8 a, i16x8 b) {
+#if defined(__wasm_simd128__)
+    return (i32x4)wasm_i32x4_dot_i16x8((v128_t)a, (v128_t)b);
+#elif defined(__SSE2__)
+    return (i32x4)_mm_madd_epi16((__m128i)a, (__m128i)b);
+#else
+    typedef int16_t i16x4 __attribute__((vector_size(8)));
+    const i16x4 ae = __builtin_shufflevector(a, a, 0, 2, 4, 6), ao = __builtin_shufflevector(a, a, 1, 3, 5, 7);
+    const i16x4 be = __builtin_shufflevector(b, b, 0, 2, 4, 6), bo = __builtin_shufflevector(b, b, 1, 3, 5, 7);
+    return __builtin_convertvector(ae, i32x4) * __builtin_convertvector(be, i32x4) +
+           __builtin_convertvector(ao, i32x4) * __builtin_convertvector(bo, i32x4);
+#endif
 }
+
+// 16 int8 weights (sign-extended to int16: i16x8.extend_{low,high}_i8x16_s / punpck + psraw) times the 16
+// activations x0 | x1, as 4 int32 partial sums.
+inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
+    typedef int8_t i8x8 __attribute__((vector_size(8)));
+    const i8x16 v = load<i8x16>(w);
+    const i16x8 lo = __builtin_convertvector((i8x8)__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), i16x8);
+    const i16x8 hi = __builtin_convertvector((i8x8)__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), i16x8);
+    return madd(lo, x0) + madd(hi, x1);
+}
+
+inline int32_t finish_dot_q8(i32x4 acc, const int16_t* x_tail, const int8_t* w_tail, int n_tail) {
+    int32_t r = acc[0] + acc[1] + acc[2] + acc[3];
+    for (int i = 0; i < n_tail; i++) r += int32_t(x_tail[i]) * w_tail[i];
+    return r;
+}
+
+int32_t dot_q8(const int16_t* xq, const int8_t* w, int n) {
+    const int n16 = n & ~15;
+    i32x4 acc = {0, 0, 0, 0};
+    for (int i = 0; i < n16; i += 16) acc += dot16(w + i, load<i16x8>(xq + i), load<i16x8>(xq + i + 8));
+    return finish_dot_q8(acc, xq + n16, w + n16, n - n16);
+}
+
+inline void panel_dot_q8(int32_t out[kPanelRows], const int16_t* xq, const int8_t* panel, int n_in) {
+    const int n16 = n_in & ~15;
+    const int8_t* p = panel;
+    i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < n16; i += 16, p += kPanelRows * kChunkQ8) {
+        const i16x8 x0 = load<i16x8>(xq + i), x1 = load<i16x8>(xq + i + 8);
+        a0 += dot16(p, x0, x1);
+        a1 += dot16(p + 16, x0, x1);
+        a2 += dot16(p + 32, x0, x1);
+        a3 += dot16(p + 48, x0, x1);
+    }
+    const int nt = n_in - n16;
+    out[0] = finish_dot_q8(a0, xq + n16, p, nt);
+    out[1] = finish_dot_q8(a1, xq + n16, p + nt, nt);
+    out[2] = finish_dot_q8(a2, xq + n16, p + 2 * nt, nt);
+    out[3] = finish_dot_q8(a3, xq + n16, p + 3 * nt, nt);
+}
+
+inline float dequantize(int32_t acc, float x_scale, const float* w_scale, const float* bias, int o) {
+    return with_bias(float(acc) * (x_scale * w_scale[o]), bias, o);
+}
+
+// A block of token rows stays in L2 while the weight panels stream past it once per block; each panel is
+// reused from L1 for every token of the block.
+constexpr int kTokenBlock = 64;
 
 }  // namespace
+
+void pack_panels(float* w, int n_out, int n_in, float* scratch) { pack_panels_impl<kChunkF32>(w, n_out, n_in, scratch); }
+void pack_panels(int8_t* w, int n_out, int n_in, int8_t* scratch) { pack_panels_impl<kChunkQ8>(w, n_out, n_in, scratch); }
+
+void unpack_row(float* out, const float* w, int n_out, int n_in, int row) {
+    unpack_row_impl<kChunkF32>(out, w, n_out, n_in, row);
+}
+void unpack_row(int8_t* out, const int8_t* w, int n_out, int n_in, int row) {
+    unpack_row_impl<kChunkQ8>(out, w, n_out, n_in, row);
+}
 
 float dot(const float* x, const float* w, int n) { return dot_impl(x, w, n); }
 
 void gemv(float* out, const float* x, const float* w, const float* bias, int n_in, int n_out) {
-    gemv_impl<float>(out, x, w, nullptr, bias, n_in, n_out);
+    const int full_rows = n_out - n_out % kPanelRows;
+    float r[kPanelRows];
+    for (int o = 0; o < full_rows; o += kPanelRows) {
+        panel_dot(r, x, w + size_t(o) * n_in, n_in);
+        for (int k = 0; k < kPanelRows; k++) out[o + k] = with_bias(r[k], bias, o + k);
+    }
+    for (int o = full_rows; o < n_out; o++) out[o] = with_bias(dot_impl(x, w + size_t(o) * n_in, n_in), bias, o);
 }
 
 void gemm(float* out, const float* x, const float* w, const float* bias, int n_tok, int n_in, int n_out) {
-    gemm_impl<float>(out, x, w, nullptr, bias, n_tok, n_in, n_out);
+    const int full_rows = n_out - n_out % kPanelRows;
+    float r[kPanelRows];
+    for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
+        const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
+        for (int o = 0; o < full_rows; o += kPanelRows) {
+            const float* panel = w + size_t(o) * n_in;
+            for (int t = t0; t < t1; t++) {
+                panel_dot(r, x + size_t(t) * n_in, panel, n_in);
+                for (int k = 0; k < kPanelRows; k++) out[size_t(t) * n_out + o + k] = with_bias(r[k], bias, o + k);
+            }
+        }
+        for (int o = full_rows; o < n_out; o++)
+            for (int t = t0; t < t1; t++)
+                out[size_t(t) * n_out + o] = with_bias(dot_impl(x + size_t(t) * n_in, w + size_t(o) * n_in, n_in), bias, o);
+    }
 }
 
-void gemv_q8(float* out, const float* x, const int8_t* w, const float* scale, const float* bias, int n_in,
-             int n_out) {
-    gemv_impl<int8_t>(out, x, w, scale, bias, n_in, n_out);
+int activation_range(int n_in) {
+    const int64_t limit = (int64_t(1) << 31) - 1, bound = limit / (int64_t(127) * (n_in > 0 ? n_in : 1));
+    return bound >= 32767 ? 32767 : bound < 1 ? 1 : int(bound);
 }
 
-void gemm_q8(float* out, const float* x, const int8_t* w, const float* scale, const float* bias, int n_tok, int n_in,
-             int n_out) {
-    gemm_impl<int8_t>(out, x, w, scale, bias, n_tok, n_in, n_out);
+void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in) {
+    const float range = float(activation_range(n_in));
+    for (int t = 0; t < n_tok; t++) {
+        const float* xt = x + size_t(t) * n_in;
+        int16_t* qt = q + size_t(t) * n_in;
+        float max_abs = 0.0f;
+        bool finite = true;
+        for (int i = 0; i < n_in; i++) {
+            const float a = std::fabs(xt[i]);
+            finite &= a <= FLT_MAX;  // false for NaN and Inf
+            max_abs = a > max_abs ? a : max_abs;
+        }
+        if (!finite) {
+            scale[t] = NAN;
+            std::memset(qt, 0, sizeof(int16_t) * n_in);
+            continue;
+        }
+        scale[t] = max_abs / range;
+        const float inverse = max_abs > 0.0f ? range / max_abs : 0.0f;
+        // round half away from zero by truncation; |x * inverse| <= range (+ rounding), clamped to be sure
+        for (int i = 0; i < n_in; i++) {
+            const float v = xt[i] * inverse;
+            const float r = v >= 0.0f ? std::fmin(v + 0.5f, range) : std::fmax(v - 0.5f, -range);
+            qt[i] = int16_t(r);
+        }
+    }
+}
+
+void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const float* bias,
+             int n_in, int n_out) {
+    const int full_rows = n_out - n_out % kPanelRows;
+    int32_t r[kPanelRows];
+    for (int o = 0; o < full_rows; o += kPanelRows) {
+        panel_dot_q8(r, xq, w + size_t(o) * n_in, n_in);
+        for (int k = 0; k < kPanelRows; k++) out[o + k] = dequantize(r[k], x_scale, w_scale, bias, o + k);
+    }
+    for (int o = full_rows; o < n_out; o++)
+        out[o] = dequantize(dot_q8(xq, w + size_t(o) * n_in, n_in), x_scale, w_scale, bias, o);
+}
+
+void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,
+             const float* bias, int n_tok, int n_in, int n_out) {
+    const int full_rows = n_out - n_out % kPanelRows;
+    int32_t r[kPanelRows];
+    for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
+        const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
+        for (int o = 0; o < full_rows; o += kPanelRows) {
+            const int8_t* panel = w + size_t(o) * n_in;
+            for (int t = t0; t < t1; t++) {
+                panel_dot_q8(r, xq + size_t(t) * n_in, panel, n_in);
+                for (int k = 0; k < kPanelRows; k++)
+                    out[size_t(t) * n_out + o + k] = dequantize(r[k], x_scale[t], w_scale, bias, o + k);
+            }
+        }
+        for (int o = full_rows; o < n_out; o++)
+            for (int t = t0; t < t1; t++)
+                out[size_t(t) * n_out + o] =
+                    dequantize(dot_q8(xq + size_t(t) * n_in, w + size_t(o) * n_in, n_in), x_scale[t], w_scale, bias, o);
+    }
 }
 
 void axpy(float* y, float a, const float* x, int n) {

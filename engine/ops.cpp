@@ -19,10 +19,6 @@ using Row = Eigen::Map<Eigen::ArrayXf>;
 using ConstRow = Eigen::Map<const Eigen::ArrayXf>;
 }  // namespace
 
-void embed(float* x, const float* wte, const float* wpe, int token, int pos, int n_embd) {
-    Row(x, n_embd) = ConstRow(wte + (size_t)token * n_embd, n_embd) + ConstRow(wpe + (size_t)pos * n_embd, n_embd);
-}
-
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int n, float eps) {
     const ConstRow x(in, n);
     // statistics in double: cheap (n values per row) and keeps large-mean rows accurate. (Eigen does not

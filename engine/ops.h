@@ -4,9 +4,6 @@
 
 namespace gpt2 {
 
-// x = wte[token] + wpe[pos]  (n_embd)
-void embed(float* x, const float* wte, const float* wpe, int token, int pos, int n_embd);
-
 // out = (in - mean) / sqrt(var + eps) * weight + bias  (n)
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int n, float eps);
 

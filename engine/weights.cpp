@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels.h"
+
 namespace gpt2 {
 
 Weights::~Weights() { std::free(memory); }
@@ -299,6 +301,40 @@ bool load_weights(const Config& config, const SafetensorsFile& file, WeightForma
                 return fail(error, "tensor '" + lm_head->name +
                                        "' differs from 'wte.weight' (only a tied LM head is supported)");
         }
+    }
+    return true;
+}
+
+namespace {
+
+// Packs `layers` consecutive (n_out, n_in) matrices starting at w.
+template <typename T>
+void pack_layers(T* w, int layers, int n_out, int n_in, T* scratch) {
+    for (int l = 0; l < layers; l++) pack_panels(w + size_t(l) * n_out * n_in, n_out, n_in, scratch);
+}
+
+}  // namespace
+
+bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
+    const int C = c.n_embd, L = c.n_layer;
+    const uint64_t scratch_bytes = uint64_t(kPanelRows) * 4 * uint64_t(C) * sizeof(float);  // widest rows: 4 * n_embd
+    std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(size_t(scratch_bytes))),
+                                                         &std::free);
+    if (!scratch) return out_of_memory(scratch_bytes, "the weight packing", error);
+    if (w->format == WeightFormat::int8) {
+        int8_t* s = reinterpret_cast<int8_t*>(scratch.get());
+        pack_layers(w->wte_q, 1, c.n_vocab, C, s);
+        pack_layers(w->qkv_q, L, 3 * C, C, s);
+        pack_layers(w->attn_proj_q, L, C, C, s);
+        pack_layers(w->fc_q, L, 4 * C, C, s);
+        pack_layers(w->mlp_proj_q, L, C, 4 * C, s);
+    } else {
+        float* s = scratch.get();
+        pack_layers(w->wte, 1, c.n_vocab, C, s);
+        pack_layers(w->qkv_weight, L, 3 * C, C, s);
+        pack_layers(w->attn_proj_weight, L, C, C, s);
+        pack_layers(w->fc_weight, L, 4 * C, C, s);
+        pack_layers(w->mlp_proj_weight, L, C, 4 * C, s);
     }
     return true;
 }

@@ -1,6 +1,7 @@
 // The model parameters in the engine's layout, converted from the Hugging Face GPT-2 safetensors tensors.
-// Linear weights are stored transposed to row-major [out][in] (Conv1D stores [in][out]) so that every output
-// is one contiguous dot product (GEMV) and the GEMM reads the same rows.
+// Linear weights are stored transposed to [out][in] (Conv1D stores [in][out]) so that every output is one dot
+// product, then packed into panels of 4 rows (see kernels.h) so that the GEMV and the GEMM read each matrix as
+// one sequential stream. The shapes below are the logical [out][in] shapes.
 #pragma once
 
 #include <cstddef>
@@ -59,5 +60,9 @@ struct Weights {
 // WeightFormat (gpt2.h).
 bool load_weights(const Config& config, const SafetensorsFile& file, WeightFormat format, Weights* out,
                   std::string* error);
+
+// Reorders the five weight matrices of w (row-major after load_weights) into the kernels' panel layout, in
+// place. "out of memory: ..." on failure.
+bool pack_weight_panels(const Config& config, Weights* w, std::string* error);
 
 }  // namespace gpt2

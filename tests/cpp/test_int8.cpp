@@ -97,39 +97,100 @@ std::vector<int32_t> held_out_ids(size_t n) {
 
 }  // namespace
 
-TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndMatchTheDequantizedProduct) {
+// Packs a row-major int8 matrix into the kernels' panel layout.
+std::vector<int8_t> packed(std::vector<int8_t> w, int n_out, int n_in) {
+    std::vector<int8_t> scratch(size_t(gpt2::kPanelRows) * n_in);
+    gpt2::pack_panels(w.data(), n_out, n_in, scratch.data());
+    return w;
+}
+
+TEST(Int8Kernels, ActivationsQuantizeWithinHalfAStepAndTheRange) {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uni(-30.0f, 30.0f);
+    for (int n_in : {1, 5, 16, 768, 3072, 6400}) {
+        const int range = gpt2::activation_range(n_in);
+        EXPECT_LE(int64_t(n_in) * 127 * range, int64_t(INT32_MAX)) << n_in;
+        EXPECT_TRUE(range == 32767 || int64_t(n_in) * 127 * (range + 1) > int64_t(INT32_MAX)) << n_in;
+        std::vector<float> x(static_cast<size_t>(n_in));
+        for (float& v : x) v = uni(rng);
+        std::vector<int16_t> q(x.size());
+        float scale = 0;
+        gpt2::quantize_activations(q.data(), &scale, x.data(), 1, n_in);
+        for (int i = 0; i < n_in; i++) {
+            ASSERT_LE(std::abs(int(q[i])), range);
+            // half a step, plus the float rounding of x / scale near the range (a few ulp of 32767)
+            ASSERT_NEAR(q[i] * double(scale), x[i], 0.5 * scale * (1 + 1e-3)) << n_in << " " << i;
+        }
+    }
+}
+
+TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     std::uniform_int_distribution<int> qd(-127, 127);
-    for (int n_in : {1, 3, 6, 8, 20, 64, 67}) {
+    for (int n_in : {1, 3, 6, 8, 16, 20, 64, 67}) {
         for (int n_out : {1, 2, 5, 9}) {
             for (int n_tok : {1, 2, 3, 7, 130}) {
                 std::vector<float> x(size_t(n_tok) * n_in), scale(static_cast<size_t>(n_out)), bias(static_cast<size_t>(n_out));
                 std::vector<int8_t> w(size_t(n_out) * n_in);
-                for (float& v : x) v = uni(rng);
+                for (float& v : x) v = uni(rng) * float(1 + rng() % 100);
+                std::fill(x.begin(), x.begin() + n_in, 0.0f);  // an all-zero row
                 for (int8_t& v : w) v = int8_t(qd(rng));
                 for (float& v : scale) v = std::fabs(uni(rng)) / 127.0f;
                 for (float& v : bias) v = uni(rng);
+                const std::vector<int8_t> wp = packed(w, n_out, n_in);
+                std::vector<int16_t> xq(x.size());
+                std::vector<float> x_scale(static_cast<size_t>(n_tok));
+                gpt2::quantize_activations(xq.data(), x_scale.data(), x.data(), n_tok, n_in);
                 for (const float* b : {(const float*)nullptr, (const float*)bias.data()}) {
                     std::vector<float> batched(size_t(n_tok) * n_out), single(static_cast<size_t>(n_out));
-                    gpt2::gemm_q8(batched.data(), x.data(), w.data(), scale.data(), b, n_tok, n_in, n_out);
+                    gpt2::gemm_q8(batched.data(), xq.data(), x_scale.data(), wp.data(), scale.data(), b, n_tok, n_in, n_out);
                     for (int t = 0; t < n_tok; t++) {
-                        const float* xt = x.data() + size_t(t) * n_in;
-                        gpt2::gemv_q8(single.data(), xt, w.data(), scale.data(), b, n_in, n_out);
+                        const int16_t* xt = xq.data() + size_t(t) * n_in;
+                        gpt2::gemv_q8(single.data(), xt, x_scale[t], wp.data(), scale.data(), b, n_in, n_out);
                         ASSERT_EQ(std::memcmp(single.data(), batched.data() + size_t(t) * n_out, sizeof(float) * n_out),
                                   0)
                             << n_in << " " << n_out << " " << n_tok << " " << t;
                         for (int o = 0; o < n_out; o++) {
-                            double ref = 0;
-                            for (int i = 0; i < n_in; i++) ref += double(xt[i]) * w[size_t(o) * n_in + i];
-                            ref = ref * scale[o] + (b ? b[o] : 0.0);
-                            ASSERT_NEAR(single[o], ref, 1e-5 * (1 + std::fabs(ref)));
+                            int64_t exact = 0;
+                            double product = 0, step_error = 0;  // float product, and its quantization error bound
+                            for (int i = 0; i < n_in; i++) {
+                                const int8_t wi = w[size_t(o) * n_in + i];
+                                exact += int64_t(xt[i]) * wi;
+                                product += double(x[size_t(t) * n_in + i]) * wi;
+                                step_error += 0.5 * x_scale[t] * std::abs(int(wi));
+                            }
+                            const float expected = float(exact) * (x_scale[t] * scale[o]) + (b ? b[o] : 0.0f);
+                            ASSERT_EQ(single[o], expected) << n_in << " " << n_out << " " << t << " " << o;
+                            const double ref = product * scale[o] + (b ? b[o] : 0.0);
+                            ASSERT_NEAR(single[o], ref, step_error * scale[o] * 1.001 + 1e-5 * (1 + std::fabs(ref)));
                         }
                     }
                 }
             }
         }
     }
+}
+
+TEST(Int8Kernels, ExtremeValuesDoNotOverflowAndNonFiniteRowsGiveNaN) {
+    const int n_in = 6403, n_out = 5;  // the widest GPT-2 input (1558M's MLP) plus a tail
+    std::vector<float> x(size_t(2) * n_in, 1.0f), scale(n_out, 1.0f);
+    x[size_t(n_in) + 17] = NAN;  // second row
+    const std::vector<int8_t> w = packed(std::vector<int8_t>(size_t(n_out) * n_in, -127), n_out, n_in);
+    std::vector<int16_t> xq(x.size());
+    float x_scale[2];
+    gpt2::quantize_activations(xq.data(), x_scale, x.data(), 2, n_in);
+    std::vector<float> out(size_t(2) * n_out);
+    gpt2::gemm_q8(out.data(), xq.data(), x_scale, w.data(), scale.data(), nullptr, 2, n_in, n_out);
+    const int64_t exact = -int64_t(127) * gpt2::activation_range(n_in) * n_in;
+    for (int o = 0; o < n_out; o++) {
+        EXPECT_EQ(out[size_t(o)], float(exact) * x_scale[0]) << o;
+        EXPECT_NEAR(out[size_t(o)], -127.0 * n_in, 1e-3 * 127 * n_in) << o;
+        EXPECT_TRUE(std::isnan(out[size_t(n_out + o)])) << o;
+    }
+    x[size_t(n_in) + 17] = INFINITY;
+    gpt2::quantize_activations(xq.data(), x_scale, x.data(), 2, n_in);
+    EXPECT_TRUE(std::isnan(x_scale[1]));
 }
 
 TEST(Int8, WeightBytesAreTheQuantizedSize) {

@@ -29,6 +29,29 @@ TEST(Kernels, DotMatchesDoublePrecision) {
     }
 }
 
+TEST(Kernels, PanelPackingRoundTrips) {
+    for (int n_out : {1, 3, 4, 5, 9, 12}) {
+        for (int n_in : {1, 7, 8, 16, 17, 40}) {
+            auto w = random_vector(size_t(n_out) * n_in, 9);
+            std::vector<float> packed = w, scratch(size_t(gpt2::kPanelRows) * n_in), row(static_cast<size_t>(n_in));
+            gpt2::pack_panels(packed.data(), n_out, n_in, scratch.data());
+            if (n_out >= gpt2::kPanelRows && n_in > 8) {
+                EXPECT_NE(packed, w) << "rows were not interleaved";
+            }
+            std::vector<int8_t> q(w.size()), q_scratch(scratch.size()), q_row(row.size());
+            for (size_t i = 0; i < w.size(); i++) q[i] = int8_t(int(i * 37) % 255 - 127);
+            std::vector<int8_t> q_packed = q;
+            gpt2::pack_panels(q_packed.data(), n_out, n_in, q_scratch.data());
+            for (int o = 0; o < n_out; o++) {
+                gpt2::unpack_row(row.data(), packed.data(), n_out, n_in, o);
+                ASSERT_EQ(std::memcmp(row.data(), w.data() + size_t(o) * n_in, sizeof(float) * n_in), 0) << n_out << " " << n_in << " " << o;
+                gpt2::unpack_row(q_row.data(), q_packed.data(), n_out, n_in, o);
+                ASSERT_EQ(std::memcmp(q_row.data(), q.data() + size_t(o) * n_in, size_t(n_in)), 0) << n_out << " " << n_in << " " << o;
+            }
+        }
+    }
+}
+
 TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
     const int sizes[][3] = {{1, 8, 4}, {2, 16, 8}, {3, 5, 3}, {7, 20, 9}, {65, 64, 7}, {130, 37, 11}, {5, 80, 20}};
     for (const auto& s : sizes) {
@@ -36,19 +59,21 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
         auto x = random_vector(size_t(n_tok) * n_in, 3);
         auto w = random_vector(size_t(n_out) * n_in, 4);
         auto bias = random_vector(size_t(n_out), 5);
+        std::vector<float> packed = w, scratch(size_t(gpt2::kPanelRows) * n_in);
+        gpt2::pack_panels(packed.data(), n_out, n_in, scratch.data());
         for (const float* b : {static_cast<const float*>(bias.data()), static_cast<const float*>(nullptr)}) {
             std::vector<float> batched(size_t(n_tok) * n_out);
             std::vector<float> single(static_cast<size_t>(n_out));
-            gpt2::gemm(batched.data(), x.data(), w.data(), b, n_tok, n_in, n_out);
+            gpt2::gemm(batched.data(), x.data(), packed.data(), b, n_tok, n_in, n_out);
             for (int t = 0; t < n_tok; t++) {
-                gpt2::gemv(single.data(), x.data() + size_t(t) * n_in, w.data(), b, n_in, n_out);
+                gpt2::gemv(single.data(), x.data() + size_t(t) * n_in, packed.data(), b, n_in, n_out);
                 ASSERT_EQ(std::memcmp(single.data(), batched.data() + size_t(t) * n_out, sizeof(float) * n_out), 0)
                     << "n_tok " << n_tok << " n_in " << n_in << " n_out " << n_out << " row " << t;
                 for (int o = 0; o < n_out; o++) {
                     double expected = b ? b[o] : 0.0;
                     for (int i = 0; i < n_in; i++) expected += double(x[size_t(t) * n_in + i]) * w[size_t(o) * n_in + i];
                     ASSERT_NEAR(single[size_t(o)], expected, 1e-4 * (1 + n_in));
-                    // every element is also exactly dot() (+ bias)
+                    // every element is also exactly dot() over the unpacked row (+ bias)
                     float d = gpt2::dot(x.data() + size_t(t) * n_in, w.data() + size_t(o) * n_in, n_in);
                     ASSERT_EQ(single[size_t(o)], b ? d + b[o] : d);
                 }

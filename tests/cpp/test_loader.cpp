@@ -7,6 +7,7 @@
 #include "float16.h"
 #include "forward.h"
 #include "gpt2.h"
+#include "kernels.h"
 #include "test_util.h"
 #include "weights.h"
 
@@ -109,13 +110,16 @@ TEST(Loader, StoresConv1DWeightsTransposed) {
     auto model = load(config_json(kSpec), build_safetensors(tensors), &error);
     ASSERT_TRUE(model) << error;
     const TensorSpec* fc = find(tensors, "h.1.mlp.c_fc.weight");  // file: [in=20][out=80]
-    const float* engine = model->weights().fc_weight + 80 * 20;  // layer 1, [out][in]
-    for (int i = 0; i < 20; i++)
-        for (int o = 0; o < 80; o++) {
+    const float* engine = model->weights().fc_weight + 80 * 20;  // layer 1, [out][in] in panels
+    float row[20];
+    for (int o = 0; o < 80; o++) {
+        gpt2::unpack_row(row, engine, 80, 20, o);
+        for (int i = 0; i < 20; i++) {
             float file_value;
             std::memcpy(&file_value, fc->bytes.data() + 4 * (i * 80 + o), 4);
-            ASSERT_EQ(engine[o * 20 + i], file_value);
+            ASSERT_EQ(row[i], file_value) << o << " " << i;
         }
+    }
 }
 
 TEST(Loader, F16AndBF16LoadBitIdenticalToF32) {
