@@ -1,7 +1,8 @@
 // End-to-end tests of the page (tests/e2e) in the system Chromium, against tools/serve.mjs.
 import { defineConfig } from '@playwright/test';
 
-const PORT = 8181;
+// E2E_PORT: another free port, to run a second checkout's suites at the same time.
+const PORT = Number(process.env.E2E_PORT) || 8181;
 
 export default defineConfig({
   testDir: 'tests/e2e',

@@ -7,13 +7,14 @@ import { TokenTimeChart } from './chart.js';
 const HUGGING_FACE = 'https://huggingface.co/';
 const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
 
-// Download sizes are those of model.safetensors on the Hugging Face Hub (float32 weights).
+// Download sizes are those of model.safetensors on the Hugging Face Hub (float32 weights). int8Only: the fp32
+// weights (6.2 GB) exceed WebAssembly's 4 GB memory, so the model always loads quantized.
 const MODEL_CHOICES = [
   { value: 'tiny-shakespeare', label: 'Tiny Shakespeare (bundled, offline)', source: 'models/tiny-shakespeare/' },
   { value: 'gpt2', label: 'GPT-2 124M', size: '548 MB', source: hfFolder('openai-community/gpt2') },
   { value: 'gpt2-medium', label: 'GPT-2 355M', size: '1.5 GB', source: hfFolder('openai-community/gpt2-medium') },
   { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hfFolder('openai-community/gpt2-large') },
-  { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl') },
+  { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl'), int8Only: true },
   { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hfFolder('distilbert/distilgpt2') },
 ];
 const LOCAL_FILES_VALUE = 'local-files';
@@ -36,6 +37,7 @@ const elements = {
   output: $('output'),
   model: $('model'),
   localFiles: $('local-files'),
+  weights: $('weights'),
   kvCache: $('kv-cache'),
   temperature: $('temperature'),
   topK: $('top-k'),
@@ -51,7 +53,7 @@ const elements = {
     stop: $('stat-stop'),
   },
 };
-const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache'];
+const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'weights'];
 
 const chart = new TokenTimeChart($('token-chart'));
 const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the tooltip
@@ -59,6 +61,8 @@ const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the
 const state = {
   model: null,
   modelChoice: null, // the choice (with .value and .label) whose model is loaded
+  modelWeights: null, // 'fp32' | 'int8': how the loaded model's weights are stored
+  loadingChoice: null, // the choice being loaded, if any
   urlChoice: null, // the folder given as ?model=, if any
   localChoice: null, // the latest local files picked
   loading: null, // AbortController of the model load in progress
@@ -126,6 +130,11 @@ function restoreModelSelection() {
   else elements.model.selectedIndex = -1;
 }
 
+// The weight format a choice loads with: the Weights setting, unless the model only fits as int8.
+function weightsFor(choice) {
+  return choice.int8Only ? 'int8' : elements.weights.value;
+}
+
 // Loads a model; choosing again cancels this load. The previous model stays in use until the new one is
 // ready, and stays usable if the new one fails.
 async function switchModel(choice) {
@@ -133,12 +142,14 @@ async function switchModel(choice) {
   state.loading?.abort();
   const controller = new AbortController();
   state.loading = controller;
+  state.loadingChoice = choice;
+  const weights = weightsFor(choice);
   clearError();
-  showModelStatus(`Loading ${choice.label}…`);
+  showModelStatus(`Loading ${choice.label} (${weights} weights)…`);
   showProgress({ loaded: 0, total: 0 });
   updateControls();
   try {
-    const model = await loadModel(choice.source, { signal: controller.signal, onProgress: showProgress });
+    const model = await loadModel(choice.source, { signal: controller.signal, onProgress: showProgress, weights });
     if (controller.signal.aborted) {
       model.dispose();
       return;
@@ -146,13 +157,16 @@ async function switchModel(choice) {
     state.model?.dispose();
     state.model = model;
     state.modelChoice = choice;
+    state.modelWeights = weights;
   } catch (error) {
     if (controller.signal.aborted) return; // replaced by a newer choice: not an error
-    showError(`Could not load ${choice.label}: ${error.message}`);
+    const hint = weights === 'fp32' && /out of memory/i.test(error.message) ? ' Choose int8 weights to load it in a quarter of the memory.' : '';
+    showError(`Could not load ${choice.label}: ${error.message}${hint}`);
     restoreModelSelection();
   } finally {
     if (state.loading === controller) {
       state.loading = null;
+      state.loadingChoice = null;
       elements.progressPanel.hidden = true;
       showModelStatus(describeLoadedModel());
       updateControls();
@@ -160,11 +174,20 @@ async function switchModel(choice) {
   }
 }
 
+// A new weight format reloads the model being loaded, or else the one in use (unless it cannot change).
+function onWeightsChanged() {
+  saveSettings();
+  const choice = state.loadingChoice ?? state.modelChoice;
+  if (!choice) return;
+  if (!state.loadingChoice && weightsFor(choice) === state.modelWeights) return;
+  switchModel(choice);
+}
+
 function describeLoadedModel() {
   if (!state.model) return 'No model loaded: choose one in Settings.';
   const { n_layer, n_embd, n_ctx } = state.model.config;
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(state.model.weightBytes)} of weights`;
-  return `Ready: ${state.modelChoice.label} · ${details}`;
+  return `Ready: ${state.modelChoice.label} · ${details} (${state.modelWeights})`;
 }
 
 // Called with { file, loaded, total, fraction } for the file being read (fraction is null while unknown).
@@ -416,8 +439,14 @@ function restoreSettings() {
     const input = elements[name];
     const value = settings?.[name];
     if (input.type === 'checkbox' && typeof value === 'boolean') input.checked = value;
-    else if (input.type !== 'checkbox' && typeof value === 'string') input.value = value;
+    else if (typeof value === 'string' && isValidChoice(input, value)) input.value = value;
   }
+}
+
+// A stored value for a text field, or one of a menu's options (a menu set to anything else would be empty).
+function isValidChoice(input, value) {
+  if (input.type === 'checkbox') return false;
+  return input.tagName !== 'SELECT' || [...input.options].some((option) => option.value === value);
 }
 
 function formatBytes(bytes) {
@@ -462,6 +491,7 @@ function start() {
   });
   elements.stop.addEventListener('click', stopGeneration);
   for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
+  elements.weights.addEventListener('change', onWeightsChanged);
   wireTooltip();
   switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
   if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors

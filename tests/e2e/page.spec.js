@@ -15,19 +15,21 @@ const MODEL_READY_TIMEOUT = 90_000;
 
 // The Node API's greedy continuation of PROMPT: the page must produce exactly this text. Computed once per
 // test worker, since several tests compare against it.
-let nodeGreedyTextPromise = null;
-function nodeGreedyText() {
-  nodeGreedyTextPromise ??= (async () => {
-    const model = await loadModel(BUNDLED_MODEL_FOLDER);
-    try {
-      let text = '';
-      for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
-      return text;
-    } finally {
-      model.dispose();
-    }
-  })();
-  return nodeGreedyTextPromise;
+const nodeGreedyTexts = new Map(); // weights -> Promise of the text
+function nodeGreedyText(weights = 'fp32') {
+  if (!nodeGreedyTexts.has(weights)) {
+    nodeGreedyTexts.set(weights, (async () => {
+      const model = await loadModel(BUNDLED_MODEL_FOLDER, { weights });
+      try {
+        let text = '';
+        for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
+        return text;
+      } finally {
+        model.dispose();
+      }
+    })());
+  }
+  return nodeGreedyTexts.get(weights);
 }
 
 async function openPageWithModel(page, path = '/') {
@@ -86,6 +88,40 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
   const withoutCache = await generateText(page);
   expect(withoutCache).toBe(withCache);
   await expect(page.getByRole('img', { name: /KV cache on: \d+ tokens.*KV cache off: \d+ tokens/ })).toBeVisible();
+});
+
+test('the Weights setting reloads the model as int8, generates the Node API\'s int8 text, and is remembered', async ({ page }) => {
+  const [expectedFp32, expectedInt8] = await Promise.all([nodeGreedyText('fp32'), nodeGreedyText('int8')]);
+  await openPageWithModel(page);
+  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible();
+  const fp32Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
+  const weightMegabytes = (status) => Number(/([\d.]+) MB of weights/.exec(status)[1]);
+
+  const weights = page.getByRole('combobox', { name: 'Weights' });
+  await weights.selectOption('int8');
+  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(int8\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  const int8Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
+  expect(weightMegabytes(int8Status)).toBeLessThan(weightMegabytes(fp32Status) / 3);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  expect(await generateText(page)).toBe(expectedInt8);
+
+  await page.reload();
+  await expect(weights).toHaveValue('int8');
+  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(int8\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await weights.selectOption('fp32');
+  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  expect(await generateText(page)).toBe(expectedFp32);
+});
+
+test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed wasm\'s 4 GB)', async ({ page }) => {
+  await openPageWithModel(page);
+  await expect(page.getByRole('combobox', { name: 'Weights' })).toHaveValue('fp32');
+  await page.route('https://huggingface.co/**', () => {}); // the download never answers: the load stays in progress
+  await controls(page).model.selectOption({ label: 'GPT-2 1.5B (6.4 GB download)' });
+  await expect(page.getByText('Loading GPT-2 1.5B (int8 weights)…')).toBeVisible();
+  await controls(page).model.selectOption({ label: BUNDLED_MODEL_LABEL }); // cancels it
+  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
 });
 
 test('Stop ends a long generation within a moment', async ({ page }) => {
