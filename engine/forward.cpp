@@ -124,14 +124,18 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
         matmul(s, s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
+        const int hs = C / c.n_head;
         for (int t = 0; t < n; t++) {
             const float* qkv = s->qkv + (size_t)t * 3 * C;
-            std::memcpy(key_cache + (size_t)(pos0 + t) * C, qkv + C, sizeof(float) * C);
-            std::memcpy(value_cache + (size_t)(pos0 + t) * C, qkv + 2 * C, sizeof(float) * C);
+            for (int h = 0; h < c.n_head; h++) {
+                const size_t at = ((size_t)h * T + (size_t)(pos0 + t)) * hs;
+                std::memcpy(key_cache + at, qkv + C + h * hs, sizeof(float) * hs);
+                std::memcpy(value_cache + at, qkv + 2 * C + h * hs, sizeof(float) * hs);
+            }
         }
         for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
             attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
-                          c.n_head, s->scores);
+                          c.n_head, T, s->scores);
         matmul(s, s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
         residual_add(s->x, s->proj, n * C);
 

@@ -24,8 +24,8 @@ struct RunState {
     float* scores = nullptr;   // (n_ctx) attention weights of one query row and head
     float* logits = nullptr;   // (n_vocab) logits of the last fed token
     float* xq_scale = nullptr;     // (n_batch) int8 weights: scale of each quantized input row
-    float* key_cache = nullptr;    // (n_layer, n_ctx, n_embd)
-    float* value_cache = nullptr;  // (n_layer, n_ctx, n_embd)
+    float* key_cache = nullptr;    // (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
+    float* value_cache = nullptr;  // (n_layer, n_head, n_ctx, head_size)
     int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
     int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 weights: a matmul's input rows quantized to int16
 

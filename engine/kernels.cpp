@@ -285,11 +285,34 @@ void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* 
     }
 }
 
-void axpy(float* y, float a, const float* x, int n) {
-    const int n4 = n & ~3;
-    const f32x4 av = {a, a, a, a};
-    for (int i = 0; i < n4; i += 4) store4(y + i, load4(y + i) + av * load4(x + i));
-    for (int i = n4; i < n; i++) y[i] += a * x[i];
+void attention_scores(float* scores, const float* q, const float* keys, int n_keys, int n, float scale) {
+    for (int j = 0; j < n_keys; j++) scores[j] = dot_impl(q, keys + size_t(j) * n, n) * scale;
+}
+
+void attention_values(float* out, const float* p, const float* values, int n_keys, int n) {
+    // 16 outputs at a time stay in registers while the value rows stream past (the cache is read once per
+    // head instead of once per position with a load and a store of out)
+    const int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16) {
+        f32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+        const float* v = values + i;
+        for (int j = 0; j < n_keys; j++, v += n) {
+            const f32x4 pj = {p[j], p[j], p[j], p[j]};
+            a0 += pj * load4(v);
+            a1 += pj * load4(v + 4);
+            a2 += pj * load4(v + 8);
+            a3 += pj * load4(v + 12);
+        }
+        store4(out + i, a0);
+        store4(out + i + 4, a1);
+        store4(out + i + 8, a2);
+        store4(out + i + 12, a3);
+    }
+    for (int i = n16; i < n; i++) {
+        float a = 0.0f;
+        for (int j = 0; j < n_keys; j++) a += p[j] * values[size_t(j) * n + i];
+        out[i] = a;
+    }
 }
 
 }  // namespace gpt2

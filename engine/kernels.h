@@ -60,7 +60,10 @@ void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, cons
 void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,
              const float* bias, int n_tok, int n_in, int n_out);
 
-// y[i] += a * x[i]
-void axpy(float* y, float a, const float* x, int n);
+// Attention over one head's cache, whose rows (one per position) are contiguous, n floats each:
+// scores[j] = dot(q, keys + j * n, n) * scale for j < n_keys...
+void attention_scores(float* scores, const float* q, const float* keys, int n_keys, int n, float scale);
+// ...and out[i] = sum over j < n_keys of p[j] * values[j * n + i], added in order of j.
+void attention_values(float* out, const float* p, const float* values, int n_keys, int n);
 
 }  // namespace gpt2

@@ -49,16 +49,14 @@ void softmax(float* x, int n) {
 }
 
 void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys,
-                   int n_embd, int n_head, float* scores) {
+                   int n_embd, int n_head, int n_ctx, float* scores) {
     const int head_size = n_embd / n_head;
     const float scale = 1.0f / std::sqrt(float(head_size));
     for (int h = 0; h < n_head; h++) {
-        const float* qh = q + h * head_size;
-        for (int j = 0; j < n_keys; j++) scores[j] = dot(qh, key_cache + (size_t)j * n_embd + h * head_size, head_size) * scale;
+        const size_t head = size_t(h) * n_ctx * head_size;
+        attention_scores(scores, q + h * head_size, key_cache + head, n_keys, head_size, scale);
         softmax(scores, n_keys);
-        float* oh = out + h * head_size;
-        std::memset(oh, 0, sizeof(float) * head_size);
-        for (int j = 0; j < n_keys; j++) axpy(oh, scores[j], value_cache + (size_t)j * n_embd + h * head_size, head_size);
+        attention_values(out + h * head_size, scores, value_cache + head, n_keys, head_size);
     }
 }
 

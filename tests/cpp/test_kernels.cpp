@@ -104,13 +104,27 @@ TEST(Ops, LayerNormGeluSoftmax) {
     EXPECT_GT(s[1], s[0]);
 }
 
+TEST(Kernels, AttentionValuesAddInPositionOrder) {
+    for (int n : {1, 16, 64, 70}) {
+        const int n_keys = 37;
+        auto p = random_vector(size_t(n_keys), 11), values = random_vector(size_t(n_keys) * n, 12);
+        std::vector<float> out(static_cast<size_t>(n));
+        gpt2::attention_values(out.data(), p.data(), values.data(), n_keys, n);
+        for (int i = 0; i < n; i++) {
+            float expected = 0.0f;  // the reference order: position by position
+            for (int j = 0; j < n_keys; j++) expected += p[size_t(j)] * values[size_t(j) * n + i];
+            ASSERT_EQ(out[size_t(i)], expected) << n << " " << i;
+        }
+    }
+}
+
 TEST(Ops, AttentionRowIsCausalAndNormalized) {
-    // 2 heads of size 2; one key per position; a query matching key 1 of head 0 strongly
-    const int n_embd = 4, n_head = 2;
-    std::vector<float> k = {0, 0, 0, 0, /**/ 50, 0, 0, 0, /**/ 0, 0, 0, 0};
-    std::vector<float> v = {1, 2, 3, 4, /**/ 5, 6, 7, 8, /**/ 100, 100, 100, 100};
+    // 2 heads of size 2, caches (n_head, n_ctx = 3, 2); a query matching key 1 of head 0 strongly
+    const int n_embd = 4, n_head = 2, n_ctx = 3;
+    std::vector<float> k = {0, 0, /**/ 50, 0, /**/ 0, 0, /* head 1 */ 0, 0, /**/ 0, 0, /**/ 0, 0};
+    std::vector<float> v = {1, 2, /**/ 5, 6, /**/ 100, 100, /* head 1 */ 3, 4, /**/ 7, 8, /**/ 100, 100};
     std::vector<float> q = {1, 0, 0, 0}, out(4), scores(3);
-    gpt2::attention_row(out.data(), q.data(), k.data(), v.data(), 2, n_embd, n_head, scores.data());  // ignores pos 2
+    gpt2::attention_row(out.data(), q.data(), k.data(), v.data(), 2, n_embd, n_head, n_ctx, scores.data());  // ignores pos 2
     EXPECT_NEAR(out[0], 5, 1e-4);
     EXPECT_NEAR(out[1], 6, 1e-4);
     EXPECT_NEAR(out[2], 5, 1e-4);  // head 1: uniform over positions 0 and 1
