@@ -128,13 +128,24 @@ inline i32x4 madd(i16x8 a, i16x8 b) {
 #endif
 }
 
-// 16 int8 weights (sign-extended to int16: i16x8.extend_{low,high}_i8x16_s / punpck + psraw) times the 16
-// activations x0 | x1, as 4 int32 partial sums.
-inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
-    typedef int8_t i8x8 __attribute__((vector_size(8)));
+// 16 int8 weights sign-extended to int16: lanes 0..7 and 8..15. Spelled per target: i16x8.extend_{low,high}_i8x16_s
+// in wasm; natively each byte is duplicated into both halves of a 16-bit lane and shifted right arithmetically
+// (punpck + psraw), which compilers otherwise turn into long shuffle chains.
+inline void widen(const int8_t* w, i16x8* lo, i16x8* hi) {
     const i8x16 v = load<i8x16>(w);
-    const i16x8 lo = __builtin_convertvector((i8x8)__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), i16x8);
-    const i16x8 hi = __builtin_convertvector((i8x8)__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), i16x8);
+#if defined(__wasm_simd128__)
+    *lo = (i16x8)wasm_i16x8_extend_low_i8x16((v128_t)v);
+    *hi = (i16x8)wasm_i16x8_extend_high_i8x16((v128_t)v);
+#else
+    *lo = (i16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+    *hi = (i16x8)__builtin_shufflevector(v, v, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15) >> 8;
+#endif
+}
+
+// 16 int8 weights times the 16 activations x0 | x1, as 4 int32 partial sums.
+inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
+    i16x8 lo, hi;
+    widen(w, &lo, &hi);
     return madd(lo, x0) + madd(hi, x1);
 }
 
@@ -167,6 +178,37 @@ inline void panel_dot_q8(int32_t out[kPanelRows], const int16_t* xq, const int8_
     out[1] = finish_dot_q8(a1, xq + n16, p + nt, nt);
     out[2] = finish_dot_q8(a2, xq + n16, p + 2 * nt, nt);
     out[3] = finish_dot_q8(a3, xq + n16, p + 3 * nt, nt);
+}
+
+// Two token rows against one panel: each 16-weight chunk is loaded and widened once for both tokens.
+inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0,
+                           const int16_t* xq1, const int8_t* panel, int n_in) {
+    const int n16 = n_in & ~15;
+    const int8_t* p = panel;
+    i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int i = 0; i < n16; i += 16, p += kPanelRows * kChunkQ8) {
+        const i16x8 x0 = load<i16x8>(xq0 + i), x1 = load<i16x8>(xq0 + i + 8);
+        const i16x8 y0 = load<i16x8>(xq1 + i), y1 = load<i16x8>(xq1 + i + 8);
+        i16x8 lo, hi;
+        widen(p, &lo, &hi);
+        a0 += madd(lo, x0) + madd(hi, x1);
+        b0 += madd(lo, y0) + madd(hi, y1);
+        widen(p + 16, &lo, &hi);
+        a1 += madd(lo, x0) + madd(hi, x1);
+        b1 += madd(lo, y0) + madd(hi, y1);
+        widen(p + 32, &lo, &hi);
+        a2 += madd(lo, x0) + madd(hi, x1);
+        b2 += madd(lo, y0) + madd(hi, y1);
+        widen(p + 48, &lo, &hi);
+        a3 += madd(lo, x0) + madd(hi, x1);
+        b3 += madd(lo, y0) + madd(hi, y1);
+    }
+    const int nt = n_in - n16;
+    const i32x4 a[kPanelRows] = {a0, a1, a2, a3}, b[kPanelRows] = {b0, b1, b2, b3};
+    for (int r = 0; r < kPanelRows; r++) {
+        out0[r] = finish_dot_q8(a[r], xq0 + n16, p + r * nt, nt);
+        out1[r] = finish_dot_q8(b[r], xq1 + n16, p + r * nt, nt);
+    }
 }
 
 inline float dequantize(int32_t acc, float x_scale, const float* w_scale, const float* bias, int o) {
@@ -267,12 +309,20 @@ void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, cons
 void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,
              const float* bias, int n_tok, int n_in, int n_out) {
     const int full_rows = n_out - n_out % kPanelRows;
-    int32_t r[kPanelRows];
+    int32_t r[kPanelRows], r2[kPanelRows];
     for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
         const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
         for (int o = 0; o < full_rows; o += kPanelRows) {
             const int8_t* panel = w + size_t(o) * n_in;
-            for (int t = t0; t < t1; t++) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) {
+                panel_dot_q8_2(r, r2, xq + size_t(t) * n_in, xq + size_t(t + 1) * n_in, panel, n_in);
+                for (int k = 0; k < kPanelRows; k++) {
+                    out[size_t(t) * n_out + o + k] = dequantize(r[k], x_scale[t], w_scale, bias, o + k);
+                    out[size_t(t + 1) * n_out + o + k] = dequantize(r2[k], x_scale[t + 1], w_scale, bias, o + k);
+                }
+            }
+            for (; t < t1; t++) {
                 panel_dot_q8(r, xq + size_t(t) * n_in, panel, n_in);
                 for (int k = 0; k < kPanelRows; k++)
                     out[size_t(t) * n_out + o + k] = dequantize(r[k], x_scale[t], w_scale, bias, o + k);
