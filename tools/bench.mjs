@@ -442,6 +442,7 @@ async function main() {
   const modelDirs = Object.fromEntries(options.models.map((name) => [name, ensureModel(name)]));
   const { jobs, notes } = planJobs(options, modelDirs);
   for (const note of notes) console.log(`note: ${note}`);
+  if (jobs.length === 0) throw new Error('nothing to measure with these --models, --runtimes and --weights');
   const runs = [];
   const started = Date.now();
   try {
