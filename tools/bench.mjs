@@ -468,7 +468,8 @@ async function main() {
   const ceilings = runs.map(({ model, runtime, weights, result }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeWeightBytes(result.config, weights) }));
   const memory = memoryRecords(runs);
   machine.loadAverageAtEnd = os.loadavg().map((load) => Number(load.toFixed(2)));
-  writeFileSync(join(REPO, 'bench-results.json'), `${JSON.stringify({ machine, plan, notes, records, skipped, ceilings, memory }, null, 2)}\n`);
+  const planWritten = { ...plan, weights: options.weights, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
+  writeFileSync(join(REPO, 'bench-results.json'), `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory }, null, 2)}\n`);
 
   const decodeBytesNote = 'weight bandwidth = bytes of the weight matrices read per decode step (all layers + LM head; fp32, or int8 with ' +
     'per-row scales) × tokens/s, as a fraction of the streaming-read ceiling measured in the same runtime (median ÷ median; ' +
