@@ -487,7 +487,8 @@ async function main() {
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
     `Module.heapUsedBytes(); native and onnxruntime-web: peak RSS (VmHWM) and RSS of the process, which also count the ` +
-    `binary, libraries and (ort) the JavaScript heap. Steady = after generation, with the model and one cached session ` +
+    `binary, libraries and (ort) the JavaScript heap, but only pages touched (a KV cache filled to the longest context measured ` +
+    `is partly resident). Steady = after generation, with the model and one cached session ` +
     `alive. onnxruntime-web's weights are its ONNX file (wte twice) and its KV cache is counted at n_ctx like ours.\n`);
   console.log(`wrote bench-results.json (${records.length} records) in ${((Date.now() - started) / 1000).toFixed(0)} s; ` +
     `load average at the end ${machine.loadAverageAtEnd.join(' ')}`);
