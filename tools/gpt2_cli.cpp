@@ -16,6 +16,8 @@
 // stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
 //   prefill cached|uncached 464,3290
 //   step cached|uncached 464
+// and "release uncached" with "released" after freeing the uncached session (the benchmark then reads the RSS
+// of the model plus one cached session).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -243,12 +245,19 @@ void run_bench(const gpt2::Model& model) {
     static char line[1 << 20];  // a prompt of n_ctx ids
     while (std::fgets(line, sizeof line, stdin)) {
         line[std::strcspn(line, "\n")] = '\0';
+        if (std::strcmp(line, "release uncached") == 0) {
+            uncached.reset();
+            std::printf("released\n");
+            std::fflush(stdout);
+            continue;
+        }
         const char* command = std::strtok(line, " ");
         const char* mode = std::strtok(nullptr, " ");
         const char* argument = std::strtok(nullptr, " ");
         if (!command || !mode || !argument ||
             (std::strcmp(mode, "cached") != 0 && std::strcmp(mode, "uncached") != 0))
-            die("--bench: expected \"prefill|step cached|uncached IDS\"");
+            die("--bench: expected \"prefill|step cached|uncached IDS\" or \"release uncached\"");
+        if (std::strcmp(mode, "uncached") == 0 && !uncached) die("--bench: the uncached session was released");
         gpt2::Session& session = std::strcmp(mode, "cached") == 0 ? *cached : *uncached;
         const std::vector<int32_t> ids = parse_ids(argument);
         int next;

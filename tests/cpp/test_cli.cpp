@@ -189,3 +189,22 @@ TEST_F(Cli, ErrorsAreOneLineWithNonZeroStatus) {
     write(dir_ + "/model.safetensors", "garbage", 7);
     expect_one_error_line(run("--model " + dir_ + " --ids 1"), "model.safetensors: file is 7 bytes");
 }
+
+// The line protocol tools/bench.mjs drives: cached and uncached sessions answer "<next token> <ms>", and after
+// "release uncached" only the cached one is left (the benchmark then reads the steady-state RSS).
+TEST_F(Cli, BenchAnswersEachCommandAndReleasesTheUncachedSession) {
+    const std::string commands = "prefill cached 1,2\nprefill uncached 1,2\nrelease uncached\nstep cached 3\nstep uncached 3\n";
+    write(dir_ + "/commands", commands.data(), commands.size());
+    const Result r = run("--model " + dir_ + " --bench <" + dir_ + "/commands");
+    const std::string expected_next = run("--model " + dir_ + " --ids 1,2 -n 1 --no-stop").out;  // "<token>\n"
+    EXPECT_NE(r.status, 0);
+    std::vector<std::string> lines;
+    for (size_t begin = 0, end; (end = r.out.find('\n', begin)) != std::string::npos; begin = end + 1)
+        lines.push_back(r.out.substr(begin, end - begin));
+    ASSERT_EQ(lines.size(), 5u) << r.out;
+    EXPECT_EQ(lines[0].rfind("ready ", 0), 0u) << lines[0];
+    EXPECT_EQ(lines[1].substr(0, lines[1].find(' ')) + "\n", expected_next);
+    EXPECT_EQ(lines[2].substr(0, lines[2].find(' ')) + "\n", expected_next);
+    EXPECT_EQ(lines[3], "released");
+    EXPECT_NE(r.err.find("--bench: the uncached session was released"), std::string::npos) << r.err;
+}

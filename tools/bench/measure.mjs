@@ -7,6 +7,8 @@
 //   step(mode, id)          -> { token, ms }
 //   streamWeights(repeats)  -> [ms of each streaming read over a buffer of weightBytes]
 //   memory()                -> runtime-specific byte counts (wasm heap, native RSS)
+//   releaseUncached()       -> frees the uncached session, so the last memory figure is one cached session's
+// A runtime without an uncached mode (onnxruntime-web) is only given plans whose uncachedContexts is empty.
 // Times are measured inside the runtime around the engine call alone.
 
 // "Context C": a prompt of C token ids is prefilled, then decodeSteps tokens are decoded after it. A prompt that
@@ -28,7 +30,8 @@ export function promptIds(length, nVocab) {
   return ids;
 }
 
-// plan: { contexts, runs, decodeSteps, ceilingRepeats }; log(text) reports progress.
+// plan: { contexts, uncachedContexts, runs, decodeSteps, ceilingRepeats }: uncached runs are interleaved only at
+// the contexts listed in uncachedContexts. log(text) reports progress.
 export async function measureModel(driver, plan, log) {
   const info = await driver.info();
   const memory = { afterLoad: await driver.memory() };
@@ -40,10 +43,14 @@ export async function measureModel(driver, plan, log) {
     if (result.skipped) log(`context ${context}: skipped (${result.skipped})`);
     else {
       log(`context ${context}: prefill ${median(result.cached.prefillMs).toFixed(1)} ms, decode ` +
-        `${median(result.cached.msPerToken).toFixed(2)} ms/token cached, ${median(result.uncached.msPerToken).toFixed(1)} uncached`);
+        `${median(result.cached.msPerToken).toFixed(2)} ms/token cached` +
+        (result.uncached ? `, ${median(result.uncached.msPerToken).toFixed(1)} uncached` : ''));
     }
   }
   memory.afterGeneration = await driver.memory();
+  // Steady state: the model and one cached session that has generated, which is what an application holds.
+  await driver.releaseUncached();
+  memory.steady = await driver.memory();
   // Last, so that its buffer does not show in the memory figures. Its first pass is a warm-up (page faults,
   // tier-up).
   const ceilingMs = (await driver.streamWeights(plan.ceilingRepeats + 1)).slice(1);
@@ -58,6 +65,7 @@ async function warmUp(driver, config, plan) {
   for (let round = 0; round < 2; round++) {
     let { token } = await driver.prefill('cached', prompt);
     for (let i = 0; i < plan.decodeSteps; i++) ({ token } = await driver.step('cached', token));
+    if (plan.uncachedContexts.length === 0) continue;
     ({ token } = await driver.prefill('uncached', prompt.slice(0, 16)));
     for (let i = 0; i < 2; i++) ({ token } = await driver.step('uncached', token));
   }
@@ -65,13 +73,17 @@ async function warmUp(driver, config, plan) {
 
 // Cached runs (prefill + decodeSteps steps each) interleave with uncached runs (one step each: every uncached
 // step recomputes the whole window, so one step is one full measurement), so both modes see the same machine
-// load on a shared machine and their ratio stays meaningful. The uncached session is prefilled once.
+// load on a shared machine and their ratio stays meaningful. The uncached session is prefilled once. Without
+// uncached runs at this context, uncached is null.
 async function measureContext(driver, config, context, plan) {
   const length = promptLength(context, config, plan.decodeSteps);
   if (length === null) return { context, skipped: `above n_ctx ${config.n_ctx}` };
   const prompt = promptIds(length, config.n_vocab);
-  const uncachedPrefill = await driver.prefill('uncached', prompt);
-  const uncached = { prefillMs: [uncachedPrefill.ms], msPerToken: [], tokens: [uncachedPrefill.token] };
+  let uncached = null;
+  if (plan.uncachedContexts.includes(context)) {
+    const uncachedPrefill = await driver.prefill('uncached', prompt);
+    uncached = { prefillMs: [uncachedPrefill.ms], msPerToken: [], tokens: [uncachedPrefill.token] };
+  }
   const cached = { prefillMs: [], msPerToken: [], tokens: null };
   for (let run = 0; run < plan.runs; run++) {
     const first = await driver.prefill('cached', prompt);
@@ -88,10 +100,12 @@ async function measureContext(driver, config, context, plan) {
     else if (tokens.join() !== cached.tokens.join()) {
       throw new Error(`context ${context}: cached run ${run} generated [${tokens}] but run 0 [${cached.tokens}]`);
     }
+    if (!uncached) continue;
     const next = await driver.step('uncached', uncached.tokens.at(-1));
     uncached.tokens.push(next.token);
     uncached.msPerToken.push(next.ms);
   }
+  if (!uncached) return { context, promptLength: length, cached, uncached };
   const expected = cached.tokens.slice(0, uncached.tokens.length);
   if (uncached.tokens.join() !== expected.join()) {
     throw new Error(`context ${context}: cached and uncached greedy decoding differ: cached [${expected}], uncached [${uncached.tokens}]`);

@@ -2,16 +2,16 @@
 // figures are then its own). Loads the model folder through web/ like the CLI does, runs measure.mjs, writes
 // the result as JSON on stdout and progress on stderr.
 //
-//   node tools/bench/node_runner.mjs MODEL_DIR PLAN_JSON
+//   node tools/bench/node_runner.mjs MODEL_DIR fp32|int8 PLAN_JSON
 import { loadEngine } from '../../web/engine.js';
 import { loadEngineModel } from '../../web/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
-const [modelDir, planJson] = process.argv.slice(2);
+const [modelDir, weights, planJson] = process.argv.slice(2);
 const start = performance.now();
 const engine = await loadEngine();
-const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false });
+const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false, weights });
 console.error(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
 const driver = createWasmDriver(engine, model);
 const result = await measureModel(driver, JSON.parse(planJson), (text) => console.error(text));

@@ -24,30 +24,36 @@ export function createWasmDriver(engine, model) {
     async step(mode, id) {
       return timed(() => sessions[mode].step(id));
     },
-    // Over a heap block of weightBytes filled like the native probe's (tools/bench/bandwidth.cpp).
-    async streamWeights(repeats) {
-      const bytes = model.weightBytes;
-      const buffer = engine.allocate(bytes);
-      try {
-        engine.call((module) => new Float32Array(module.HEAPU8.buffer, buffer.ptr, bytes / 4).fill(1 / 1024));
-        const times = [];
-        for (let i = 0; i < repeats; i++) {
-          const start = performance.now();
-          engine.call((module) => module.streamRead(buffer.ptr, bytes));
-          times.push(performance.now() - start);
-        }
-        return times;
-      } finally {
-        buffer.free();
-      }
-    },
+    streamWeights: async (repeats) => streamReadMs(engine, model.weightBytes, repeats),
     // heapBytes: the wasm memory's size, which never shrinks, so it is also the peak so far;
     // heapUsedBytes: what malloc holds now.
     async memory() {
       return engine.call((module) => ({ heapBytes: module.HEAPU8.length, heapUsedBytes: module.heapUsedBytes() }));
     },
+    async releaseUncached() {
+      sessions.uncached?.dispose();
+      delete sessions.uncached;
+    },
     dispose() {
       for (const session of Object.values(sessions)) session.dispose();
     },
   };
+}
+
+// The streaming-read ceiling: ms of each of `repeats` reads over a heap block of `bytes` filled like the native
+// probe's (tools/bench/bandwidth.cpp). Also the ceiling of onnxruntime-web in Node, the same wasm runtime.
+export function streamReadMs(engine, bytes, repeats) {
+  const buffer = engine.allocate(bytes);
+  try {
+    engine.call((module) => new Float32Array(module.HEAPU8.buffer, buffer.ptr, bytes / 4).fill(1 / 1024));
+    const times = [];
+    for (let i = 0; i < repeats; i++) {
+      const start = performance.now();
+      engine.call((module) => module.streamRead(buffer.ptr, bytes));
+      times.push(performance.now() - start);
+    }
+    return times;
+  } finally {
+    buffer.free();
+  }
 }
