@@ -44,6 +44,10 @@ bool is_mask_buffer(const std::string& name, int n_layer) {
     return rest == ".attn.bias" || rest == ".attn.masked_bias";
 }
 
+// Optional prefix of every tensor name (checkpoints saved from GPT2LMHeadModel). A char array, not a static
+// std::string: that would allocate on first use, which heap-leak checks would count against a failed load.
+constexpr char kTransformerPrefix[] = "transformer.";
+
 bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
     if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
     return false;
@@ -128,9 +132,9 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
 
     for (size_t t = 0; t < tensors.size(); t++) {
         const TensorInfo& tensor = tensors[t];
-        static const std::string kPrefix = "transformer.";
-        std::string name = tensor.name.compare(0, kPrefix.size(), kPrefix) == 0 ? tensor.name.substr(kPrefix.size())
-                                                                                : tensor.name;
+        const size_t prefix_len = sizeof kTransformerPrefix - 1;
+        std::string name = tensor.name.compare(0, prefix_len, kTransformerPrefix) == 0 ? tensor.name.substr(prefix_len)
+                                                                                       : tensor.name;
         auto it = index.find(name);
         if (it != index.end()) {
             const ParameterSlot& slot = layout.slots[it->second];
