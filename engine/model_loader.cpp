@@ -64,9 +64,12 @@ bool start_data(LoaderState& state, std::string* error) {
         return false;
     state.header_bytes.reset();
     if (!match_tensors(state.config, state.header.tensors, state.layout, &state.roles, error)) return false;
-    if (!allocate_weights(state.layout, state.format, state.weights.get(), error)) return false;
-    if (!state.stream.init(state.config, state.header, state.roles, state.layout, state.weights.get(), error))
+    // The small conversion buffers first, while the heap has room: then the weights are the allocation that
+    // grows a wasm heap, which grows by about what is asked (and never shrinks).
+    if (!state.stream.init(state.config, state.format, state.header, state.roles, state.layout, state.weights.get(),
+                           error))
         return false;
+    if (!allocate_weights(state.layout, state.format, state.weights.get(), error)) return false;
     state.stage = LoaderState::Stage::data;
     return true;
 }

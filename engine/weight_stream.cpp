@@ -24,8 +24,9 @@ void* allocate(uint64_t bytes) { return bytes > uint64_t(SIZE_MAX) ? nullptr : s
 
 }  // namespace
 
-bool WeightStream::init(const Config& config, const SafetensorsHeader& header, const std::vector<TensorRole>& roles,
-                        const WeightsLayout& layout, Weights* w, std::string* error) {
+bool WeightStream::init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
+                        const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w,
+                        std::string* error) {
     header_ = &header;
     roles_ = &roles;
     layout_ = &layout;
@@ -45,7 +46,7 @@ bool WeightStream::init(const Config& config, const SafetensorsHeader& header, c
     raw_block_.reset(static_cast<uint8_t*>(allocate(block_elements * 4)));
     decoded_.reset(static_cast<float*>(allocate(block_elements * sizeof(float))));
     if (!raw_block_ || !decoded_) return out_of_memory(block_elements * 8, "the weight conversion", error);
-    if (w->format == WeightFormat::int8) {
+    if (format == WeightFormat::int8) {
         const uint64_t bytes = 4 * uint64_t(config.n_embd) * uint64_t(config.n_embd) * sizeof(float);
         int8_matrix_.reset(static_cast<float*>(allocate(bytes)));
         if (!int8_matrix_) return out_of_memory(bytes, "the weight quantization", error);

@@ -18,10 +18,11 @@ namespace gpt2 {
 
 class WeightStream {
    public:
-    // header, roles (match_tensors), layout and w (allocate_weights) must outlive the stream. Allocates the
-    // conversion buffers; false + "out of memory: ..." if they do not fit.
-    bool init(const Config& config, const SafetensorsHeader& header, const std::vector<TensorRole>& roles,
-              const WeightsLayout& layout, Weights* w, std::string* error);
+    // header, roles (match_tensors), layout and w must outlive the stream, and w must be allocated
+    // (allocate_weights) before the first consume(). Allocates the conversion buffers; false + "out of memory:
+    // ..." if they do not fit.
+    bool init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
+              const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w, std::string* error);
 
     // The next n bytes of the data section. Bytes after the last tensor are only counted (see finish).
     bool consume(const uint8_t* data, size_t n, std::string* error);
