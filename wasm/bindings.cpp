@@ -160,8 +160,9 @@ class WasmSession {
 };
 
 // Bytes currently allocated by malloc: lets tests check that create/dispose cycles leak nothing
-// (the wasm memory itself never shrinks, so its size cannot tell).
-double heap_used_bytes() { return double(mallinfo().uordblks); }
+// (the wasm memory itself never shrinks, so its size cannot tell). mallinfo's fields are int: read as unsigned,
+// they stay right up to the 4 GB heap (GPT-2 1.5B as int8 with its KV cache uses over 2 GB).
+double heap_used_bytes() { return double(static_cast<unsigned>(mallinfo().uordblks)); }
 
 // One streaming read of the floats in a malloc'ed block: tools/bench.mjs times it over as many bytes as the
 // model's weights as the memory-bandwidth ceiling of a decode step, in the same binary as the engine.
