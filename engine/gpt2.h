@@ -74,9 +74,9 @@ class ModelLoader {
    public:
     static constexpr uint64_t kUnknownFileSize = UINT64_MAX;
 
-    // file_size: the length of model.safetensors when known (e.g. from Content-Length); the header's offsets
-    // are then checked against it at once. Parses config.json: a config error or weights that cannot be
-    // addressed (over 4 GB in wasm32) fail here, before any byte of the file is needed.
+    // file_size: the exact length of model.safetensors when certain; the header's offsets are then checked
+    // against it at once, else against the bytes fed when the file ends. Parses config.json: a config error,
+    // or weights too large to be one array (over 2 GB in wasm32), fail here, before any byte of the file.
     ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
                 uint64_t file_size = kUnknownFileSize);
     ~ModelLoader();

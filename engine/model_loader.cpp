@@ -102,8 +102,8 @@ ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const Lo
     state_->format = options.format;
     state_->file_size = file_size;
     state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
-    // Refused before any download: weights that a 32-bit heap cannot address at all.
-    if (state_->layout.bytes() > uint64_t(SIZE_MAX)) out_of_memory(state_->layout.bytes(), "the weights", &error_);
+    // Refused before any download: weights that cannot be one array here (see allocate_weights).
+    if (state_->layout.bytes() > kMaxWeightsBytes) out_of_memory(state_->layout.bytes(), "the weights", &error_);
 }
 
 ModelLoader::~ModelLoader() = default;

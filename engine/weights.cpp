@@ -164,7 +164,7 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
 
 bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error) {
     const uint64_t bytes = layout.bytes();
-    if (bytes > uint64_t(SIZE_MAX) || !(w->memory = static_cast<float*>(std::malloc(size_t(bytes)))))
+    if (bytes > kMaxWeightsBytes || !(w->memory = static_cast<float*>(std::malloc(size_t(bytes)))))
         return out_of_memory(bytes, "the weights", error);
     w->bytes = size_t(bytes);
     w->format = format;

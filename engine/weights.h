@@ -95,8 +95,12 @@ struct TensorRole {
 bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors, const WeightsLayout& layout,
                    std::vector<TensorRole>* roles, std::string* error);
 
-// Allocates Weights::memory for layout (checked, non-throwing: the size may not fit a 32-bit size_t in wasm)
-// and points the slots' fields into it. Errors start with "out of memory: ".
+// The largest Weights::memory: one array, so at most PTRDIFF_MAX bytes (pointer differences inside it must be
+// defined); in wasm32 that is 2 GB, which is also the largest block its malloc can get from the heap.
+constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
+
+// Allocates Weights::memory for layout (checked, non-throwing: over kMaxWeightsBytes is out of memory) and
+// points the slots' fields into it. Errors start with "out of memory: ".
 bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error);
 
 // Conversion steps shared by the streaming converter (engine/weight_stream.cpp).

@@ -197,7 +197,7 @@ function engineCall(fn) {
   } catch (error) {
     if (error.name === 'EngineAbortedError') throw error;
     if (error.message.startsWith('out of memory: ') && !error.message.includes('WebAssembly heap')) {
-      throw new Error(`${error.message} (the WebAssembly heap holds 4 GB at most)`, { cause: error });
+      throw new Error(`${error.message} (the WebAssembly heap holds 4 GB at most, and one allocation 2 GB)`, { cause: error });
     }
     const [, file = 'model files', detail = error.message] = /^(config\.json|model\.safetensors): (.*)$/s.exec(error.message) ?? [];
     throw new ModelLoadError(file, 'invalid', detail, { cause: error });
