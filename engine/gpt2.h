@@ -89,7 +89,6 @@ class ModelLoader {
     std::unique_ptr<Model> finish();
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
-    uint64_t bytes_fed() const { return bytes_fed_; }
 
    private:
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)

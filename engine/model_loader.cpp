@@ -40,21 +40,6 @@ bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
     return false;
 }
 
-// The length stage: gathers the first bytes into state.front. Returns the bytes used.
-size_t feed_length(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
-    // 8 bytes, then (a text file) up to the end of its first line for the message
-    const size_t want = state.front_fill < kSafetensorsLengthBytes ? kSafetensorsLengthBytes : kSafetensorsQuotedTextBytes;
-    const size_t used = n < want - state.front_fill ? n : want - state.front_fill;
-    std::memcpy(state.front + state.front_fill, bytes, used);
-    state.front_fill += used;
-    if (!safetensors_length_ready(state.front, state.front_fill)) return used;
-    if (!parse_safetensors_length(state.front, state.front_fill, state.file_size, &state.header_len, error)) return used;
-    state.header_bytes.reset(static_cast<uint8_t*>(std::malloc(size_t(state.header_len) + 1)));
-    if (!state.header_bytes) out_of_memory(state.header_len, "the safetensors header", error);
-    state.stage = LoaderState::Stage::header;
-    return used;
-}
-
 // The header is complete: parse and check it, allocate the weights, start the data stage.
 bool start_data(LoaderState& state, std::string* error) {
     const uint64_t data_bytes = state.file_size == ModelLoader::kUnknownFileSize
@@ -72,6 +57,26 @@ bool start_data(LoaderState& state, std::string* error) {
     if (!allocate_weights(state.layout, state.format, state.weights.get(), error)) return false;
     state.stage = LoaderState::Stage::data;
     return true;
+}
+
+// The length stage: gathers the first bytes into state.front. Returns the bytes used.
+size_t feed_length(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
+    // 8 bytes, then (a text file) up to the end of its first line for the message
+    const size_t want = state.front_fill < kSafetensorsLengthBytes ? kSafetensorsLengthBytes : kSafetensorsQuotedTextBytes;
+    const size_t used = n < want - state.front_fill ? n : want - state.front_fill;
+    std::memcpy(state.front + state.front_fill, bytes, used);
+    state.front_fill += used;
+    if (!safetensors_length_ready(state.front, state.front_fill)) return used;
+    if (!parse_safetensors_length(state.front, state.front_fill, state.file_size, &state.header_len, error)) return used;
+    // + 1: an empty header, which is invalid JSON, still gets a buffer to be parsed from
+    state.header_bytes.reset(static_cast<uint8_t*>(std::malloc(size_t(state.header_len) + 1)));
+    if (!state.header_bytes) {
+        out_of_memory(state.header_len, "the safetensors header", error);
+        return used;
+    }
+    state.stage = LoaderState::Stage::header;
+    if (state.header_len == 0) start_data(state, error);  // complete already
+    return used;
 }
 
 // The header stage. Returns the bytes used.
@@ -121,8 +126,7 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
         return false;
     }
     bytes_fed_ += n;
-    // a zero-length header is complete (and invalid) as soon as its length is known
-    while ((n > 0 || (state.stage == LoaderState::Stage::header && state.header_len == 0)) && !failed()) {
+    while (n > 0 && !failed()) {
         size_t used = n;
         switch (state.stage) {
             case LoaderState::Stage::length: used = feed_length(state, bytes, n, &error_); break;

@@ -34,7 +34,7 @@ bool WeightStream::init(const Config& config, WeightFormat format, const Safeten
     for (size_t i = 0; i < header.tensors.size(); i++) {
         const TensorInfo& tensor = header.tensors[i];
         if (tensor.begin != tensor.end) order_.push_back(i);
-        const bool is_wte = roles[i].kind == TensorRole::Kind::parameter && roles[i].slot == 0;
+        const bool is_wte = roles[i].kind == TensorRole::Kind::parameter && roles[i].slot == 0;  // layout: wte first
         if (is_wte || roles[i].kind == TensorRole::Kind::lm_head) (tied_first_ ? tied_second_ : tied_first_) = &tensor;
     }
     std::sort(order_.begin(), order_.end(),
@@ -136,14 +136,15 @@ bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* er
         for (size_t o = 0; o < n_out; o++)
             for (size_t r = 0; r < rows; r++) dst[o * n_in + rows_done_ + r] = values[r * n_out + o];
     }
-    int8_t* const q = slot && slot->quantized
-                          ? reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset
-                          : nullptr;
-    float* const scale = slot ? weights_->memory + slot->offset : nullptr;
-    if (q && !slot->transpose) quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
+    if (slot && slot->quantized) {
+        int8_t* const q = reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset;
+        float* const scale = weights_->memory + slot->offset;
+        if (!slot->transpose)
+            quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
+        else if (rows_done_ + rows == n_rows_)  // the transposed matrix is complete: its rows are the file's columns
+            quantize_rows(int8_matrix_.get(), row_length_, n_rows_, q, scale);
+    }
     rows_done_ += rows;
-    // the transposed matrix is complete: quantize its rows (the file's columns)
-    if (q && slot->transpose && rows_done_ == n_rows_) quantize_rows(int8_matrix_.get(), row_length_, n_rows_, q, scale);
     return true;
 }
 

@@ -241,6 +241,13 @@ TEST(StreamingLoader, ErrorsAreFinalAndReportedAtOnce) {
                             "html><html><body>Sign in to co\" (an HTML error page or a Git LFS pointer instead of "
                             "the weights?)");
 
+    // an empty header is parsed (and rejected) as soon as its length is in
+    const std::vector<uint8_t> empty_header(8, 0);
+    std::string streamed_error;
+    EXPECT_FALSE(stream_load(config, empty_header, Chunking::one_byte, false, gpt2::WeightFormat::fp32, &streamed_error));
+    EXPECT_EQ(streamed_error, load_whole_error(config, empty_header));
+    EXPECT_EQ(streamed_error.find("model.safetensors: header is not valid JSON: "), 0u);
+
     // with the size announced, a header longer than the file fails with its first 8 bytes
     gpt2::ModelLoader sized(reinterpret_cast<const uint8_t*>(config.data()), config.size(), options, 10);
     EXPECT_FALSE(sized.feed(file.data(), 8));
