@@ -131,9 +131,9 @@ export class Engine {
     return new EngineModelLoader(this, handle, fileSize);
   }
 
-  // The whole file at once (a Uint8Array or ArrayBuffer): one loader fed in staging-sized pieces.
+  // The whole file at once (an ArrayBuffer or a view of its bytes): one loader fed in staging-sized pieces.
   createModel(configJson, weights, { weights: format = 'fp32' } = {}) {
-    const bytes = weights instanceof Uint8Array ? weights : new Uint8Array(weights);
+    const bytes = ArrayBuffer.isView(weights) ? new Uint8Array(weights.buffer, weights.byteOffset, weights.byteLength) : new Uint8Array(weights);
     const loader = this.createModelLoader(configJson, { weights: format, fileSize: bytes.byteLength });
     try {
       loader.feed(bytes);
