@@ -4,9 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "config.h"
 #include "forward.h"
-#include "safetensors.h"
 #include "sampler.h"
 #include "weights.h"
 
@@ -21,21 +19,10 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
 
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, const LoadOptions& options, std::string* error) {
-    Config config;
-    if (!parse_config(config_json, config_len, &config, error)) return nullptr;
-    SafetensorsFile file;
-    if (!parse_safetensors(safetensors, safetensors_len, &file, error)) return nullptr;
-    std::unique_ptr<Model> model(new (std::nothrow) Model());
-    std::unique_ptr<Weights> weights(new (std::nothrow) Weights());
-    if (!model || !weights) {
-        if (error)
-            *error = "out of memory: need " + std::to_string(sizeof(Model) + sizeof(Weights)) + " bytes for the model";
-        return nullptr;
-    }
-    if (!load_weights(config, file, options.format, weights.get(), error)) return nullptr;
-    if (!pack_weight_panels(config, weights.get(), error)) return nullptr;
-    model->config_ = config;
-    model->weights_ = std::move(weights);
+    ModelLoader loader(config_json, config_len, options, safetensors_len);
+    loader.feed(safetensors, safetensors_len);
+    std::unique_ptr<Model> model = loader.finish();
+    if (!model && error) *error = loader.error();
     return model;
 }
 

@@ -42,6 +42,7 @@ struct LoadOptions {
 };
 
 struct Weights;   // engine layout of the parameters, engine/weights.h
+struct LoaderState;  // the incremental loader's progress, engine/model_loader.cpp
 struct RunState;  // activations + KV cache, engine/forward.h
 class Sampler;    // engine/sampler.h
 
@@ -57,15 +58,47 @@ class Model {
 
    private:
     Model() = default;
-    friend std::unique_ptr<Model> load_model(const uint8_t*, size_t, const uint8_t*, size_t, const LoadOptions&,
-                                             std::string*);
+    friend class ModelLoader;
     Config config_{};
     std::unique_ptr<Weights> weights_;
 };
 
-// Parses and validates config.json and model.safetensors (Hugging Face GPT-2 layout, F32/F16/BF16, optional
-// "transformer." prefix, tied lm_head) and converts the weights into the engine's layout; the input buffers
-// may be freed afterwards. nullptr + *error on failure.
+// Loads a model from config.json and model.safetensors (Hugging Face GPT-2 layout, F32/F16/BF16, optional
+// "transformer." prefix, tied lm_head) with the safetensors bytes arriving in order, in chunks of any size
+// (1 byte works), so that the file is never held whole: the 8-byte length and the JSON header are parsed and
+// checked as soon as they are in, the weights are then allocated once, and every tensor is converted into
+// its final storage as its bytes arrive. Peak memory: the weights, the header, and a few buffers (one
+// decoded Conv1D matrix for int8; a raw copy of wte or lm_head when the file has both, for the tie check).
+//
+// Nothing throws or aborts. Errors are one line starting with "config.json: ", "model.safetensors: " or
+// "out of memory: "; after one, feed() refuses everything and finish() returns nullptr.
+class ModelLoader {
+   public:
+    static constexpr uint64_t kUnknownFileSize = UINT64_MAX;
+
+    // file_size: the exact length of model.safetensors when certain; the header's offsets are then checked
+    // against it at once, else against the bytes fed when the file ends. Parses config.json: a config error,
+    // or weights too large to be one array (over 2 GB in wasm32), fail here, before any byte of the file.
+    ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
+                uint64_t file_size = kUnknownFileSize);
+    ~ModelLoader();
+    ModelLoader(const ModelLoader&) = delete;
+    ModelLoader& operator=(const ModelLoader&) = delete;
+
+    bool feed(const uint8_t* bytes, size_t n);  // the next n bytes of the file; false once failed
+    // The end of the file: the model, or nullptr (e.g. the file ended inside a tensor, naming it). The loader
+    // is spent afterwards.
+    std::unique_ptr<Model> finish();
+    bool failed() const { return !error_.empty(); }
+    const std::string& error() const { return error_; }
+
+   private:
+    std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)
+    std::string error_;                   // "" until something failed
+    uint64_t bytes_fed_ = 0;              // bytes of model.safetensors received
+};
+
+// The whole file at once: one feed() of a ModelLoader. nullptr + *error on failure.
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, std::string* error);  // fp32
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,

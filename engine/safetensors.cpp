@@ -25,16 +25,15 @@ const char* dtype_name(DType dtype) {
 
 size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
 
-void tensor_elements(const TensorView& tensor, size_t first, size_t count, float* out) {
-    if (tensor.dtype == DType::F32) {
-        std::memcpy(out, tensor.data + 4 * first, 4 * count);
+void decode_elements(DType dtype, const uint8_t* raw, size_t count, float* out) {
+    if (dtype == DType::F32) {
+        std::memcpy(out, raw, 4 * count);
         return;
     }
-    const uint8_t* p = tensor.data + 2 * first;
     for (size_t i = 0; i < count; i++) {
         uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = tensor.dtype == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
+        std::memcpy(&h, raw + 2 * i, 2);
+        out[i] = dtype == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
     }
 }
 
@@ -87,7 +86,7 @@ bool starts_with_text(const uint8_t* data) {
 // The first line of a text file, shortened, for an error message.
 std::string first_line(const uint8_t* data, size_t len) {
     std::string line;
-    for (size_t i = 0; i < len && line.size() < 40 && data[i] >= 0x20 && data[i] < 0x7F; i++) line += char(data[i]);
+    for (size_t i = 0; i < len && line.size() < kSafetensorsQuotedTextBytes && data[i] >= 0x20 && data[i] < 0x7F; i++) line += char(data[i]);
     return line;
 }
 
@@ -114,8 +113,8 @@ bool parse_dtype(const std::string& s, DType* out) {
 }
 
 // One header entry {"dtype", "shape", "data_offsets"} checked against the data section size.
-bool parse_tensor_entry(const std::string& name, const JsonValue& entry, uint64_t data_len, TensorView* tensor,
-                        uint64_t* begin_out, uint64_t* end_out, std::string* error) {
+bool parse_tensor_entry(const std::string& name, const JsonValue& entry, uint64_t data_len, TensorInfo* tensor,
+                        std::string* error) {
     const std::string who = "tensor " + quoted(name);
     if (entry.type != JsonValue::Type::Object) return fail(error, who + ": header entry is not an object");
     const JsonValue* dtype = entry.find("dtype");
@@ -152,51 +151,68 @@ bool parse_tensor_entry(const std::string& name, const JsonValue& entry, uint64_
     uint64_t begin = uint64_t(offsets->array[0].integer);
     uint64_t end = uint64_t(offsets->array[1].integer);
     if (begin > end) return fail(error, who + ": data_offsets [" + u64(begin) + ", " + u64(end) + "] are inverted");
-    if (end > data_len)
+    if (data_len != kUnknownFileSize && end > data_len)
         return fail(error, who + ": data_offsets [" + u64(begin) + ", " + u64(end) +
                                "] run past the end of the data section (" + u64(data_len) + " bytes)");
     uint64_t expected_bytes = n_elements * dtype_size(tensor->dtype);
     if (end - begin != expected_bytes)
         return fail(error, who + ": data_offsets cover " + u64(end - begin) + " bytes, but shape and dtype " +
                                dtype->string + " need " + u64(expected_bytes));
+    // Over SIZE_MAX only in a 32-bit build with the file size unknown; such a tensor cannot match the config.
+    if (n_elements > uint64_t(SIZE_MAX)) return fail(error, who + ": shape element count overflows");
     tensor->name = name;
-    tensor->n_elements = size_t(n_elements);  // <= data_len, so it fits in size_t
-    *begin_out = begin;
-    *end_out = end;
+    tensor->n_elements = size_t(n_elements);
+    tensor->begin = begin;
+    tensor->end = end;
     return true;
 }
 
 }  // namespace
 
-bool parse_safetensors(const uint8_t* data, size_t len, SafetensorsFile* out, std::string* error) {
-    *out = SafetensorsFile();
-    if (len < 8) return fail(error, "file is " + u64(len) + " bytes, too short for the 8-byte header length");
-    if (starts_with_text(data))
-        return fail(error, "not a safetensors file: it starts with the text \"" + first_line(data, len) +
-                               "\" (an HTML error page or a Git LFS pointer instead of the weights?)");
-    uint64_t header_len = 0;
-    for (int i = 7; i >= 0; i--) header_len = (header_len << 8) | data[i];
-    if (header_len > kSafetensorsMaxHeaderBytes)
-        return fail(error, "header length " + u64(header_len) + " exceeds the " + u64(kSafetensorsMaxHeaderBytes) +
-                               "-byte limit");
-    if (header_len > uint64_t(len) - 8)
-        return fail(error, "header length " + u64(header_len) + " exceeds the file size (" + u64(len) + " bytes)");
+bool safetensors_length_ready(const uint8_t* data, size_t available) {
+    if (available < kSafetensorsLengthBytes) return false;
+    if (!starts_with_text(data) || available >= kSafetensorsQuotedTextBytes) return true;
+    return first_line(data, available).size() < available;  // the line ended before the bytes did
+}
 
-    const size_t bad_byte = first_invalid_utf8(data + 8, size_t(header_len));
+bool parse_safetensors_length(const uint8_t* data, size_t available, uint64_t file_size, uint64_t* header_len,
+                              std::string* error) {
+    if (starts_with_text(data))
+        return fail(error, "not a safetensors file: it starts with the text \"" + first_line(data, available) +
+                               "\" (an HTML error page or a Git LFS pointer instead of the weights?)");
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; i--) length = (length << 8) | data[i];
+    if (length > kSafetensorsMaxHeaderBytes)
+        return fail(error, "header length " + u64(length) + " exceeds the " + u64(kSafetensorsMaxHeaderBytes) +
+                               "-byte limit");
+    if (file_size != kUnknownFileSize && length > file_size - kSafetensorsLengthBytes)
+        return safetensors_ended_early(file_size, &length, error);
+    *header_len = length;
+    return true;
+}
+
+bool safetensors_ended_early(uint64_t file_size, const uint64_t* header_len, std::string* error) {
+    if (!header_len)
+        return fail(error, "file is " + u64(file_size) + " bytes, too short for the 8-byte header length");
+    return fail(error, "header length " + u64(*header_len) + " exceeds the file size (" + u64(file_size) + " bytes)");
+}
+
+bool safetensors_trailing_bytes(uint64_t data_bytes, uint64_t trailing, std::string* error) {
+    return fail(error, u64(trailing) + " trailing bytes after the tensor data (data_offsets end at " +
+                           u64(data_bytes - trailing) + ", the data section has " + u64(data_bytes) + " bytes)");
+}
+
+bool parse_safetensors_header(const uint8_t* data, size_t header_len, uint64_t data_len, SafetensorsHeader* out,
+                              std::string* error) {
+    *out = SafetensorsHeader();
+    const size_t bad_byte = first_invalid_utf8(data, header_len);
     if (bad_byte != header_len) return fail(error, "header is not valid UTF-8 (byte " + u64(bad_byte) + ")");
     JsonValue header;
     std::string json_error;
-    if (!parse_json(reinterpret_cast<const char*>(data + 8), size_t(header_len), &header, &json_error))
+    if (!parse_json(reinterpret_cast<const char*>(data), header_len, &header, &json_error))
         return fail(error, "header is not valid JSON: " + json_error);
     if (header.type != JsonValue::Type::Object) return fail(error, "header is not a JSON object");
 
-    const uint8_t* data_section = data + 8 + header_len;
-    const uint64_t data_len = uint64_t(len) - 8 - header_len;
-    struct Range {
-        uint64_t begin, end;
-        size_t tensor;
-    };
-    std::vector<Range> ranges;
     for (const auto& member : header.object) {
         if (member.first == "__metadata__") {
             if (member.second.type != JsonValue::Type::Object)
@@ -211,37 +227,36 @@ bool parse_safetensors(const uint8_t* data, size_t len, SafetensorsFile* out, st
         // duplicate names are already rejected by the JSON parser (duplicate key)
         if (has_control_character(member.first))
             return fail(error, "tensor name '" + printable(member.first) + "' contains a control character");
-        TensorView tensor;
-        uint64_t begin = 0, end = 0;
-        if (!parse_tensor_entry(member.first, member.second, data_len, &tensor, &begin, &end, error)) return false;
-        tensor.data = data_section + begin;
-        ranges.push_back({begin, end, out->tensors.size()});
+        TensorInfo tensor;
+        if (!parse_tensor_entry(member.first, member.second, data_len, &tensor, error)) return false;
         out->tensors.push_back(std::move(tensor));
     }
 
     // The data section must be exactly the tensors' bytes, back to back in some order: the format forbids
     // aliasing and holes (holes would let a file hide other content), and nothing may follow the last tensor.
     // Empty tensors hold no bytes, so their offsets only have to be in range.
-    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    std::vector<const TensorInfo*> by_offset;
+    for (const TensorInfo& tensor : out->tensors) by_offset.push_back(&tensor);
+    std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+        return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
     });
     uint64_t covered_end = 0;  // end of the non-empty ranges seen so far
-    const TensorView* covering = nullptr;
-    for (const Range& range : ranges) {
-        if (range.begin == range.end) continue;
-        const TensorView& tensor = out->tensors[range.tensor];
-        if (range.begin < covered_end)
-            return fail(error, "tensors " + quoted(covering->name) + " and " + quoted(tensor.name) +
+    const TensorInfo* covering = nullptr;
+    for (const TensorInfo* tensor : by_offset) {
+        if (tensor->begin == tensor->end) continue;
+        if (tensor->begin < covered_end)
+            return fail(error, "tensors " + quoted(covering->name) + " and " + quoted(tensor->name) +
                                    " have overlapping data_offsets");
-        if (range.begin > covered_end)
-            return fail(error, "the data section has a gap: bytes [" + u64(covered_end) + ", " + u64(range.begin) +
-                                   ") before tensor " + quoted(tensor.name) + " belong to no tensor");
-        covered_end = range.end;
-        covering = &tensor;
+        if (tensor->begin > covered_end)
+            return fail(error, "the data section has a gap: bytes [" + u64(covered_end) + ", " +
+                                   u64(tensor->begin) + ") before tensor " + quoted(tensor->name) +
+                                   " belong to no tensor");
+        covered_end = tensor->end;
+        covering = tensor;
     }
-    if (covered_end != data_len)
-        return fail(error, u64(data_len - covered_end) + " trailing bytes after the tensor data (data_offsets end at " +
-                               u64(covered_end) + ", the data section has " + u64(data_len) + " bytes)");
+    if (data_len != kUnknownFileSize && covered_end != data_len)
+        return safetensors_trailing_bytes(data_len, data_len - covered_end, error);
+    out->data_bytes = covered_end;
     return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpt2.h"
 #include "safetensors.h"
@@ -54,14 +55,65 @@ struct Weights {
     ~Weights();
 };
 
-// Checks every tensor name and shape against config (missing, extra and mis-shaped tensors are errors that
-// name the tensor), allocates, and converts; a NaN or infinite weight is an error naming the tensor and the
-// element. Errors start with "model.safetensors: " or "out of memory: ". int8 quantizes as described at
-// WeightFormat (gpt2.h).
-bool load_weights(const Config& config, const SafetensorsFile& file, WeightFormat format, Weights* out,
-                  std::string* error);
+// Where one parameter the engine expects goes inside Weights::memory, and how the file lays it out.
+struct ParameterSlot {
+    std::string name;            // without the optional "transformer." prefix, e.g. "h.3.mlp.c_fc.weight"
+    std::vector<int64_t> shape;  // as stored in the file: (rows, row length) or (length)
+    float** field;               // Weights field that points at layer 0 of this parameter (int8: its scales)
+    uint64_t offset;             // floats from the start of Weights::memory to this tensor (int8: to its scales)
+    bool first_layer;            // the tensor *field points at
+    bool transpose;              // Conv1D [in][out] -> [out][in]
+    bool quantized = false;      // int8 rows [out][in] with one float scale per row
+    int8_t** qfield = nullptr;   // int8: Weights field that points at layer 0's int8 values
+    uint64_t q_offset = 0;       // int8: bytes from the start of the int8 block to this tensor
+};
 
-// Reorders the five weight matrices of w (row-major after load_weights) into the kernels' panel layout, in
+// Every parameter of a config in one format and its place in the single allocation; depends on nothing else,
+// so the size is known before any byte of the file has arrived.
+struct WeightsLayout {
+    std::vector<ParameterSlot> slots;  // wte first, then wpe, the layers, ln_f
+    uint64_t n_floats = 0;             // float elements at the start of Weights::memory
+    uint64_t n_int8 = 0;               // int8 elements after the floats
+    uint64_t bytes() const { return n_floats * sizeof(float) + n_int8; }
+};
+
+// The layout of the parameters of config, with the slots' fields pointing into *w.
+WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w);
+
+// What the loader does with one tensor of the file.
+struct TensorRole {
+    enum class Kind {
+        ignored,    // a causal-mask buffer ("h.{i}.attn.bias" / "masked_bias"): the engine builds its own mask
+        parameter,  // converted into layout.slots[slot]
+        lm_head,    // compared with wte: the engine's LM head is always wte, so only a tied head is accepted
+    };
+    Kind kind = Kind::ignored;
+    size_t slot = 0;  // parameter: index into WeightsLayout::slots
+};
+
+// Matches the file's tensors to the layout by name and shape: missing, extra, duplicated and mis-shaped
+// tensors are errors naming the tensor. roles: one per header tensor, same order.
+bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors, const WeightsLayout& layout,
+                   std::vector<TensorRole>* roles, std::string* error);
+
+// The largest Weights::memory: one array, so at most PTRDIFF_MAX bytes (pointer differences inside it must be
+// defined); in wasm32 that is 2 GB, which is also the largest block its malloc can get from the heap.
+constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
+
+// Allocates Weights::memory for layout (checked, non-throwing: over kMaxWeightsBytes is out of memory) and
+// points the slots' fields into it. Errors start with "out of memory: ".
+bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error);
+
+// Conversion steps shared by the streaming converter (engine/weight_stream.cpp).
+
+// Index of the first NaN or infinity in v[0, n), or n.
+size_t first_non_finite(const float* v, size_t n);
+// The error for value, the element'th of the tensor (in file order). Returns false.
+bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error);
+// Symmetric per-row quantization of src (rows, cols): scale[r] = max|w| / 127, q = round(w / scale[r]).
+void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale);
+
+// Reorders the five weight matrices of w (row-major once converted) into the kernels' panel layout, in
 // place. "out of memory: ..." on failure.
 bool pack_weight_panels(const Config& config, Weights* w, std::string* error);
 

@@ -61,6 +61,22 @@ def _encode_tensor(name, array, dtype):
     return dtype, np.ascontiguousarray(data).tobytes()
 
 
+def _header_bytes(entries, metadata):
+    """The JSON header for entries [(name, dtype, shape, nbytes)] stored back to back in that order, padded so
+    the data section starts on an 8-byte boundary."""
+    header = {}
+    if metadata:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise TypeError("safetensors metadata must map str to str")
+        header["__metadata__"] = dict(metadata)
+    offset = 0
+    for name, st_dtype, shape, nbytes in entries:
+        header[name] = {"dtype": st_dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    return header_bytes + b" " * (-(8 + len(header_bytes)) % HEADER_ALIGNMENT)
+
+
 def save_safetensors(path, tensors, metadata=None, dtype=None):
     """Writes `tensors` (name -> np.ndarray) to `path`.
 
@@ -68,26 +84,37 @@ def save_safetensors(path, tensors, metadata=None, dtype=None):
     "BF16" converts every tensor to that type (round to nearest even). `metadata` is an optional
     str -> str dict stored as "__metadata__".
     """
-    header = {}
-    if metadata:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise TypeError("safetensors metadata must map str to str")
-        header["__metadata__"] = dict(metadata)
-    chunks = []
-    offset = 0
+    entries, chunks = [], []
     for name in sorted(tensors):
         array = np.asarray(tensors[name])
         st_dtype, data = _encode_tensor(name, array, dtype)
-        header[name] = {"dtype": st_dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        entries.append((name, st_dtype, array.shape, len(data)))
         chunks.append(data)
-        offset += len(data)
-    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    header_bytes += b" " * (-(8 + len(header_bytes)) % HEADER_ALIGNMENT)
+    header_bytes = _header_bytes(entries, metadata)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(header_bytes)))
         f.write(header_bytes)
         for data in chunks:
+            f.write(data)
+
+
+def save_safetensors_one_at_a_time(path, shapes, make_tensor, dtype, metadata=None):
+    """Writes the tensors named in `shapes` (name -> shape), in name order like save_safetensors, calling
+    make_tensor(name) for each only when it is written, so that one tensor at a time is in memory: for models
+    of several GB. dtype: "F32", "F16" or "BF16"."""
+    names = sorted(shapes)
+    entries = [(name, dtype, shapes[name], int(np.prod(shapes[name], dtype=np.int64)) * BYTES_PER_ELEMENT[dtype])
+               for name in names]
+    header_bytes = _header_bytes(entries, metadata)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)))
+        f.write(header_bytes)
+        for name, _, shape, nbytes in entries:
+            array = np.asarray(make_tensor(name))
+            if tuple(array.shape) != tuple(shape):
+                raise ValueError(f"{name}: made shape {array.shape}, declared {tuple(shape)}")
+            _, data = _encode_tensor(name, array, dtype)
+            assert len(data) == nbytes
             f.write(data)
 
 

@@ -20,18 +20,35 @@ using emscripten::val;
 
 namespace {
 
-// Weights of one model. JS has written model.safetensors into the wasm heap at weights_ptr (so the
-// download is never copied in JS); the engine converts it into its own layout, after which JS frees it.
-class WasmModel {
+// model.safetensors arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into a small
+// staging block of the heap and calls feed(ptr, len), so the file is never held whole, in JS or in the heap.
+class WasmModelLoader {
    public:
-    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len)
-        : WasmModel(config_json, weights_ptr, weights_len, false) {}
-    // int8: quantize the weight matrices and the LM head on load (gpt2::WeightFormat::int8)
-    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len, bool int8) {
+    // file_size: the file's length in bytes, or -1 when unknown (no Content-Length). int8: quantize the weight
+    // matrices and the LM head on load (gpt2::WeightFormat::int8).
+    WasmModelLoader(const std::string& config_json, bool int8, double file_size)
+        : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(), options(int8),
+                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {}
+
+    bool ok() const { return !loader_.failed(); }
+    const std::string& error() const { return loader_.error(); }
+    bool feed(uintptr_t ptr, size_t len) { return loader_.feed(reinterpret_cast<const uint8_t*>(ptr), len); }
+    gpt2::ModelLoader& loader() { return loader_; }
+
+   private:
+    static gpt2::LoadOptions options(bool int8) {
         gpt2::LoadOptions options;
         options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
-        model_ = gpt2::load_model(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
-                                  reinterpret_cast<const uint8_t*>(weights_ptr), weights_len, options, &error_);
+        return options;
+    }
+    gpt2::ModelLoader loader_;
+};
+
+// Weights of one model, made by the loader once the whole file has been fed.
+class WasmModel {
+   public:
+    explicit WasmModel(WasmModelLoader& loader) : model_(loader.loader().finish()) {
+        if (!model_) error_ = loader.error();
     }
 
     bool ok() const { return model_ != nullptr; }
@@ -143,8 +160,9 @@ class WasmSession {
 };
 
 // Bytes currently allocated by malloc: lets tests check that create/dispose cycles leak nothing
-// (the wasm memory itself never shrinks, so its size cannot tell).
-double heap_used_bytes() { return double(mallinfo().uordblks); }
+// (the wasm memory itself never shrinks, so its size cannot tell). mallinfo's fields are int: read as unsigned,
+// they stay right up to the 4 GB heap (GPT-2 1.5B as int8 with its KV cache uses over 2 GB).
+double heap_used_bytes() { return double(static_cast<unsigned>(mallinfo().uordblks)); }
 
 // One streaming read of the floats in a malloc'ed block: tools/bench.mjs times it over as many bytes as the
 // model's weights as the memory-bandwidth ceiling of a decode step, in the same binary as the engine.
@@ -156,9 +174,14 @@ double stream_read(uintptr_t ptr, size_t bytes) {
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
+    emscripten::class_<WasmModelLoader>("ModelLoader")
+        .constructor<const std::string&, bool, double>()
+        .function("ok", &WasmModelLoader::ok)
+        .function("error", &WasmModelLoader::error)
+        .function("feed", &WasmModelLoader::feed);
+
     emscripten::class_<WasmModel>("Model")
-        .constructor<const std::string&, uintptr_t, size_t>()
-        .constructor<const std::string&, uintptr_t, size_t, bool>()
+        .constructor<WasmModelLoader&>()
         .function("ok", &WasmModel::ok)
         .function("error", &WasmModel::error)
         .function("config", &WasmModel::config)

@@ -104,7 +104,7 @@ export class Engine {
     }
   }
 
-  // A buffer in the wasm heap that downloads are written into; see HeapBuffer.
+  // A fixed block of the wasm heap (the loader's staging block; the benchmark's bandwidth probe).
   allocate(capacity) {
     return new HeapBuffer(this, capacity);
   }
@@ -114,58 +114,116 @@ export class Engine {
     return this.call((module) => module.heapUsedBytes());
   }
 
-  // configJson: the text of config.json; weights: a HeapBuffer holding model.safetensors (the caller still
-  // frees it) or a Uint8Array (copied into the heap for the duration of the call).
+  // A loader that takes model.safetensors piece by piece (EngineModelLoader below). configJson: the text of
+  // config.json, checked at once (as is whether the weights can fit the heap at all). fileSize: the file's
+  // exact length when certain, so that the header is checked against it as soon as it arrives; otherwise the
+  // tensors' extent is checked against the bytes fed when the file ends.
   // options.weights: 'fp32' (default) or 'int8' (the weight matrices and the LM head quantized on load: about a
   // quarter of the memory, logits within a few tenths of a standard deviation of fp32).
-  createModel(configJson, weights, { weights: format = 'fp32' } = {}) {
+  createModelLoader(configJson, { weights: format = 'fp32', fileSize = null } = {}) {
     const int8 = weightFormatIsInt8(format);
-    if (weights instanceof HeapBuffer) return this.#createModelFromHeap(configJson, weights, int8);
-    const buffer = this.allocate(weights.byteLength);
-    try {
-      buffer.write(weights);
-      return this.#createModelFromHeap(configJson, buffer, int8);
-    } finally {
-      buffer.free();
-    }
-  }
-
-  #createModelFromHeap(configJson, buffer, int8) {
-    const handle = this.call((module) => new module.Model(configJson, buffer.ptr, buffer.length, int8));
+    const handle = this.call((module) => new module.ModelLoader(configJson, int8, fileSize ?? -1));
     if (!handle.ok()) {
       const message = handle.error();
       handle.delete();
       throw new Error(message);
     }
-    return new EngineModel(this, handle);
+    return new EngineModelLoader(this, handle, fileSize);
+  }
+
+  // The whole file at once (an ArrayBuffer or a view of its bytes): one loader fed in staging-sized pieces.
+  createModel(configJson, weights, { weights: format = 'fp32' } = {}) {
+    const bytes = ArrayBuffer.isView(weights) ? new Uint8Array(weights.buffer, weights.byteOffset, weights.byteLength) : new Uint8Array(weights);
+    const loader = this.createModelLoader(configJson, { weights: format, fileSize: bytes.byteLength });
+    try {
+      loader.feed(bytes);
+      return loader.finish();
+    } finally {
+      loader.dispose();
+    }
   }
 }
 
-// malloc'ed bytes in the wasm heap, filled chunk by chunk. Capacity grows geometrically when the final size
-// is unknown (no Content-Length). Pointers are kept unsigned: the heap may exceed 2 GB.
+// Each piece fed to the engine is copied into one staging block of the heap, at most this large: the heap never
+// holds more of the file than that (the engine converts every piece before the next is copied).
+const STAGING_BYTES = 4 << 20;
+
+// model.safetensors fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw the engine's message
+// ("model.safetensors: ...", "out of memory: ..."); after one, the loader only needs dispose().
+export class EngineModelLoader {
+  #engine;
+  #handle;
+  #staging;
+
+  constructor(engine, handle, fileSize) {
+    this.#engine = engine;
+    this.#handle = handle;
+    try {
+      this.#staging = engine.allocate(Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES)));
+    } catch (error) {
+      this.dispose();
+      throw error;
+    }
+  }
+
+  // bytes: the next bytes of the file (Uint8Array).
+  feed(bytes) {
+    const handle = this.#live();
+    const capacity = this.#staging.capacity;
+    for (let offset = 0; offset < bytes.byteLength; offset += capacity) {
+      const piece = bytes.subarray(offset, offset + capacity);
+      this.#staging.set(piece);
+      if (!this.#engine.call(() => handle.feed(this.#staging.ptr, piece.byteLength))) throw new Error(handle.error());
+    }
+  }
+
+  // The end of the file -> EngineModel (throws when the file is incomplete or invalid).
+  finish() {
+    const handle = this.#engine.call((module) => new module.Model(this.#live()));
+    if (!handle.ok()) {
+      const message = handle.error();
+      handle.delete();
+      throw new Error(message);
+    }
+    return new EngineModel(this.#engine, handle);
+  }
+
+  dispose() {
+    this.#staging?.free();
+    this.#staging = null;
+    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
+    this.#handle = null;
+  }
+
+  #live() {
+    if (!this.#handle) throw new Error('the model loader was disposed');
+    return this.#handle;
+  }
+}
+
+// capacity malloc'ed bytes in the wasm heap. Pointers are kept unsigned: the heap may exceed 2 GB.
 export class HeapBuffer {
   #engine;
   ptr = 0;
   capacity = 0;
-  length = 0;
 
   constructor(engine, capacity) {
-    this.#engine = engine;
-    this.#reallocate(Math.max(1, capacity));
-  }
-
-  write(bytes) {
-    if (this.ptr === 0) throw new Error('HeapBuffer: already freed');
-    if (this.length + bytes.byteLength > this.capacity) {
-      this.#reallocate(Math.max(this.length + bytes.byteLength, Math.ceil(this.capacity * 1.5)));
+    // malloc takes a 32-bit size: a larger request would wrap around to a small one.
+    const ptr = capacity < 2 ** 32 ? engine.call((module) => module._malloc(capacity) >>> 0) : 0;
+    if (ptr === 0) {
+      throw new Error(`out of memory: cannot allocate ${capacity} bytes in the WebAssembly heap (4 GB at most)`);
     }
-    // Read HEAPU8 now: any malloc may have grown the memory and replaced the view.
-    this.#engine.call((module) => module.HEAPU8.set(bytes, this.ptr + this.length));
-    this.length += bytes.byteLength;
+    this.#engine = engine;
+    this.ptr = ptr;
+    this.capacity = capacity;
   }
 
-  bytes(begin, end) {
-    return this.#engine.call((module) => module.HEAPU8.slice(this.ptr + begin, this.ptr + Math.min(end, this.length)));
+  // Copies bytes (at most capacity) to the start of the block.
+  set(bytes) {
+    if (this.ptr === 0) throw new Error('HeapBuffer: already freed');
+    if (bytes.byteLength > this.capacity) throw new RangeError(`HeapBuffer: ${bytes.byteLength} bytes do not fit in ${this.capacity}`);
+    // Read HEAPU8 now: any malloc may have grown the memory and replaced the view.
+    this.#engine.call((module) => module.HEAPU8.set(bytes, this.ptr));
   }
 
   free() {
@@ -173,22 +231,6 @@ export class HeapBuffer {
     const ptr = this.ptr;
     this.ptr = 0;
     if (!this.#engine.aborted) this.#engine.call((module) => module._free(ptr));
-  }
-
-  #reallocate(capacity) {
-    // malloc takes a 32-bit size: a larger request would wrap around to a small one.
-    const ptr = capacity < 2 ** 32 ? this.#engine.call((module) => module._malloc(capacity) >>> 0) : 0;
-    if (ptr === 0) {
-      throw new Error(`out of memory: cannot allocate ${capacity} bytes in the WebAssembly heap (4 GB at most)`);
-    }
-    if (this.ptr !== 0) {
-      this.#engine.call((module) => {
-        module.HEAPU8.copyWithin(ptr, this.ptr, this.ptr + this.length);
-        module._free(this.ptr);
-      });
-    }
-    this.ptr = ptr;
-    this.capacity = capacity;
   }
 }
 

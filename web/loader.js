@@ -1,8 +1,9 @@
 // Loads a model folder in the Hugging Face layout (config.json, model.safetensors, vocab.json, merges.txt)
 // from a base URL, from local File/Blob/ArrayBuffer objects, or (Node) from a folder path, and creates the
-// engine model from it. The weights stream chunk by chunk straight into the wasm heap, so no second copy of
-// them is kept in JS. In browsers, downloads that completed and loaded are kept with the Cache API; nothing
-// incomplete or invalid is ever stored. Plain ES module; Node-only modules are imported in Node branches.
+// engine model from it. model.safetensors streams chunk by chunk into the engine's loader, which converts each
+// tensor as it arrives: the file is never held whole, in JS or in the wasm heap. In browsers, downloads are
+// copied into the Cache API as they stream, and the copies are completed only once the model has loaded;
+// nothing incomplete or invalid is ever stored. Plain ES module; Node-only modules are imported in Node branches.
 
 import { weightFormatIsInt8 } from './engine.js';
 
@@ -16,7 +17,7 @@ export const CACHE_NAME = 'gpt2-wasm-models-v1';
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const PROGRESS_INTERVAL_MS = 100;
-const NODE_READ_CHUNK_BYTES = 16 << 20;
+const NODE_READ_CHUNK_BYTES = 4 << 20;
 const SAFETENSORS_MAX_HEADER_BYTES = 100 << 20;
 
 // kind: 'network' (connection, CORS, interrupted download), 'http' (error status), 'missing' (no such local
@@ -33,50 +34,45 @@ export class ModelLoadError extends Error {
 // -> { model: EngineModel, vocab (object) | null, merges (string) | null }
 // source: base URL (string or URL), Node folder path, { config, weights, vocab, merges } of File/Blob/
 // ArrayBuffer/typed arrays, or an array/FileList of Files matched by name. withTokenizer: false skips
-// vocab.json and merges.txt (models used with token ids only). weights: 'fp32' or 'int8' (Engine.createModel).
+// vocab.json and merges.txt (models used with token ids only). weights: 'fp32' or 'int8' (Engine.createModelLoader).
 export async function loadEngineModel(engine, source, { onProgress, signal, withTokenizer = true, weights = 'fp32' } = {}) {
   weightFormatIsInt8(weights);  // validated before any download
   const files = await openModelFiles(source);
-  const names = withTokenizer ? ['config', 'vocab', 'merges', 'weights'] : ['config', 'weights'];
-  const context = { engine, onProgress, signal };
-  const loaded = {};
+  const context = { onProgress, signal, cacheCopies: [] };
   try {
-    for (const key of names) loaded[key] = await readModelFile(files[key], key, context);
-    const vocab = loaded.vocab ? parseJson(MODEL_FILES.vocab, loaded.vocab) : null;
-    const merges = loaded.merges ? decodeText(MODEL_FILES.merges, loaded.merges) : null;
-    const model = await createModel(engine, loaded, files, weights);
-    await files.store?.(loaded);
+    const text = {};
+    for (const key of withTokenizer ? ['config', 'vocab', 'merges'] : ['config']) {
+      text[key] = await readModelFile(files[key], context, (total) => new BytesSink(files[key].name, total));
+    }
+    parseJson(MODEL_FILES.config, text.config);  // names the file when it is not JSON at all
+    const configJson = decodeText(MODEL_FILES.config, text.config);
+    const vocab = text.vocab ? parseJson(MODEL_FILES.vocab, text.vocab) : null;
+    const merges = text.merges ? decodeText(MODEL_FILES.merges, text.merges) : null;
+    const model = await readModelFile(files.weights, context,
+      (total) => new WeightsSink(engine, files.weights.name, total, configJson, weights));
+    await commitCacheCopies(context.cacheCopies);
     return { model, vocab, merges };
-  } finally {
-    loaded.weights?.free();
-  }
-}
-
-async function createModel(engine, loaded, files, weights) {
-  parseJson(MODEL_FILES.config, loaded.config);  // names the file when it is not JSON at all
-  try {
-    return engine.createModel(decodeText(MODEL_FILES.config, loaded.config), loaded.weights, { weights });
   } catch (error) {
-    if (error.name === 'EngineAbortedError') throw error;
-    await files.evict?.();
-    // The engine's messages start with the file they are about.
-    const [, file = 'model files', detail = error.message] = /^(config\.json|model\.safetensors): (.*)$/s.exec(error.message) ?? [];
-    throw new ModelLoadError(file, 'invalid', detail);
+    for (const copy of context.cacheCopies) copy.discard();
+    if (error.kind === 'invalid') await files.evict?.();  // a cached file may be the bad one
+    throw error;
   }
 }
 
-// ---- reading one file into memory (text files) or the wasm heap (weights) ----
+// ---- reading one file into memory (text files) or into the engine's loader (weights) ----
 
-// file: { name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel() } }
-async function readModelFile(file, key, { engine, onProgress, signal }) {
+// file: { name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(), cacheCopy } }
+// createSink(total): where the bytes go ({ write(chunk), length, finish() -> result, discard() }).
+async function readModelFile(file, { onProgress, signal, cacheCopies }, createSink) {
   throwIfAborted(signal, file.name);
-  const { total, chunks, cancel } = await file.open(signal);
+  const { total, chunks, cancel, cacheCopy } = await file.open(signal);
   let sink;
   try {
-    sink = key === 'weights' ? new WeightsSink(engine, file.name, total) : new BytesSink(file.name, total);
+    sink = createSink(total);
     const progress = new ProgressReporter(file.name, total, onProgress);
     for await (const chunk of readChunks(chunks, file.name, signal, () => `${sink.length} of ${total ?? '?'} bytes`)) {
       sink.write(chunk);
+      await cacheCopy?.write(chunk);
       progress.update(sink.length);
       throwIfAborted(signal, file.name);
     }
@@ -86,9 +82,11 @@ async function readModelFile(file, key, { engine, onProgress, signal }) {
     }
     const result = sink.finish();
     progress.done(sink.length);
+    if (cacheCopy) cacheCopies.push(cacheCopy);
     return result;
   } catch (error) {
     sink?.discard();
+    cacheCopy?.discard();
     cancel();
     throw error;
   }
@@ -142,47 +140,67 @@ class BytesSink {
   }
 }
 
-// Streams model.safetensors into a HeapBuffer sized from the known length (or grown as bytes arrive),
-// checking the safetensors header as soon as its first bytes are in.
+// Feeds model.safetensors to the engine's loader (Engine.createModelLoader) as it arrives; finish() makes the
+// model. The first 9 bytes are checked here before the engine sees them, for the friendlier messages below.
 class WeightsSink {
   #name;
-  #buffer;
+  #total;
+  #loader;
   #head = new Uint8Array(9);
   #headLength = 0;
+  length = 0;
 
-  constructor(engine, name, total) {
+  constructor(engine, name, total, configJson, format) {
     this.#name = name;
+    this.#total = total;
     if (total !== null && total < 9) throw new ModelLoadError(name, 'invalid', `not a safetensors file (${total} bytes)`);
-    this.#buffer = engine.allocate(total ?? 1 << 20);
-  }
-
-  get length() {
-    return this.#buffer.length;
+    // Without fileSize: a Content-Length may be wrong (a cut or lying server), which must stay a network error
+    // (see readModelFile), not become a header that disagrees with the file; the engine checks the tensors'
+    // extent against the bytes that arrived when the file ends.
+    this.#loader = engineCall(() => engine.createModelLoader(configJson, { weights: format }));
   }
 
   write(chunk) {
-    this.#collectHead(chunk);
-    this.#buffer.write(chunk);
+    this.length += chunk.byteLength;
+    let rest = chunk;
+    if (this.#headLength < 9) {
+      const take = chunk.subarray(0, 9 - this.#headLength);
+      this.#head.set(take, this.#headLength);
+      this.#headLength += take.byteLength;
+      if (this.#headLength < 9) return;
+      checkSafetensorsHeader(this.#name, this.#head, this.#total);
+      engineCall(() => this.#loader.feed(this.#head));
+      rest = chunk.subarray(take.byteLength);
+    }
+    engineCall(() => this.#loader.feed(rest));
   }
 
   finish() {
-    if (this.#headLength < 9) {
-      throw new ModelLoadError(this.#name, 'invalid', `not a safetensors file (${this.#buffer.length} bytes)`);
+    if (this.#headLength < 9) throw new ModelLoadError(this.#name, 'invalid', `not a safetensors file (${this.length} bytes)`);
+    try {
+      return engineCall(() => this.#loader.finish());
+    } finally {
+      this.#loader.dispose();
     }
-    checkSafetensorsHeader(this.#name, this.#head, this.#buffer.length);
-    return this.#buffer;
   }
 
   discard() {
-    this.#buffer.free();
+    this.#loader.dispose();
   }
+}
 
-  #collectHead(chunk) {
-    if (this.#headLength >= 9) return;
-    const take = chunk.subarray(0, 9 - this.#headLength);
-    this.#head.set(take, this.#headLength);
-    this.#headLength += take.byteLength;
-    if (this.#headLength === 9) checkSafetensorsHeader(this.#name, this.#head, null);
+// Runs fn, turning the engine's errors into load errors. Its messages start with the file they are about, or
+// with "out of memory: " (not the file's fault: a plain Error, and nothing is evicted from the cache).
+function engineCall(fn) {
+  try {
+    return fn();
+  } catch (error) {
+    if (error.name === 'EngineAbortedError') throw error;
+    if (error.message.startsWith('out of memory: ') && !error.message.includes('WebAssembly heap')) {
+      throw new Error(`${error.message} (the WebAssembly heap holds 4 GB at most, and one allocation 2 GB)`, { cause: error });
+    }
+    const [, file = 'model files', detail = error.message] = /^(config\.json|model\.safetensors): (.*)$/s.exec(error.message) ?? [];
+    throw new ModelLoadError(file, 'invalid', detail, { cause: error });
   }
 }
 
@@ -287,7 +305,6 @@ function openUrlFolder(baseUrl) {
   const files = {};
   for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = urlFile(name, new URL(name, baseUrl).href);
   const urls = Object.values(files).map((file) => file.url);
-  files.store = (loaded) => storeInCache(files, loaded);
   files.evict = () => evictFromCache(urls);
   return files;
 }
@@ -297,8 +314,11 @@ function urlFile(name, url) {
     name,
     url,
     open: async (signal) => {
-      const cached = await matchCache(url);
-      return responseBody(name, url, cached ?? (await fetchFile(name, url, signal)));
+      const cache = await openCache();
+      const cached = await cache?.match(url);
+      if (cached) return responseBody(name, url, cached);
+      const body = responseBody(name, url, await fetchFile(name, url, signal));
+      return { ...body, cacheCopy: cache ? new CacheCopy(cache, url, body.total) : null };
     },
   };
 }
@@ -356,39 +376,70 @@ async function openCache() {
   }
 }
 
-async function matchCache(url) {
-  const cache = await openCache();
-  return (await cache?.match(url)) ?? null;
-}
+// A downloaded file on its way into the Cache API: each chunk is handed to cache.put() as it arrives, and the
+// put's body is closed, completing the put, only once the whole model has loaded (commit); on any failure it
+// is errored (discard), which makes the put fail, so an incomplete or invalid file is never stored.
+// Why this way: storing after the load would need the file a second time, either kept whole in JS (what
+// streaming into the engine avoids) or downloaded again; ReadableStream.tee() would queue without bound
+// whatever the slower reader has not taken. Here the download waits while more than CACHE_QUEUE_BYTES are
+// queued for the cache, so JS holds at most that much of the file, whatever the speed of the storage.
+const CACHE_QUEUE_BYTES = 8 << 20;
 
-// Stores only files that downloaded completely and made a valid model. The weights are streamed to the
-// cache from the heap in slices rather than copied into one JS buffer.
-async function storeInCache(files, loaded) {
-  const cache = await openCache();
-  if (!cache) return;
-  try {
-    for (const key of Object.keys(loaded)) {
-      const url = files[key].url;
-      if (await cache.match(url)) continue;
-      const body = key === 'weights' ? heapStream(loaded.weights) : loaded[key];
-      const headers = { 'Content-Length': String(loaded[key].length), 'Content-Type': 'application/octet-stream' };
-      await cache.put(url, new Response(body, { headers }));
-    }
-  } catch (error) {
-    console.warn(`gpt2-wasm: could not cache the model files: ${error.message}`);  // e.g. quota exceeded
+class CacheCopy {
+  #controller;
+  #open = true;  // chunks may still be enqueued
+  #wake = null;  // resolves the download's wait for the cache to take queued chunks
+  #stored;       // Promise of null (stored) or the put's error
+
+  constructor(cache, url, total) {
+    const body = new ReadableStream({
+      start: (controller) => {
+        this.#controller = controller;
+      },
+      pull: () => this.#resume(),
+      cancel: () => this.#stop(),  // the cache stopped reading (e.g. the quota ran out)
+    }, new ByteLengthQueuingStrategy({ highWaterMark: CACHE_QUEUE_BYTES }));
+    const headers = { 'Content-Type': 'application/octet-stream', ...(total !== null && { 'Content-Length': String(total) }) };
+    this.#stored = cache.put(url, new Response(body, { headers })).then(() => null, (error) => {
+      this.#stop();
+      return error;
+    });
+  }
+
+  async write(chunk) {
+    if (!this.#open) return;
+    this.#controller.enqueue(chunk);
+    while (this.#open && this.#controller.desiredSize <= 0) await new Promise((resolve) => (this.#wake = resolve));
+  }
+
+  // The model loaded: complete the put. -> Promise of null or the error that kept the file out of the cache.
+  commit() {
+    if (this.#open) this.#controller.close();
+    this.#open = false;
+    return this.#stored;
+  }
+
+  discard() {
+    if (this.#open) this.#controller.error(new Error('not stored: the model did not load'));
+    this.#stop();
+  }
+
+  #stop() {
+    this.#open = false;
+    this.#resume();
+  }
+
+  #resume() {
+    this.#wake?.();
+    this.#wake = null;
   }
 }
 
-function heapStream(heapBuffer, sliceBytes = 4 << 20) {
-  let offset = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (offset >= heapBuffer.length) return controller.close();
-      const end = Math.min(offset + sliceBytes, heapBuffer.length);
-      controller.enqueue(heapBuffer.bytes(offset, end));
-      offset = end;
-    },
-  });
+// Completes the cache copies of a model that loaded; a storage failure (e.g. a full quota) costs only the
+// caching, with one warning.
+async function commitCacheCopies(copies) {
+  const failure = (await Promise.all(copies.map((copy) => copy.commit()))).find((error) => error !== null);
+  if (failure) console.warn(`gpt2-wasm: could not cache the model files: ${failure.message}`);
 }
 
 async function evictFromCache(urls) {
@@ -433,7 +484,7 @@ function toBytes(object, name) {
   throw new ModelLoadError(name, 'invalid', `expected a File, Blob, ArrayBuffer or typed array, got ${typeof object}`);
 }
 
-// Node: a folder path, read in chunks of NODE_READ_CHUNK_BYTES that the sink copies into the heap.
+// Node: a folder path, read in chunks of NODE_READ_CHUNK_BYTES (the size of the engine's staging block).
 async function openNodeFolder(folder) {
   const [fs, path] = await Promise.all([import('node:fs'), import('node:path')]);
   const files = {};

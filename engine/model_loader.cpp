@@ -1,0 +1,174 @@
+// ModelLoader (gpt2.h): model.safetensors as a stream, in three stages: the 8-byte header length, the JSON
+// header (parsed, checked against the config, then the weights are allocated), the tensor data (converted by
+// WeightStream as it arrives).
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "config.h"
+#include "gpt2.h"
+#include "safetensors.h"
+#include "weight_stream.h"
+#include "weights.h"
+
+namespace gpt2 {
+
+struct LoaderState {
+    enum class Stage { length, header, data };
+    Stage stage = Stage::length;
+    Config config{};
+    WeightFormat format = WeightFormat::fp32;
+    uint64_t file_size = ModelLoader::kUnknownFileSize;  // as announced by the caller
+
+    uint8_t front[kSafetensorsQuotedTextBytes];  // the first bytes: the header length (a text file: its first line)
+    size_t front_fill = 0;                       // bytes of front received
+    uint64_t header_len = 0;                     // from the length stage
+    std::unique_ptr<uint8_t, decltype(&std::free)> header_bytes{nullptr, &std::free};  // (header_len) the JSON
+    size_t header_fill = 0;                      // bytes of header_bytes received
+
+    std::unique_ptr<Weights> weights;  // allocated after the header has been checked
+    WeightsLayout layout;              // where each parameter goes in *weights (fixed by the config)
+    SafetensorsHeader header;          // the parsed header
+    std::vector<TensorRole> roles;     // (header.tensors) what becomes of each tensor
+    WeightStream stream;               // the data stage's conversion
+};
+
+namespace {
+
+bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
+    *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    return false;
+}
+
+// The header is complete: parse and check it, allocate the weights, start the data stage.
+bool start_data(LoaderState& state, std::string* error) {
+    const uint64_t data_bytes = state.file_size == ModelLoader::kUnknownFileSize
+                                    ? kUnknownFileSize
+                                    : state.file_size - kSafetensorsLengthBytes - state.header_len;
+    if (!parse_safetensors_header(state.header_bytes.get(), size_t(state.header_len), data_bytes, &state.header, error))
+        return false;
+    state.header_bytes.reset();
+    if (!match_tensors(state.config, state.header.tensors, state.layout, &state.roles, error)) return false;
+    // The small conversion buffers first, while the heap has room: then the weights are the allocation that
+    // grows a wasm heap, which grows by about what is asked (and never shrinks).
+    if (!state.stream.init(state.config, state.format, state.header, state.roles, state.layout, state.weights.get(),
+                           error))
+        return false;
+    if (!allocate_weights(state.layout, state.format, state.weights.get(), error)) return false;
+    state.stage = LoaderState::Stage::data;
+    return true;
+}
+
+// The length stage: gathers the first bytes into state.front. Returns the bytes used.
+size_t feed_length(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
+    // 8 bytes, then (a text file) up to the end of its first line for the message
+    const size_t want = state.front_fill < kSafetensorsLengthBytes ? kSafetensorsLengthBytes : kSafetensorsQuotedTextBytes;
+    const size_t used = n < want - state.front_fill ? n : want - state.front_fill;
+    std::memcpy(state.front + state.front_fill, bytes, used);
+    state.front_fill += used;
+    if (!safetensors_length_ready(state.front, state.front_fill)) return used;
+    if (!parse_safetensors_length(state.front, state.front_fill, state.file_size, &state.header_len, error)) return used;
+    // + 1: an empty header, which is invalid JSON, still gets a buffer to be parsed from
+    state.header_bytes.reset(static_cast<uint8_t*>(std::malloc(size_t(state.header_len) + 1)));
+    if (!state.header_bytes) {
+        out_of_memory(state.header_len, "the safetensors header", error);
+        return used;
+    }
+    state.stage = LoaderState::Stage::header;
+    if (state.header_len == 0) start_data(state, error);  // complete already
+    return used;
+}
+
+// The header stage. Returns the bytes used.
+size_t feed_header(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
+    const uint64_t missing = state.header_len - state.header_fill;
+    const size_t used = n < missing ? n : size_t(missing);
+    std::memcpy(state.header_bytes.get() + state.header_fill, bytes, used);
+    state.header_fill += used;
+    if (state.header_fill == state.header_len) start_data(state, error);
+    return used;
+}
+
+}  // namespace
+
+ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
+                         uint64_t file_size)
+    : state_(new (std::nothrow) LoaderState()) {
+    if (!state_) {
+        out_of_memory(sizeof(LoaderState), "the model loader", &error_);
+        return;
+    }
+    state_->weights.reset(new (std::nothrow) Weights());
+    if (!state_->weights) {
+        out_of_memory(sizeof(Weights), "the model", &error_);
+        return;
+    }
+    if (!parse_config(config_json, config_len, &state_->config, &error_)) return;
+    state_->format = options.format;
+    state_->file_size = file_size;
+    state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
+    // Refused before any download: weights that cannot be one array here (see allocate_weights).
+    if (state_->layout.bytes() > kMaxWeightsBytes) out_of_memory(state_->layout.bytes(), "the weights", &error_);
+}
+
+ModelLoader::~ModelLoader() = default;
+
+bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
+    if (failed()) return false;
+    if (!state_) {
+        error_ = "model.safetensors: bytes fed after finish()";
+        return false;
+    }
+    LoaderState& state = *state_;
+    if (state.file_size != kUnknownFileSize && n > state.file_size - bytes_fed_) {
+        error_ = "model.safetensors: more bytes arrived than the announced file size (" +
+                 std::to_string(state.file_size) + " bytes)";
+        return false;
+    }
+    bytes_fed_ += n;
+    while (n > 0 && !failed()) {
+        size_t used = n;
+        switch (state.stage) {
+            case LoaderState::Stage::length: used = feed_length(state, bytes, n, &error_); break;
+            case LoaderState::Stage::header: used = feed_header(state, bytes, n, &error_); break;
+            case LoaderState::Stage::data: state.stream.consume(bytes, n, &error_); break;
+        }
+        bytes += used;
+        n -= used;
+    }
+    return !failed();
+}
+
+std::unique_ptr<Model> ModelLoader::finish() {
+    if (!state_ && !failed()) error_ = "model.safetensors: finish() called twice";
+    if (failed()) {
+        state_.reset();
+        return nullptr;
+    }
+    std::unique_ptr<LoaderState> state = std::move(state_);
+    switch (state->stage) {
+        case LoaderState::Stage::length:
+            if (state->front_fill < kSafetensorsLengthBytes)
+                safetensors_ended_early(bytes_fed_, nullptr, &error_);
+            else  // a short text file, which this rejects
+                parse_safetensors_length(state->front, state->front_fill, state->file_size, &state->header_len, &error_);
+            return nullptr;
+        case LoaderState::Stage::header:
+            safetensors_ended_early(bytes_fed_, &state->header_len, &error_);
+            return nullptr;
+        case LoaderState::Stage::data:
+            if (!state->stream.finish(&error_)) return nullptr;
+            break;
+    }
+    if (!pack_weight_panels(state->config, state->weights.get(), &error_)) return nullptr;
+    std::unique_ptr<Model> model(new (std::nothrow) Model());
+    if (!model) {
+        out_of_memory(sizeof(Model), "the model", &error_);
+        return nullptr;
+    }
+    model->config_ = state->config;
+    model->weights_ = std::move(state->weights);
+    return model;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,179 @@
+#include "weight_stream.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gpt2 {
+
+namespace {
+
+const size_t kBlockRows = 16;
+
+bool fail(std::string* error, const std::string& message) {
+    if (error) *error = "model.safetensors: " + message;
+    return false;
+}
+
+bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
+    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    return false;
+}
+
+// malloc that cannot wrap a 64-bit size into a small 32-bit one (wasm).
+void* allocate(uint64_t bytes) { return bytes > uint64_t(SIZE_MAX) ? nullptr : std::malloc(size_t(bytes)); }
+
+}  // namespace
+
+bool WeightStream::init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
+                        const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w,
+                        std::string* error) {
+    header_ = &header;
+    roles_ = &roles;
+    layout_ = &layout;
+    weights_ = w;
+    for (size_t i = 0; i < header.tensors.size(); i++) {
+        const TensorInfo& tensor = header.tensors[i];
+        if (tensor.begin != tensor.end) order_.push_back(i);
+        const bool is_wte = roles[i].kind == TensorRole::Kind::parameter && roles[i].slot == 0;  // layout: wte first
+        if (is_wte || roles[i].kind == TensorRole::Kind::lm_head) (tied_first_ ? tied_second_ : tied_first_) = &tensor;
+    }
+    std::sort(order_.begin(), order_.end(),
+              [&](size_t a, size_t b) { return header.tensors[a].begin < header.tensors[b].begin; });
+    if (!tied_second_) tied_first_ = nullptr;  // wte alone: nothing to compare
+    if (tied_first_ && tied_first_->begin > tied_second_->begin) std::swap(tied_first_, tied_second_);
+
+    const uint64_t block_elements = kBlockRows * 4 * uint64_t(config.n_embd);
+    raw_block_.reset(static_cast<uint8_t*>(allocate(block_elements * 4)));
+    decoded_.reset(static_cast<float*>(allocate(block_elements * sizeof(float))));
+    if (!raw_block_ || !decoded_) return out_of_memory(block_elements * 8, "the weight conversion", error);
+    if (format == WeightFormat::int8) {
+        const uint64_t bytes = 4 * uint64_t(config.n_embd) * uint64_t(config.n_embd) * sizeof(float);
+        int8_matrix_.reset(static_cast<float*>(allocate(bytes)));
+        if (!int8_matrix_) return out_of_memory(bytes, "the weight quantization", error);
+    }
+    if (tied_first_) {
+        const uint64_t bytes = tied_first_->end - tied_first_->begin;
+        tied_raw_.reset(static_cast<uint8_t*>(allocate(bytes)));
+        reference_.reset(static_cast<float*>(allocate(block_elements * sizeof(float))));
+        if (!tied_raw_ || !reference_)
+            return out_of_memory(bytes + block_elements * sizeof(float),
+                                 "comparing '" + tied_second_->name + "' with '" + tied_first_->name + "'", error);
+    }
+    start_tensor();
+    return true;
+}
+
+void WeightStream::start_tensor() {
+    block_fill_ = 0;
+    rows_done_ = 0;
+    if (next_ == order_.size()) {
+        tensor_ = nullptr;
+        role_ = nullptr;
+        return;
+    }
+    tensor_ = &header_->tensors[order_[next_]];
+    role_ = &(*roles_)[order_[next_]];
+    // parameters and lm_head are 1-D or 2-D (match_tensors checked their shapes); ignored tensors are skipped
+    // whole, as one row
+    row_length_ = role_->kind == TensorRole::Kind::ignored ? tensor_->n_elements : size_t(tensor_->shape.back());
+    n_rows_ = tensor_->n_elements / row_length_;
+}
+
+bool WeightStream::consume(const uint8_t* data, size_t n, std::string* error) {
+    while (n > 0) {
+        if (!tensor_) {
+            trailing_ += n;
+            received_ += n;
+            return true;
+        }
+        size_t taken;
+        if (role_->kind == TensorRole::Kind::ignored) {
+            taken = size_t(std::min<uint64_t>(n, tensor_->end - received_));
+        } else {
+            const size_t rows = std::min(kBlockRows, n_rows_ - rows_done_);
+            const size_t block_bytes = rows * row_length_ * dtype_size(tensor_->dtype);
+            if (block_fill_ == 0 && n >= block_bytes) {  // a whole block in the chunk: no copy
+                if (!convert_rows(data, rows, error)) return false;
+                taken = block_bytes;
+            } else {
+                taken = std::min(n, block_bytes - block_fill_);
+                std::memcpy(raw_block_.get() + block_fill_, data, taken);
+                block_fill_ += taken;
+                if (block_fill_ == block_bytes) {
+                    if (!convert_rows(raw_block_.get(), rows, error)) return false;
+                    block_fill_ = 0;
+                }
+            }
+        }
+        data += taken;
+        n -= taken;
+        received_ += taken;
+        if (received_ == tensor_->end) {
+            next_++;
+            start_tensor();
+        }
+    }
+    return true;
+}
+
+bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* error) {
+    const size_t first = rows_done_ * row_length_, count = rows * row_length_;
+    const bool parameter = role_->kind == TensorRole::Kind::parameter;
+    const ParameterSlot* slot = parameter ? &layout_->slots[role_->slot] : nullptr;
+    // A plain fp32 parameter is decoded straight into its place.
+    float* values = slot && !slot->quantized && !slot->transpose ? weights_->memory + slot->offset + first
+                                                                  : decoded_.get();
+    decode_elements(tensor_->dtype, raw, count, values);
+    if (parameter) {  // lm_head is not checked: only its equality with wte matters
+        const size_t bad = first_non_finite(values, count);
+        if (bad != count) return non_finite_weight(tensor_->name, first + bad, values[bad], error);
+    }
+    if (tied_first_ && (tensor_ == tied_first_ || tensor_ == tied_second_)) check_tied_head(raw, values, first, count);
+    if (slot && slot->transpose) {
+        // Conv1D [in][out] -> [out][in]: these rows are inputs rows_done_.., every output gets a run of them
+        const size_t n_in = n_rows_, n_out = row_length_;
+        float* dst = slot->quantized ? int8_matrix_.get() : weights_->memory + slot->offset;
+        for (size_t o = 0; o < n_out; o++)
+            for (size_t r = 0; r < rows; r++) dst[o * n_in + rows_done_ + r] = values[r * n_out + o];
+    }
+    if (slot && slot->quantized) {
+        int8_t* const q = reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset;
+        float* const scale = weights_->memory + slot->offset;
+        if (!slot->transpose)
+            quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
+        else if (rows_done_ + rows == n_rows_)  // the transposed matrix is complete: its rows are the file's columns
+            quantize_rows(int8_matrix_.get(), row_length_, n_rows_, q, scale);
+    }
+    rows_done_ += rows;
+    return true;
+}
+
+void WeightStream::check_tied_head(const uint8_t* raw, const float* values, size_t first, size_t count) {
+    const size_t first_size = dtype_size(tied_first_->dtype);
+    if (tensor_ == tied_first_) {
+        std::memcpy(tied_raw_.get() + first * first_size, raw, count * first_size);
+        return;
+    }
+    decode_elements(tied_first_->dtype, tied_raw_.get() + first * first_size, count, reference_.get());
+    if (std::memcmp(values, reference_.get(), count * sizeof(float)) != 0) tied_differs_ = true;
+    if (first + count == tensor_->n_elements) tied_raw_.reset();  // compared: the copy is no longer needed
+}
+
+bool WeightStream::finish(std::string* error) const {
+    if (tensor_)
+        return fail(error, "the file is truncated: it ends " + std::to_string(received_) +
+                               " bytes into the data section, inside tensor '" + tensor_->name + "' (bytes [" +
+                               std::to_string(tensor_->begin) + ", " + std::to_string(tensor_->end) + "))");
+    if (trailing_) return safetensors_trailing_bytes(received_, trailing_, error);
+    if (tied_differs_) {
+        const TensorInfo* lm_head = (*roles_)[size_t(tied_first_ - header_->tensors.data())].kind ==
+                                            TensorRole::Kind::lm_head
+                                        ? tied_first_
+                                        : tied_second_;
+        return fail(error, "tensor '" + lm_head->name +
+                               "' differs from 'wte.weight' (only a tied LM head is supported)");
+    }
+    return true;
+}
+
+}  // namespace gpt2

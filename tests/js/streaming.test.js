@@ -1,0 +1,161 @@
+// The streaming load path in the wasm engine (Engine.createModelLoader, web/engine.js) and through the loader
+// (web/loader.js) from in-memory streams: any chunking gives the whole-buffer model bit for bit, the heap never
+// holds the file (only the weights and a small staging block), and errors and aborts mid-stream leave nothing
+// allocated.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { loadEngine } from '../../web/engine.js';
+import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+
+const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
+const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const configJson = readFileSync(`${TINY}config.json`, 'utf8');
+const weights = new Uint8Array(readFileSync(`${TINY}model.safetensors`));
+const greedy = JSON.parse(readFileSync(`${TINY}greedy.json`, 'utf8'));
+const STAGING_BYTES = 4 << 20;  // web/engine.js
+
+let engine;
+beforeAll(async () => {
+  engine = await loadEngine();
+});
+
+// Pieces of bytes: 'one' byte each, 'random' sizes (seeded), or the 'whole' file.
+function* pieces(bytes, chunking, seed = 1) {
+  let state = seed;
+  const random = () => (state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  for (let offset = 0; offset < bytes.length;) {
+    const n = chunking === 'one' ? 1 : chunking === 'random' ? 1 + Math.floor(random() * 70000) : bytes.length;
+    yield bytes.subarray(offset, offset + n);
+    offset += n;
+  }
+}
+
+function streamModel(bytes, chunking, options = {}) {
+  const loader = engine.createModelLoader(configJson, options);
+  try {
+    for (const piece of pieces(bytes, chunking)) loader.feed(piece);
+    return loader.finish();
+  } finally {
+    loader.dispose();
+  }
+}
+
+// Greedy ids and the last logits of the fixture's greedy prompt.
+function run(model) {
+  const session = model.createSession();
+  try {
+    session.setSampling({ temperature: 0 });
+    const ids = [session.prefill(greedy.prompt)];
+    while (ids.length < 12) ids.push(session.step(ids.at(-1)));
+    return { ids, logits: Array.from(session.logits()) };
+  } finally {
+    session.dispose();
+  }
+}
+
+describe('EngineModelLoader', () => {
+  test.each([['fp32'], ['int8']])('1-byte, random and whole chunkings give the whole-buffer model (%s)', (format) => {
+    const whole = engine.createModel(configJson, weights, { weights: format });
+    const expected = run(whole);
+    whole.dispose();
+    if (format === 'fp32') expect(expected.ids).toEqual(greedy.generated.slice(0, 12));
+    for (const chunking of ['one', 'random', 'whole']) {
+      const model = streamModel(weights, chunking, { weights: format });
+      expect(run(model)).toEqual(expected);
+      model.dispose();
+    }
+  });
+
+  test('the heap holds the weights and the staging block, never the file', () => {
+    const bundled = new Uint8Array(readFileSync(`${BUNDLED}model.safetensors`));
+    const before = engine.heapUsedBytes();
+    let peak = 0;
+    const loader = engine.createModelLoader(readFileSync(`${BUNDLED}config.json`, 'utf8'));
+    for (const piece of pieces(bundled, 'random')) {
+      loader.feed(piece);
+      peak = Math.max(peak, engine.heapUsedBytes() - before);
+    }
+    const model = loader.finish();
+    loader.dispose();
+    // 46 MB of fp32 weights (from a 23 MB F16 file), 4 MiB of staging, the parsed header and a few rows of
+    // conversion buffers; loading from a buffer of the whole file needed file + weights
+    expect(peak).toBeLessThan(model.weightBytes + STAGING_BYTES + (1 << 20));
+    expect(engine.heapUsedBytes() - before).toBeLessThan(model.weightBytes + (64 << 10));
+    model.dispose();
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
+
+  test('a truncated or corrupt stream names the problem and frees everything', () => {
+    const before = engine.heapUsedBytes();
+    expect(() => streamModel(weights.subarray(0, 300000), 'random')).toThrow(
+      /^model\.safetensors: the file is truncated: it ends \d+ bytes into the data section, inside tensor '[^']+' \(bytes \[\d+, \d+\)\)$/);
+    const corrupt = weights.slice();
+    corrupt.fill(0x41, 100, 120);  // inside the JSON header
+    expect(() => streamModel(corrupt, 'one')).toThrow(/^model\.safetensors: header is not valid JSON/);
+    expect(() => streamModel(weights, 'random', { fileSize: weights.length - 1 })).toThrow(/^model\.safetensors: /);
+    expect(() => engine.createModelLoader('{"vocab_size": 384,')).toThrow(/^config\.json: not valid JSON/);
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
+
+  test('weights over 2 GB (one array in wasm32) are refused from config.json alone; as int8 they are tried', () => {
+    const shape = (n_layer, n_head, n_embd) => JSON.stringify({ vocab_size: 50257, n_positions: 1024, n_embd, n_head, n_layer });
+    const large = shape(36, 20, 1280);  // GPT-2 774M
+    const xl = shape(48, 25, 1600);     // GPT-2 1.5B
+    expect(() => engine.createModelLoader(large)).toThrow('out of memory: need 3096120320 bytes for the weights');
+    expect(() => engine.createModelLoader(xl)).toThrow('out of memory: need 6230444800 bytes for the weights');
+    engine.createModelLoader(large, { weights: 'int8' }).dispose();  // about 0.8 GB
+    engine.createModelLoader(xl, { weights: 'int8' }).dispose();     // about 1.6 GB
+  });
+});
+
+describe('loadEngineModel from streams', () => {
+  // A Blob whose stream() delivers the file in the given pieces, like a slow network or disk.
+  // failAfter: bytes after which the read fails; abortAfter: bytes after which `abort` is called (a user cancel).
+  function chunkedBlob(bytes, chunking, { failAfter = Infinity, abortAfter = Infinity, abort } = {}) {
+    return {
+      size: bytes.length,
+      name: 'model.safetensors',
+      stream: () => {
+        const iterator = pieces(bytes, chunking);
+        let sent = 0;
+        return new ReadableStream({
+          pull(controller) {
+            if (sent >= failAfter) return controller.error(new Error('disk unplugged'));
+            if (sent >= abortAfter) abort();
+            const { done, value } = iterator.next();
+            if (done) return controller.close();
+            sent += value.length;
+            return controller.enqueue(value.slice());
+          },
+        });
+      },
+    };
+  }
+  // loader.js recognizes Blobs with instanceof: give the stand-in Blob's prototype.
+  const asBlob = (object) => Object.setPrototypeOf(object, Blob.prototype);
+
+  test('a local file streamed in small pieces loads, with progress', async () => {
+    const events = [];
+    const { model } = await loadEngineModel(engine, { config: configJson, weights: asBlob(chunkedBlob(weights, 'random')) },
+      { withTokenizer: false, onProgress: (event) => events.push(event) });
+    expect(run(model).ids).toEqual(greedy.generated.slice(0, 12));
+    model.dispose();
+    expect(events.at(-1)).toEqual({ file: 'model.safetensors', loaded: weights.length, total: weights.length, fraction: 1 });
+  });
+
+  test('a read error mid-file is a network error; an abort mid-file is an AbortError; nothing stays allocated', async () => {
+    const before = engine.heapUsedBytes();
+    const failing = asBlob(chunkedBlob(weights, 'random', { failAfter: 200000 }));
+    const error = await loadEngineModel(engine, { config: configJson, weights: failing }, { withTokenizer: false }).catch((e) => e);
+    expect(error).toBeInstanceOf(ModelLoadError);
+    expect(error).toMatchObject({ file: 'model.safetensors', kind: 'network' });
+    expect(error.message).toMatch(/disk unplugged/);
+
+    const controller = new AbortController();
+    const cancelled = asBlob(chunkedBlob(weights, 'random', { abortAfter: 100000, abort: () => controller.abort() }));
+    const aborted = await loadEngineModel(engine, { config: configJson, weights: cancelled },
+      { withTokenizer: false, signal: controller.signal }).catch((e) => e);
+    expect(aborted.name).toBe('AbortError');
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
+});
