@@ -8,12 +8,13 @@ const HUGGING_FACE = 'https://huggingface.co/';
 const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
 
 // Download sizes are those of model.safetensors on the Hugging Face Hub (float32 weights). int8Only: the fp32
-// weights (6.2 GB) exceed WebAssembly's 4 GB memory, so the model always loads quantized.
+// weights (3.1 and 6.2 GB) exceed what one WebAssembly allocation can hold (2 GB), so the model always loads
+// quantized (0.8 and 1.6 GB).
 const MODEL_CHOICES = [
   { value: 'tiny-shakespeare', label: 'Tiny Shakespeare (bundled, offline)', source: 'models/tiny-shakespeare/' },
   { value: 'gpt2', label: 'GPT-2 124M', size: '548 MB', source: hfFolder('openai-community/gpt2') },
   { value: 'gpt2-medium', label: 'GPT-2 355M', size: '1.5 GB', source: hfFolder('openai-community/gpt2-medium') },
-  { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hfFolder('openai-community/gpt2-large') },
+  { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hfFolder('openai-community/gpt2-large'), int8Only: true },
   { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl'), int8Only: true },
   { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hfFolder('distilbert/distilgpt2') },
 ];

@@ -114,7 +114,7 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
   expect(await generateText(page)).toBe(expectedFp32);
 });
 
-test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed wasm\'s 4 GB)', async ({ page }) => {
+test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed wasm\'s memory)', async ({ page }) => {
   await openPageWithModel(page);
   await expect(page.getByRole('combobox', { name: 'Weights' })).toHaveValue('fp32');
   await page.route('https://huggingface.co/**', () => {}); // the download never answers: the load stays in progress
