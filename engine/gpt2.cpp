@@ -8,6 +8,7 @@
 #include "forward.h"
 #include "safetensors.h"
 #include "sampler.h"
+#include "thread_pool.h"
 #include "weights.h"
 
 namespace gpt2 {
@@ -21,6 +22,12 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
 
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, const LoadOptions& options, std::string* error) {
+    if (options.n_threads < 1 || options.n_threads > ThreadPool::kMaxThreads) {
+        if (error)
+            *error = "n_threads must be 1.." + std::to_string(ThreadPool::kMaxThreads) + ", got " +
+                     std::to_string(options.n_threads);
+        return nullptr;
+    }
     Config config;
     if (!parse_config(config_json, config_len, &config, error)) return nullptr;
     SafetensorsFile file;
@@ -33,10 +40,16 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
         return nullptr;
     }
     if (!load_weights(config, file, options.format, weights.get(), error)) return nullptr;
+    if (options.n_threads > 1 && !(model->thread_pool_ = ThreadPool::create(options.n_threads))) {
+        if (error) *error = "out of memory: need " + std::to_string(sizeof(ThreadPool)) + " bytes for the thread pool";
+        return nullptr;
+    }
     model->config_ = config;
     model->weights_ = std::move(weights);
     return model;
 }
+
+int Model::n_threads() const { return thread_pool_ ? thread_pool_->n_threads() : 1; }
 
 const Config& model_config(const Model& model) { return model.config(); }
 size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }

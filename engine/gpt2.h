@@ -37,13 +37,21 @@ enum class WeightFormat { fp32, int8 };
 
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
+    // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
+    // workers start with the model and live as long as it; every matrix product is split between them with
+    // bit-identical results for any count (engine/forward.cpp). If the system refuses some threads the model
+    // runs with those it got (Model::n_threads()).
+    int n_threads = 1;
 };
 
 struct Weights;   // engine layout of the parameters, engine/weights.h
+class ThreadPool; // workers of the forward pass, engine/thread_pool.h
 struct RunState;  // activations + KV cache, engine/forward.h
 class Sampler;    // engine/sampler.h
 
-// Immutable weights, shared by sessions (a Model must outlive its sessions).
+// Immutable weights, shared by sessions (a Model must outlive its sessions), and the model's worker threads.
+// Sessions of one model may run on different threads: a forward pass that finds the workers busy with another
+// session's runs on its own thread alone (same results).
 class Model {
    public:
     ~Model();
@@ -52,6 +60,8 @@ class Model {
 
     const Config& config() const { return config_; }
     const Weights& weights() const { return *weights_; }
+    ThreadPool* thread_pool() const { return thread_pool_.get(); }  // null when single-threaded
+    int n_threads() const;  // threads a forward pass uses, the caller included
 
    private:
     Model() = default;
@@ -59,11 +69,12 @@ class Model {
                                              std::string*);
     Config config_{};
     std::unique_ptr<Weights> weights_;
+    std::unique_ptr<ThreadPool> thread_pool_;
 };
 
 // Parses and validates config.json and model.safetensors (Hugging Face GPT-2 layout, F32/F16/BF16, optional
 // "transformer." prefix, tied lm_head) and converts the weights into the engine's layout; the input buffers
-// may be freed afterwards. nullptr + *error on failure.
+// may be freed afterwards. nullptr + *error on failure (also for options.n_threads outside 1..256).
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, std::string* error);  // fp32
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,

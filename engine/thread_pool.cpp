@@ -1,0 +1,123 @@
+#include "thread_pool.h"
+
+#include <new>
+#include <thread>
+
+namespace gpt2 {
+
+namespace {
+
+constexpr int kPartBits = 16;
+constexpr uint64_t kPartMask = (uint64_t(1) << kPartBits) - 1;
+
+// How long a worker polls for the next job before it sleeps: the gaps between the matrix products of one
+// token (layernorm, attention) are short, and a futex wake-up costs tens of microseconds in a browser.
+constexpr int kSpinsBeforeSleep = 4000;
+// How long the calling thread polls for the last parts before yielding its core to the workers.
+constexpr int kSpinsBeforeYield = 200;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+inline uint64_t job_of(uint64_t claim) { return claim >> kPartBits; }
+
+// Workers run the engine's kernels only: small stacks (emscripten takes thread stacks from the heap).
+constexpr size_t kWorkerStackBytes = size_t(1) << 20;
+
+}  // namespace
+
+std::unique_ptr<ThreadPool> ThreadPool::create(int n_threads) {
+    std::unique_ptr<ThreadPool> pool(new (std::nothrow) ThreadPool());
+    if (!pool) return nullptr;
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > kMaxThreads) n_threads = kMaxThreads;
+    pool->workers_.reserve(size_t(n_threads - 1));
+    pthread_attr_t attributes;
+    if (pthread_attr_init(&attributes) != 0) return pool;
+    pthread_attr_setstacksize(&attributes, kWorkerStackBytes);
+    for (int i = 1; i < n_threads; i++) {
+        pthread_t thread;
+        if (pthread_create(&thread, &attributes, &ThreadPool::worker_main, pool.get()) != 0) break;
+        pool->workers_.push_back(thread);
+    }
+    pthread_attr_destroy(&attributes);
+    return pool;
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(sleep_mutex_);
+        stop_.store(true);
+    }
+    wake_.notify_all();
+    for (pthread_t thread : workers_) pthread_join(thread, nullptr);
+}
+
+void* ThreadPool::worker_main(void* pool) {
+    static_cast<ThreadPool*>(pool)->work_loop();
+    return nullptr;
+}
+
+void ThreadPool::work_loop() {
+    uint64_t seen_job = 0;
+    for (;;) {
+        auto has_news = [&] { return stop_.load(std::memory_order_acquire) || job_of(claim_.load(std::memory_order_acquire)) != seen_job; };
+        bool news = false;
+        for (int i = 0; i < kSpinsBeforeSleep && !(news = has_news()); i++) cpu_relax();
+        if (!news) {
+            std::unique_lock<std::mutex> lock(sleep_mutex_);
+            sleepers_++;
+            wake_.wait(lock, has_news);
+            sleepers_--;
+        }
+        if (stop_.load(std::memory_order_acquire)) return;
+        seen_job = job_of(claim_.load(std::memory_order_acquire));
+        run_parts(seen_job);
+    }
+}
+
+void ThreadPool::run_parts(uint64_t job) {
+    uint64_t claim = claim_.load(std::memory_order_acquire);
+    while (job_of(claim) == job) {
+        const Task task = task_.load(std::memory_order_relaxed);
+        void* const context = context_.load(std::memory_order_relaxed);
+        const int n_parts = n_parts_.load(std::memory_order_relaxed);
+        const int part = int(claim & kPartMask);
+        if (part >= n_parts) return;
+        // Succeeds only if claim_ still is (job, part): then the descriptor read above is this job's.
+        if (claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            task(context, part);
+            parts_done_.fetch_add(1, std::memory_order_release);
+            claim = claim_.load(std::memory_order_acquire);
+        }
+    }
+}
+
+void ThreadPool::run(Task task, void* context, int n_parts) {
+    if (workers_.empty() || n_parts <= 1 || n_parts > kMaxParts || busy_.exchange(true, std::memory_order_acquire)) {
+        for (int part = 0; part < n_parts; part++) task(context, part);
+        return;
+    }
+    task_.store(task, std::memory_order_relaxed);
+    context_.store(context, std::memory_order_relaxed);
+    n_parts_.store(n_parts, std::memory_order_relaxed);
+    parts_done_.store(0, std::memory_order_relaxed);
+    const uint64_t job = ++last_job_;
+    claim_.store(job << kPartBits, std::memory_order_release);
+    {
+        // Under the mutex, so a worker between its last check and its wait cannot miss the wake-up.
+        std::lock_guard<std::mutex> lock(sleep_mutex_);
+        if (sleepers_ > 0) wake_.notify_all();
+    }
+    run_parts(job);
+    for (int spins = 0; parts_done_.load(std::memory_order_acquire) < n_parts; spins++) {
+        if (spins < kSpinsBeforeYield) cpu_relax();
+        else std::this_thread::yield();
+    }
+    busy_.store(false, std::memory_order_release);
+}
+
+}  // namespace gpt2
