@@ -25,11 +25,16 @@ namespace {
 class WasmModel {
    public:
     WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len)
-        : WasmModel(config_json, weights_ptr, weights_len, false) {}
-    // int8: quantize the weight matrices and the LM head on load (gpt2::WeightFormat::int8)
-    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len, bool int8) {
+        : WasmModel(config_json, weights_ptr, weights_len, false, 1) {}
+    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len, bool int8)
+        : WasmModel(config_json, weights_ptr, weights_len, int8, 1) {}
+    // int8: quantize the weight matrices and the LM head on load (gpt2::WeightFormat::int8). n_threads: threads of
+    // the forward pass (gpt2::LoadOptions::n_threads); above 1 it needs the -pthread build (gpt2-mt), elsewhere
+    // the model gets one thread. Out of 1..256 the model fails to load with the engine's message.
+    WasmModel(const std::string& config_json, uintptr_t weights_ptr, size_t weights_len, bool int8, int n_threads) {
         gpt2::LoadOptions options;
         options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+        options.n_threads = n_threads;
         model_ = gpt2::load_model(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
                                   reinterpret_cast<const uint8_t*>(weights_ptr), weights_len, options, &error_);
     }
@@ -50,6 +55,7 @@ class WasmModel {
     }
 
     double weight_bytes() const { return model_ ? double(gpt2::model_weight_bytes(*model_)) : 0.0; }
+    int threads() const { return model_ ? model_->n_threads() : 0; }  // threads it got, the caller's included
 
     // Sessions share ownership, so JS may delete the model and its sessions in any order.
     std::shared_ptr<const gpt2::Model> shared() const { return model_; }
@@ -159,10 +165,12 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
     emscripten::class_<WasmModel>("Model")
         .constructor<const std::string&, uintptr_t, size_t>()
         .constructor<const std::string&, uintptr_t, size_t, bool>()
+        .constructor<const std::string&, uintptr_t, size_t, bool, int>()
         .function("ok", &WasmModel::ok)
         .function("error", &WasmModel::error)
         .function("config", &WasmModel::config)
-        .function("weightBytes", &WasmModel::weight_bytes);
+        .function("weightBytes", &WasmModel::weight_bytes)
+        .function("threads", &WasmModel::threads);
 
     emscripten::class_<WasmSession>("Session")
         .constructor<const WasmModel&, bool>()
