@@ -64,7 +64,9 @@ void* ThreadPool::worker_main(void* pool) {
 void ThreadPool::work_loop() {
     uint64_t seen_job = 0;
     for (;;) {
-        auto has_news = [&] { return stop_.load(std::memory_order_acquire) || job_of(claim_.load(std::memory_order_acquire)) != seen_job; };
+        auto has_news = [&] {
+            return stop_.load(std::memory_order_acquire) || job_of(claim_.load(std::memory_order_acquire)) != seen_job;
+        };
         bool news = false;
         for (int i = 0; i < kSpinsBeforeSleep && !(news = has_news()); i++) cpu_relax();
         if (!news) {
