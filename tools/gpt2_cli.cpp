@@ -14,7 +14,7 @@
 // Any error: one line on stderr and exit status 1.
 //
 // --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
-// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes>", then answers each
+// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes> <threads>", then answers each
 // stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
 //   prefill cached|uncached 464,3290
 //   step cached|uncached 464
@@ -241,7 +241,7 @@ void run_bench(const gpt2::Model& model) {
     greedy.temperature = 0.0f;
     cached->set_sampling(greedy);
     uncached->set_sampling(greedy);
-    std::printf("ready %zu %zu\n", gpt2::model_weight_bytes(model), cached->kv_cache_bytes());
+    std::printf("ready %zu %zu %d\n", gpt2::model_weight_bytes(model), cached->kv_cache_bytes(), model.n_threads());
     std::fflush(stdout);
 
     static char line[1 << 20];  // a prompt of n_ctx ids
