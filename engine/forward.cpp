@@ -87,6 +87,10 @@ void matmul(float* out, const float* x, const Matrix& m, const float* bias, int 
 // A part gets at least kMinMultiplyAddsPerPart of work, so small matrices are not split below the cost of
 // waking a thread.
 constexpr int64_t kMinMultiplyAddsPerPart = 32768;
+// Row ranges are handed out first come, first served (ThreadPool::run), several per thread, so that when a worker
+// is late (a busy machine) the others take over most of its share instead of waiting for it. Token ranges are
+// not: each one reads all the weights.
+constexpr int kRowPartsPerThread = 4;
 constexpr int kRowAlignment = 16;  // row ranges start on multiples of 16: whole 4-row GEMV tiles
 constexpr int kMinTokensPerPart = 8;
 
@@ -121,7 +125,10 @@ void matmul_part(void* context, int part) {
 void parallel_matmul(ThreadPool* pool, float* out, const float* x, const Matrix& m, const float* bias, int n, int n_in,
                      int n_out) {
     const int64_t multiply_adds = int64_t(n) * n_in * n_out;
-    int parts = pool ? int(std::min<int64_t>(pool->n_threads(), multiply_adds / kMinMultiplyAddsPerPart)) : 1;
+    const int n_threads = pool ? pool->n_threads() : 1;
+    int parts = n_threads > 1 ? int(std::min<int64_t>(n_threads * (n == 1 ? kRowPartsPerThread : 1),
+                                                       multiply_adds / kMinMultiplyAddsPerPart))
+                              : 1;
     int per_part = 0;
     if (parts > 1 && n == 1) {
         per_part = (n_out + parts - 1) / parts;
