@@ -92,7 +92,9 @@ constexpr int64_t kMinMultiplyAddsPerPart = 32768;
 // not: each one reads all the weights.
 constexpr int kRowPartsPerThread = 4;
 constexpr int kRowAlignment = 16;  // row ranges start on multiples of 16: whole 4-row GEMV tiles
-constexpr int kMinTokensPerPart = 8;
+// Each token range reads all the weights: below about 32 tokens the batched kernel is bound by reading them, and
+// splitting would only multiply that traffic.
+constexpr int kMinTokensPerPart = 32;
 
 struct MatmulJob {
     float* out;

@@ -19,7 +19,8 @@ namespace {
 
 // Large enough that every matrix is split at 2 to 4 threads (a part gets at least 32768 multiply-adds; attn.c_proj,
 // 260 x 260, still splits in two), and odd enough that row ranges end inside GEMV tiles: n_embd 260 (not a multiple
-// of 8), head size 65, 3001 LM-head rows. n_ctx 96 makes the 60 steps below slide the window.
+// of 8), head size 65, 3001 LM-head rows. n_ctx 96 makes the 60 steps below slide the window; the uncached steps
+// recompute 42 to 96 tokens, split by tokens (at least 32 per thread).
 ModelSpec split_spec() {
     ModelSpec spec;
     spec.n_vocab = 3001;
@@ -126,7 +127,9 @@ TEST(Threads, AnyThreadCountIsBitIdenticalToOneThread) {
 }
 
 TEST(Threads, BundledModelIsBitIdenticalAtTwoToFourThreads) {
-    const std::vector<int32_t> prompt = {49, 2662, 11, 7114, 25, 198, 40, 716, 257, 1110, 286, 262, 3329, 11, 290, 356};
+    // 70 tokens: the uncached recomputation splits its batched passes by tokens (at least 32 per thread)
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 70; i++) prompt.push_back((i * 7919 + 13) % 50257);
     for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
         auto one = load_bundled(format, 1);
         ASSERT_TRUE(one);

@@ -13,8 +13,8 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
 const configJson = readFileSync(`${BUNDLED}config.json`, 'utf8');
 const weights = new Uint8Array(readFileSync(`${BUNDLED}model.safetensors`));
-// 20 tokens: the uncached recomputation splits its batched passes by tokens (at least 8 per thread)
-const PROMPT = [49, 2662, 11, 7114, 25, 198, 40, 716, 257, 1110, 286, 262, 3329, 11, 290, 356, 481, 407, 307, 13];
+// 70 tokens: the uncached recomputation splits its batched passes by tokens (at least 32 per thread)
+const PROMPT = Array.from({ length: 70 }, (_, i) => (i * 7919 + 13) % 50257);
 const STEPS = 24;
 
 // Greedy decoding of PROMPT: every fed position's logits (copied out of the heap) and the tokens.
