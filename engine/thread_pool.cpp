@@ -7,8 +7,11 @@ namespace gpt2 {
 
 namespace {
 
-constexpr int kPartBits = 16;
-constexpr uint64_t kPartMask = (uint64_t(1) << kPartBits) - 1;
+// claim_ = job id (32 bits) | number of parts (16 bits) | next unclaimed part (16 bits)
+constexpr uint64_t kPartMask = 0xffff;
+inline uint64_t job_of(uint64_t claim) { return claim >> 32; }
+inline int parts_of(uint64_t claim) { return int((claim >> 16) & kPartMask); }
+inline int part_of(uint64_t claim) { return int(claim & kPartMask); }
 
 // How long a worker polls for the next job before it sleeps: the gaps between the matrix products of one
 // token (layernorm, attention) are short, and a futex wake-up costs tens of microseconds in a browser.
@@ -21,8 +24,6 @@ inline void cpu_relax() {
     __builtin_ia32_pause();
 #endif
 }
-
-inline uint64_t job_of(uint64_t claim) { return claim >> kPartBits; }
 
 // Workers run the engine's kernels only: small stacks (emscripten takes thread stacks from the heap).
 constexpr size_t kWorkerStackBytes = size_t(1) << 20;
@@ -83,15 +84,10 @@ void ThreadPool::work_loop() {
 
 void ThreadPool::run_parts(uint64_t job) {
     uint64_t claim = claim_.load(std::memory_order_acquire);
-    while (job_of(claim) == job) {
-        const Task task = task_.load(std::memory_order_relaxed);
-        void* const context = context_.load(std::memory_order_relaxed);
-        const int n_parts = n_parts_.load(std::memory_order_relaxed);
-        const int part = int(claim & kPartMask);
-        if (part >= n_parts) return;
-        // Succeeds only if claim_ still is (job, part): then the descriptor read above is this job's.
+    while (job_of(claim) == job && part_of(claim) < parts_of(claim)) {
         if (claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
-            task(context, part);
+            // Claimed: the job cannot end before this part does, so its task and context are still in place.
+            task_(context_, part_of(claim));
             parts_done_.fetch_add(1, std::memory_order_release);
             claim = claim_.load(std::memory_order_acquire);
         }
@@ -103,12 +99,11 @@ void ThreadPool::run(Task task, void* context, int n_parts) {
         for (int part = 0; part < n_parts; part++) task(context, part);
         return;
     }
-    task_.store(task, std::memory_order_relaxed);
-    context_.store(context, std::memory_order_relaxed);
-    n_parts_.store(n_parts, std::memory_order_relaxed);
+    task_ = task;
+    context_ = context;
     parts_done_.store(0, std::memory_order_relaxed);
-    const uint64_t job = ++last_job_;
-    claim_.store(job << kPartBits, std::memory_order_release);
+    const uint64_t job = ++last_job_ & 0xffffffff;
+    claim_.store(job << 32 | uint64_t(n_parts) << 16, std::memory_order_release);
     {
         // Under the mutex, so a worker between its last check and its wait cannot miss the wake-up.
         std::lock_guard<std::mutex> lock(sleep_mutex_);

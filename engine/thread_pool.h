@@ -51,14 +51,13 @@ class ThreadPool {
 
     std::vector<pthread_t> workers_;
 
-    // The current job. claim_ = (job id << 16) | next unclaimed part: a part is claimed by a compare-exchange on
-    // it, which fails if the job changed in between, so a worker that read the descriptor of an old job can
-    // never run a part of a new one with it. The descriptor is atomic because such a stale read can race
-    // with the next job's write (the claim then fails and the worker reads again).
+    // The current job. claim_ = (job id << 32) | (number of parts << 16) | next unclaimed part: a part is claimed
+    // by a compare-exchange on it, which fails if the job changed in between, and a claim can only succeed while
+    // the job is unfinished, so a worker that claimed a part reads the task and context of that job. (A job id
+    // repeats after 2^32 jobs; a worker would have to stall across exactly that many to be confused.)
     std::atomic<uint64_t> claim_{0};
-    std::atomic<Task> task_{nullptr};
-    std::atomic<void*> context_{nullptr};
-    std::atomic<int> n_parts_{0};
+    Task task_ = nullptr;             // written by the caller before it publishes the job in claim_
+    void* context_ = nullptr;         // likewise
     std::atomic<int> parts_done_{0};  // parts of the current job finished
     uint64_t last_job_ = 0;           // id of the last job posted (by the thread holding busy_)
     std::atomic<bool> busy_{false};   // a thread is running a job
