@@ -1,6 +1,7 @@
-// The wasm engine for JavaScript: loads public/wasm/gpt2.wasm (browsers, workers, Node) and wraps the embind
-// objects of wasm/bindings.cpp in small classes that throw Error with the engine's message and free their
-// C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically inside Node branches.
+// The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
+// Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw Error with the engine's
+// message and free their C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically
+// inside Node branches.
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 
