@@ -1,10 +1,12 @@
 #include "forward.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels.h"
 #include "ops.h"
+#include "thread_pool.h"
 #include "weights.h"
 
 namespace gpt2 {
@@ -55,7 +57,7 @@ bool create_run_state(const Config& c, RunState* s, std::string* error) {
 
 namespace {
 
-// One weight matrix row-major [n_out][n_in]: fp32 (w) or int8 with per-row scales (q, scale).
+// One weight matrix [n_out][n_in] in panels (kernels.h): fp32 (w) or int8 with per-row scales (q, scale).
 struct Matrix {
     const float* w;
     const int8_t* q;
@@ -69,20 +71,100 @@ Matrix layer_matrix(const float* w, const int8_t* q, const float* scale, int l, 
     return {w + rows * size_t(n_in), nullptr, nullptr};
 }
 
-// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias. int8 weights first quantize the
-// input rows into the run state's int16 buffer.
-void matmul(RunState* s, float* out, const float* x, const Matrix& m, const float* bias, int n, int n_in, int n_out) {
-    if (m.q) {
-        quantize_activations(s->xq, s->xq_scale, x, n, n_in);
-        if (n == 1)
-            gemv_q8(out, s->xq, s->xq_scale[0], m.q, m.scale, bias, n_in, n_out);
+// Thread splitting of matmul(). Every part calls the same kernel on a slice, and the kernels compute each output
+// element from its own row and token alone, in a fixed order (kernels.h), so the result is bit-identical for any
+// number of threads.
+//  - one token (decode): output rows split into contiguous ranges: each part reads only its share of the
+//    weights, which is what bounds a decode step;
+//  - several tokens (prefill): token rows split into contiguous ranges (each part runs the batched kernel on
+//    its tokens against all the weights; splitting output rows would need an output stride the kernels lack).
+// A part gets at least kMinMultiplyAddsPerPart of work, so small matrices are not split below the cost of
+// waking a thread.
+constexpr int64_t kMinMultiplyAddsPerPart = 32768;
+// Row ranges are handed out first come, first served (ThreadPool::run), several per thread, so that when a worker
+// is late (a busy machine) the others take over most of its share instead of waiting for it. Token ranges are
+// not: each one reads all the weights.
+constexpr int kRowPartsPerThread = 4;
+constexpr int kRowAlignment = 16;  // row ranges start on multiples of 16: whole panels of kPanelRows rows
+static_assert(kRowAlignment % kPanelRows == 0, "a row range must start at a panel");
+// Each token range reads all the weights: below about 32 tokens the batched kernel is bound by reading them, and
+// splitting would only multiply that traffic.
+constexpr int kMinTokensPerPart = 32;
+
+struct MatmulJob {
+    float* out;              // (n, n_out)
+    const float* x;          // (n, n_in)
+    const int16_t* xq;       // (n, n_in) int8 weights: x quantized
+    const float* xq_scale;   // (n) int8 weights: the scales of xq's rows
+    Matrix m;
+    const float* bias;       // (n_out) or null
+    int n, n_in, n_out;
+    int per_part;            // output rows (n == 1) or tokens (n > 1) per part; the last part takes what is left
+};
+
+// The kernel on tokens [t0, t0 + tokens) and output rows [o0, o0 + rows); rows < n_out only for one token (the
+// batched kernels write rows of n_out outputs).
+void multiply(const MatmulJob& job, int t0, int tokens, int o0, int rows) {
+    const size_t n_in = size_t(job.n_in);
+    float* out = job.out + size_t(t0) * size_t(job.n_out) + size_t(o0);
+    const float* bias = job.bias ? job.bias + o0 : nullptr;
+    if (job.m.q) {
+        const int8_t* w = job.m.q + size_t(o0) * n_in;
+        const float* w_scale = job.m.scale + o0;
+        const int16_t* xq = job.xq + size_t(t0) * n_in;
+        if (tokens == 1)
+            gemv_q8(out, xq, job.xq_scale[t0], w, w_scale, bias, job.n_in, rows);
         else
-            gemm_q8(out, s->xq, s->xq_scale, m.q, m.scale, bias, n, n_in, n_out);
-    } else if (n == 1) {
-        gemv(out, x, m.w, bias, n_in, n_out);
+            gemm_q8(out, xq, job.xq_scale + t0, w, w_scale, bias, tokens, job.n_in, rows);
     } else {
-        gemm(out, x, m.w, bias, n, n_in, n_out);
+        const float* w = job.m.w + size_t(o0) * n_in;
+        const float* x = job.x + size_t(t0) * n_in;
+        if (tokens == 1)
+            gemv(out, x, w, bias, job.n_in, rows);
+        else
+            gemm(out, x, w, bias, tokens, job.n_in, rows);
     }
+}
+
+void matmul_part(void* context, int part) {
+    const MatmulJob& job = *static_cast<const MatmulJob*>(context);
+    if (job.n == 1) {
+        const int o0 = part * job.per_part;
+        multiply(job, 0, 1, o0, std::min(job.per_part, job.n_out - o0));
+    } else {
+        const int t0 = part * job.per_part;
+        multiply(job, t0, std::min(job.per_part, job.n - t0), 0, job.n_out);
+    }
+}
+
+// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias, split over the pool's threads (see
+// above; pool may be null: one thread). int8 weights first quantize the input rows into the run state's int16
+// buffer, once for all parts.
+void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Matrix& m, const float* bias, int n,
+            int n_in, int n_out) {
+    if (m.q) quantize_activations(s->xq, s->xq_scale, x, n, n_in);
+    const int64_t multiply_adds = int64_t(n) * n_in * n_out;
+    const int n_threads = pool ? pool->n_threads() : 1;
+    int parts = n_threads > 1 ? int(std::min<int64_t>(n_threads * (n == 1 ? kRowPartsPerThread : 1),
+                                                       multiply_adds / kMinMultiplyAddsPerPart))
+                              : 1;
+    int per_part = 0;
+    if (parts > 1 && n == 1) {
+        per_part = (n_out + parts - 1) / parts;
+        per_part = (per_part + kRowAlignment - 1) / kRowAlignment * kRowAlignment;
+        parts = (n_out + per_part - 1) / per_part;
+    } else if (parts > 1) {
+        parts = std::min(parts, n / kMinTokensPerPart);
+        if (parts > 1) {
+            per_part = (n + parts - 1) / parts;
+            parts = (n + per_part - 1) / per_part;
+        }
+    }
+    MatmulJob job{out, x, s->xq, s->xq_scale, m, bias, n, n_in, n_out, per_part};
+    if (parts <= 1)
+        multiply(job, 0, n, 0, n_out);
+    else
+        pool->run(&matmul_part, &job, parts);
 }
 
 // x = wte[token] + wpe[pos] for n tokens; wte is packed (its rows are unpacked; int8 rows dequantized).
@@ -111,6 +193,7 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
     const Weights& w = model.weights();
     const int C = c.n_embd, T = c.n_ctx;
     const float eps = c.layer_norm_epsilon;
+    ThreadPool* const pool = model.thread_pool();
 
     embed_tokens(c, w, s->x, tokens, n, pos0, s->xq);
     const Matrix lm_head = w.wte_q ? Matrix{nullptr, w.wte_q, w.wte_scale} : Matrix{w.wte, nullptr, nullptr};
@@ -123,7 +206,7 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
-        matmul(s, s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
+        matmul(pool, s, s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
         const int hs = C / c.n_head;
         for (int t = 0; t < n; t++) {
             const float* qkv = s->qkv + (size_t)t * 3 * C;
@@ -136,15 +219,15 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
             attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
                           c.n_head, T, s->scores);
-        matmul(s, s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
+        matmul(pool, s, s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
         residual_add(s->x, s->proj, n * C);
 
         // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_2_weight + lC, w.ln_2_bias + lC, C, eps);
-        matmul(s, s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
+        matmul(pool, s, s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
         gelu(s->fc, n * 4 * C);
-        matmul(s, s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
+        matmul(pool, s, s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
                w.mlp_proj_bias + lC, n, 4 * C, C);
         residual_add(s->x, s->proj, n * C);
     }
@@ -153,12 +236,12 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
     if (logits_out) {
         for (int t = 0; t < n; t++)
             layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
-        matmul(s, logits_out, s->xb, lm_head, nullptr, n, C, c.n_vocab);
+        matmul(pool, s, logits_out, s->xb, lm_head, nullptr, n, C, c.n_vocab);
         if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
     } else if (last_logits) {
         float* xb = s->xb + (size_t)(n - 1) * C;
         layernorm(xb, s->x + (size_t)(n - 1) * C, w.ln_f_weight, w.ln_f_bias, C, eps);
-        matmul(s, s->logits, xb, lm_head, nullptr, 1, C, c.n_vocab);
+        matmul(pool, s, s->logits, xb, lm_head, nullptr, 1, C, c.n_vocab);
     }
 }
 

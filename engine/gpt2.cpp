@@ -6,6 +6,7 @@
 
 #include "forward.h"
 #include "sampler.h"
+#include "thread_pool.h"
 #include "weights.h"
 
 namespace gpt2 {
@@ -25,6 +26,8 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
     if (!model && error) *error = loader.error();
     return model;
 }
+
+int Model::n_threads() const { return thread_pool_ ? thread_pool_->n_threads() : 1; }
 
 const Config& model_config(const Model& model) { return model.config(); }
 size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }

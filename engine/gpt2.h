@@ -39,14 +39,22 @@ enum class WeightFormat { fp32, int8 };
 
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
+    // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
+    // workers start with the model and live as long as it; every matrix product is split between them with
+    // bit-identical results for any count (engine/forward.cpp). If the system refuses some threads the model
+    // runs with those it got (Model::n_threads()).
+    int n_threads = 1;
 };
 
-struct Weights;   // engine layout of the parameters, engine/weights.h
+struct Weights;      // engine layout of the parameters, engine/weights.h
 struct LoaderState;  // the incremental loader's progress, engine/model_loader.cpp
-struct RunState;  // activations + KV cache, engine/forward.h
-class Sampler;    // engine/sampler.h
+class ThreadPool;    // workers of the forward pass, engine/thread_pool.h
+struct RunState;     // activations + KV cache, engine/forward.h
+class Sampler;       // engine/sampler.h
 
-// Immutable weights, shared by sessions (a Model must outlive its sessions).
+// Immutable weights, shared by sessions (a Model must outlive its sessions), and the model's worker threads.
+// Sessions of one model may run on different threads: a forward pass that finds the workers busy with another
+// session's runs on its own thread alone (same results).
 class Model {
    public:
     ~Model();
@@ -55,12 +63,15 @@ class Model {
 
     const Config& config() const { return config_; }
     const Weights& weights() const { return *weights_; }
+    ThreadPool* thread_pool() const { return thread_pool_.get(); }  // null when single-threaded
+    int n_threads() const;  // threads a forward pass uses, the caller included
 
    private:
     Model() = default;
     friend class ModelLoader;
     Config config_{};
     std::unique_ptr<Weights> weights_;
+    std::unique_ptr<ThreadPool> thread_pool_;
 };
 
 // Loads a model from config.json and model.safetensors (Hugging Face GPT-2 layout, F32/F16/BF16, optional
@@ -78,7 +89,8 @@ class ModelLoader {
 
     // file_size: the exact length of model.safetensors when certain; the header's offsets are then checked
     // against it at once, else against the bytes fed when the file ends. Parses config.json: a config error,
-    // or weights too large to be one array (over 2 GB in wasm32), fail here, before any byte of the file.
+    // options.n_threads outside 1..256, or weights too large to be one array (over 2 GB in wasm32), fail here,
+    // before any byte of the file. finish() starts the worker threads.
     ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
                 uint64_t file_size = kUnknownFileSize);
     ~ModelLoader();
@@ -98,7 +110,8 @@ class ModelLoader {
     uint64_t bytes_fed_ = 0;              // bytes of model.safetensors received
 };
 
-// The whole file at once: one feed() of a ModelLoader. nullptr + *error on failure.
+// The whole file at once: one feed() of a ModelLoader; the input buffers may be freed afterwards. nullptr +
+// *error on failure.
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
                                   size_t safetensors_len, std::string* error);  // fp32
 std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,

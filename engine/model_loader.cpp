@@ -8,6 +8,7 @@
 #include "config.h"
 #include "gpt2.h"
 #include "safetensors.h"
+#include "thread_pool.h"
 #include "weight_stream.h"
 #include "weights.h"
 
@@ -18,6 +19,7 @@ struct LoaderState {
     Stage stage = Stage::length;
     Config config{};
     WeightFormat format = WeightFormat::fp32;
+    int n_threads = 1;                                   // LoadOptions::n_threads, for the model's pool
     uint64_t file_size = ModelLoader::kUnknownFileSize;  // as announced by the caller
 
     uint8_t front[kSafetensorsQuotedTextBytes];  // the first bytes: the header length (a text file: its first line)
@@ -103,8 +105,14 @@ ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const Lo
         out_of_memory(sizeof(Weights), "the model", &error_);
         return;
     }
+    if (options.n_threads < 1 || options.n_threads > ThreadPool::kMaxThreads) {
+        error_ = "n_threads must be 1.." + std::to_string(ThreadPool::kMaxThreads) + ", got " +
+                 std::to_string(options.n_threads);
+        return;
+    }
     if (!parse_config(config_json, config_len, &state_->config, &error_)) return;
     state_->format = options.format;
+    state_->n_threads = options.n_threads;
     state_->file_size = file_size;
     state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
     // Refused before any download: weights that cannot be one array here (see allocate_weights).
@@ -164,6 +172,10 @@ std::unique_ptr<Model> ModelLoader::finish() {
     std::unique_ptr<Model> model(new (std::nothrow) Model());
     if (!model) {
         out_of_memory(sizeof(Model), "the model", &error_);
+        return nullptr;
+    }
+    if (state->n_threads > 1 && !(model->thread_pool_ = ThreadPool::create(state->n_threads))) {
+        out_of_memory(sizeof(ThreadPool), "the thread pool", &error_);
         return nullptr;
     }
     model->config_ = state->config;

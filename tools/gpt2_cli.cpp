@@ -1,18 +1,20 @@
 // gpt2: native command-line front end of the engine (file I/O lives here, not in engine/).
 //
 //   gpt2 --model DIR --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
-//        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8]
-//   gpt2 --model DIR --eval FILE.u16 [--int8]
-//   gpt2 --model DIR --bench [--int8]
+//        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]
+//   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N]
+//   gpt2 --model DIR --bench [--int8] [--threads N]
 //
 // --int8 quantizes the weight matrices and the LM head to int8 on load (gpt2::WeightFormat::int8).
+// --threads N runs the forward pass on N threads (default 1; results are bit-identical for any N); the timing
+// line on stderr says how many it got.
 //
 // DIR holds config.json and model.safetensors. Generated ids go to stdout comma-separated, timing to stderr.
 // With stopping on (the default) generation ends when <|endoftext|> (50256) is sampled, which is not printed.
 // Any error: one line on stderr and exit status 1.
 //
 // --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
-// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes>", then answers each
+// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes> <threads>", then answers each
 // stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
 //   prefill cached|uncached 464,3290
 //   step cached|uncached 464
@@ -48,6 +50,7 @@ struct Options {
     std::string eval_path;
     bool bench = false;
     bool int8 = false;
+    int n_threads = 1;
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -57,7 +60,7 @@ struct Options {
 
 const char* kUsage =
     "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
-    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8]";
+    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]";
 
 long parse_long(const std::string& flag, const char* text, long min, long max) {
     char* end = nullptr;
@@ -125,6 +128,7 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--eval") o.eval_path = value();
         else if (flag == "--bench") o.bench = true;
         else if (flag == "--int8") o.int8 = true;
+        else if (flag == "--threads") o.n_threads = int(parse_long(flag, value(), 1, 256));
         else if (flag == "-h" || flag == "--help") {
             std::printf("%s\n", kUsage);
             std::exit(0);
@@ -192,7 +196,7 @@ void run_eval(gpt2::Session& session, const gpt2::Config& config, const std::str
     std::printf("eval: %.6f nats/token over %ld predictions\n", total / double(count), count);
 }
 
-void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o) {
+void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o, int n_threads) {
     session.set_sampling(o.sampling);
     auto start = std::chrono::steady_clock::now();
     int next;
@@ -226,8 +230,8 @@ void run_generate(gpt2::Session& session, const gpt2::Config& config, const Opti
     std::string line;
     for (size_t i = 0; i < generated.size(); i++) line += (i ? "," : "") + std::to_string(generated[i]);
     std::printf("%s\n", line.c_str());
-    std::fprintf(stderr, "prefill: %.3f ms (%zu tokens), decode: %.3f ms/token (%ld tokens)\n", prefill_ms,
-                 o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps);
+    std::fprintf(stderr, "prefill: %.3f ms (%zu tokens), decode: %.3f ms/token (%ld tokens), threads: %d\n",
+                 prefill_ms, o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps, n_threads);
 }
 
 void run_bench(const gpt2::Model& model) {
@@ -239,7 +243,7 @@ void run_bench(const gpt2::Model& model) {
     greedy.temperature = 0.0f;
     cached->set_sampling(greedy);
     uncached->set_sampling(greedy);
-    std::printf("ready %zu %zu\n", gpt2::model_weight_bytes(model), cached->kv_cache_bytes());
+    std::printf("ready %zu %zu %d\n", gpt2::model_weight_bytes(model), cached->kv_cache_bytes(), model.n_threads());
     std::fflush(stdout);
 
     static char line[1 << 20];  // a prompt of n_ctx ids
@@ -283,6 +287,7 @@ int main(int argc, char** argv) {
         const std::vector<uint8_t> weights = read_file(o.model_dir + "/model.safetensors");
         gpt2::LoadOptions options;
         options.format = o.int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+        options.n_threads = o.n_threads;
         model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
         if (!model) die(error);
     }  // the file buffers are freed here: the model holds its own converted copy
@@ -295,6 +300,6 @@ int main(int argc, char** argv) {
     if (!o.eval_path.empty())
         run_eval(*session, model_config(*model), o.eval_path);
     else
-        run_generate(*session, model_config(*model), o);
+        run_generate(*session, model_config(*model), o, model->n_threads());
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the native tool and C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer into build/asan
-# (clang++ when installed, else the default compiler) and runs them; any sanitizer report fails the run.
+# (clang++ when installed, else the default compiler) and runs them, then the multi-threaded tests (the thread
+# pool and the threaded forward pass) under ThreadSanitizer from build/tsan; any sanitizer report fails the run.
 # JOBS (default 2) sets the parallel build jobs: the machines are shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,3 +18,12 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # The bundled model's held-out loss check is skipped here: minutes of the same arithmetic the other tests run.
 ctest --test-dir build/asan --output-on-failure -j"${JOBS:-2}" -E bundled_model_held_out_loss
+
+# ThreadSanitizer: the pool's tests and the threaded forward pass with two sessions on two threads sharing the
+# workers (about a minute). The bit-identity sweeps over thread counts add nothing racy and take five more minutes
+# under TSan; GPT2_TSAN_ALL=1 runs them too.
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT2_TSAN=ON "${compiler[@]}"
+cmake --build build/tsan -j"${JOBS:-2}" --target gpt2_thread_tests
+filter='ThreadPool.*:Threads.SessionsOnTwoThreadsShareOneModel:Threads.LoadRejectsThreadCountsOutOfRange'
+if [ "${GPT2_TSAN_ALL:-0}" = 1 ]; then filter='*'; fi
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build/tsan/tests/cpp/gpt2_thread_tests --gtest_filter="$filter"

@@ -2,11 +2,12 @@
 // Static server for public/ (the site root), used by `npm start`, the Playwright suites and the benchmark.
 //
 // Headers, and why:
-// - COOP/COEP: the page is cross-origin isolated, so threads (SharedArrayBuffer) can be enabled there.
+// - COOP/COEP: the page is cross-origin isolated, so the engine can use threads (SharedArrayBuffer);
+//   --no-isolation leaves them out (the page then runs on one thread: for testing that fallback).
 // - CORS (Access-Control-Allow-Origin: *) and CORP (cross-origin): the widget and its assets are
 //   loaded by other origins, including cross-origin-isolated ones.
 // - application/wasm: needed by WebAssembly.instantiateStreaming.
-// usage: node tools/serve.mjs [--port N] [--root DIR] [--host H]    (PORT env also sets the port)
+// usage: node tools/serve.mjs [--port N] [--root DIR] [--host H] [--no-isolation]    (PORT env also sets the port)
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -17,6 +18,7 @@ const MIME_TYPES = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
   '.mjs': 'text/javascript; charset=utf-8',
+  '.cjs': 'text/javascript; charset=utf-8',  // the threaded engine's glue and pthread worker (public/wasm/gpt2-mt.*)
   '.css': 'text/css; charset=utf-8',
   '.json': 'application/json; charset=utf-8',
   '.txt': 'text/plain; charset=utf-8',
@@ -31,19 +33,25 @@ const MIME_TYPES = {
 const ISOLATION_HEADERS = {
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Embedder-Policy': 'require-corp',
+};
+const SHARING_HEADERS = {
   'Cross-Origin-Resource-Policy': 'cross-origin',
   'Access-Control-Allow-Origin': '*',
   'X-Content-Type-Options': 'nosniff',
 };
 
 function parseArgs(argv) {
-  const options = { port: Number(process.env.PORT || 8080), root: 'public', host: '127.0.0.1' };
+  const options = { port: Number(process.env.PORT || 8080), root: 'public', host: '127.0.0.1', isolation: true };
   for (let i = 0; i < argv.length; i++) {
     const [flag, value] = [argv[i], argv[i + 1]];
+    if (flag === '--no-isolation') {
+      options.isolation = false;
+      continue;
+    }
     if (flag === '--port') options.port = Number(value);
     else if (flag === '--root') options.root = value;
     else if (flag === '--host') options.host = value;
-    else throw new Error(`unknown option ${flag} (use --port N, --root DIR, --host H)`);
+    else throw new Error(`unknown option ${flag} (use --port N, --root DIR, --host H, --no-isolation)`);
     i++;
   }
   if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
@@ -65,10 +73,10 @@ function resolveFile(root, urlPath) {
   return file === root || file.startsWith(root + sep) ? file : null;
 }
 
-export function startServer({ port = 8080, root = 'public', host = '127.0.0.1' } = {}) {
+export function startServer({ port = 8080, root = 'public', host = '127.0.0.1', isolation = true } = {}) {
   const rootDir = resolve(root);
   const server = createServer(async (request, response) => {
-    const headers = { ...ISOLATION_HEADERS, 'Cache-Control': 'no-cache' };
+    const headers = { ...(isolation ? ISOLATION_HEADERS : {}), ...SHARING_HEADERS, 'Cache-Control': 'no-cache' };
     if (request.method === 'OPTIONS') {
       response.writeHead(204, { ...headers, 'Access-Control-Allow-Methods': 'GET, HEAD', 'Access-Control-Allow-Headers': '*' });
       response.end();

@@ -25,9 +25,11 @@ namespace {
 class WasmModelLoader {
    public:
     // file_size: the file's length in bytes, or -1 when unknown (no Content-Length). int8: quantize the weight
-    // matrices and the LM head on load (gpt2::WeightFormat::int8).
-    WasmModelLoader(const std::string& config_json, bool int8, double file_size)
-        : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(), options(int8),
+    // matrices and the LM head on load (gpt2::WeightFormat::int8). n_threads: threads of the forward pass
+    // (gpt2::LoadOptions::n_threads); above 1 it needs the -pthread build (gpt2-mt), elsewhere the model gets
+    // one thread. Out of 1..256 the loader fails with the engine's message.
+    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads)
+        : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(), options(int8, n_threads),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {}
 
     bool ok() const { return !loader_.failed(); }
@@ -36,9 +38,10 @@ class WasmModelLoader {
     gpt2::ModelLoader& loader() { return loader_; }
 
    private:
-    static gpt2::LoadOptions options(bool int8) {
+    static gpt2::LoadOptions options(bool int8, int n_threads) {
         gpt2::LoadOptions options;
         options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+        options.n_threads = n_threads;
         return options;
     }
     gpt2::ModelLoader loader_;
@@ -67,6 +70,7 @@ class WasmModel {
     }
 
     double weight_bytes() const { return model_ ? double(gpt2::model_weight_bytes(*model_)) : 0.0; }
+    int threads() const { return model_ ? model_->n_threads() : 0; }  // threads it got, the caller's included
 
     // Sessions share ownership, so JS may delete the model and its sessions in any order.
     std::shared_ptr<const gpt2::Model> shared() const { return model_; }
@@ -175,7 +179,7 @@ double stream_read(uintptr_t ptr, size_t bytes) {
 
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
     emscripten::class_<WasmModelLoader>("ModelLoader")
-        .constructor<const std::string&, bool, double>()
+        .constructor<const std::string&, bool, double, int>()
         .function("ok", &WasmModelLoader::ok)
         .function("error", &WasmModelLoader::error)
         .function("feed", &WasmModelLoader::feed);
@@ -185,7 +189,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("ok", &WasmModel::ok)
         .function("error", &WasmModel::error)
         .function("config", &WasmModel::config)
-        .function("weightBytes", &WasmModel::weight_bytes);
+        .function("weightBytes", &WasmModel::weight_bytes)
+        .function("threads", &WasmModel::threads);
 
     emscripten::class_<WasmSession>("Session")
         .constructor<const WasmModel&, bool>()

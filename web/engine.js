@@ -1,63 +1,136 @@
-// The wasm engine for JavaScript: loads public/wasm/gpt2.wasm (browsers, workers, Node) and wraps the embind
-// objects of wasm/bindings.cpp in small classes that throw Error with the engine's message and free their
-// C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically inside Node branches.
+// The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
+// Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw Error with the engine's
+// message and free their C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically
+// inside Node branches.
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 
-let enginePromise = null;
+// Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
+// the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
+// or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.
+export const MAX_AUTO_THREADS = 8;
+export const MAX_THREADS = 256;  // the engine's limit (gpt2::ThreadPool::kMaxThreads)
 
-// The engine shared by this JS realm (page, worker or Node process). A new instance is made after the
-// previous one aborted (e.g. out of memory), since an aborted wasm instance cannot run again.
-export function loadEngine() {
-  if (!enginePromise) {
-    enginePromise = instantiateEngine().catch((error) => {
-      enginePromise = null;
-      throw error;
-    });
-  }
-  return enginePromise.then((engine) => (engine.aborted ? ((enginePromise = null), loadEngine()) : engine));
+// Whether this realm can run the threaded build: Node always; browsers only when cross-origin isolated (COOP +
+// COEP headers), without which SharedArrayBuffer does not exist.
+export function threadsAvailable() {
+  return IS_NODE || (globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function');
 }
 
-async function instantiateEngine() {
+// The default of loadModel's `threads`: browsers use threads when they can; Node asks for them.
+export const DEFAULT_THREADS = IS_NODE ? 1 : 'auto';
+
+// The `threads` option of loadModel: 'auto' (the machine's cores, at most MAX_AUTO_THREADS) or a count in
+// 1..MAX_THREADS (TypeError otherwise).
+export function checkThreads(threads) {
+  if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= MAX_THREADS)) {
+    throw new TypeError(`threads must be "auto" or an integer from 1 to ${MAX_THREADS}, got ${JSON.stringify(threads)}`);
+  }
+}
+
+// -> the thread count to use in this realm for the `threads` option: 1 where threads are unavailable.
+export async function resolveThreads(threads = DEFAULT_THREADS) {
+  checkThreads(threads);
+  if (!threadsAvailable()) return 1;
+  if (threads !== 'auto') return threads;
+  const cores = IS_NODE ? (await import('node:os')).availableParallelism() : globalThis.navigator?.hardwareConcurrency;
+  return Math.max(1, Math.min(cores || 1, MAX_AUTO_THREADS));
+}
+
+const enginePromises = new Map();  // thread count -> Promise of the Engine built for it
+
+// The engine shared by this JS realm (page, worker or Node process) for a thread count (see resolveThreads; 1:
+// the single-thread build). A new instance is made after the previous one aborted (e.g. out of memory), since
+// an aborted wasm instance cannot run again. If the threaded build fails to start, the single-thread one is
+// used instead (with a console warning): engine.threads says which one it is.
+export function loadEngine({ threads = 1 } = {}) {
+  if (!enginePromises.has(threads)) {
+    const started = threads > 1
+      ? instantiateEngine(threads).catch((error) => {
+        console.warn(`gpt2 engine: the threaded build failed to start (${error.message}); using one thread`);
+        return loadEngine({ threads: 1 });
+      })
+      : instantiateEngine(1);
+    enginePromises.set(threads, started.catch((error) => {
+      enginePromises.delete(threads);
+      throw error;
+    }));
+  }
+  return enginePromises.get(threads).then((engine) => {
+    if (!engine.aborted) return engine;
+    enginePromises.delete(threads);
+    return loadEngine({ threads });
+  });
+}
+
+async function instantiateEngine(threads) {
   let engine = null;
   const moduleArguments = {
     onAbort: (reason) => engine?.markAborted(reason),
     printErr: (text) => console.error(`gpt2 engine: ${text}`),
   };
-  const { factory, wasmUrl } = IS_NODE ? await nodeFactory(moduleArguments) : await browserFactory(moduleArguments);
+  const name = threads > 1 ? 'gpt2-mt' : 'gpt2';
+  // The threaded build starts one pthread worker per thread but the calling one, before it resolves.
+  if (threads > 1) moduleArguments.gpt2Workers = threads - 1;
+  const { factory, wasmUrl, cleanUp } = IS_NODE ? await nodeFactory(name, moduleArguments) : await browserFactory(name, moduleArguments);
   let module;
   try {
     module = await factory(moduleArguments);
   } catch (error) {
     throw new Error(`could not start the WebAssembly engine (${wasmUrl}): ${error?.message ?? error}`);
+  } finally {
+    cleanUp?.();
   }
-  engine = new Engine(module);
+  if (IS_NODE && threads > 1) unrefWorkers(module);
+  engine = new Engine(module, threads);
   return engine;
 }
 
+// Idle engine threads must not keep a Node process alive: the pthread workers (worker_threads, all started with
+// the module and reused, see wasm/CMakeLists.txt) are unref'ed.
+function unrefWorkers(module) {
+  const { unusedWorkers = [], runningWorkers = [] } = module.PThread ?? {};
+  for (const worker of [...unusedWorkers, ...runningWorkers]) worker.unref();
+}
+
 // web/ is served as public/js/, next to public/wasm/.
-async function browserFactory(moduleArguments) {
-  const wasmUrl = new URL('../wasm/gpt2.wasm', import.meta.url).href;
-  // The glue would look next to the importing document or worker (a Blob URL for our worker).
-  moduleArguments.locateFile = () => wasmUrl;
-  const factory = (await import(new URL('../wasm/gpt2.mjs', import.meta.url).href)).default;
-  return { factory, wasmUrl };
+async function browserFactory(name, moduleArguments) {
+  const url = (file) => new URL(`../wasm/${file}`, import.meta.url).href;
+  const wasmUrl = url(`${name}.wasm`);
+  let cleanUp;
+  if (name === 'gpt2') {
+    // The glue would look next to the importing document or worker (a Blob URL for our worker).
+    moduleArguments.locateFile = () => wasmUrl;
+  } else {
+    // pthread workers are classic workers that load the glue with importScripts (so from gpt2-mt.cjs, which is
+    // not a module). A Worker must be same-origin with its creator, and the page may embed us from another
+    // origin: each starts from a Blob URL that imports the worker script's absolute URL.
+    const workerBlobUrl = URL.createObjectURL(new Blob([`importScripts(${JSON.stringify(url(`${name}.worker.cjs`))});\n`],
+      { type: 'text/javascript' }));
+    moduleArguments.locateFile = (file) => (file.endsWith('.worker.js') ? workerBlobUrl : wasmUrl);
+    moduleArguments.mainScriptUrlOrBlob = url(`${name}.cjs`);
+    cleanUp = () => URL.revokeObjectURL(workerBlobUrl);  // the pool's workers have all started by then
+  }
+  const factory = (await import(url(`${name}.mjs`))).default;
+  return { factory, wasmUrl, cleanUp };
 }
 
 // Node runs web/ either in place (the wasm is then in ../public/wasm/) or copied to public/js/ (../wasm/).
-async function nodeFactory(moduleArguments) {
+async function nodeFactory(name, moduleArguments) {
   const [{ createRequire }, { existsSync, readFileSync }, { fileURLToPath }] = await Promise.all([
     import('node:module'),
     import('node:fs'),
     import('node:url'),
   ]);
   const candidates = ['../wasm/', '../public/wasm/'].map((dir) => fileURLToPath(new URL(dir, import.meta.url)));
-  const dir = candidates.find((candidate) => existsSync(`${candidate}gpt2.cjs`));
-  if (!dir) throw new Error(`the WebAssembly engine is not built (no gpt2.cjs in ${candidates.join(' or ')}): run tools/build.sh`);
+  const dir = candidates.find((candidate) => existsSync(`${candidate}${name}.cjs`));
+  if (!dir) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${candidates.join(' or ')}): run tools/build.sh`);
   // Node 20 would otherwise fetch() the .wasm path, which fails for file paths.
-  moduleArguments.wasmBinary = readFileSync(`${dir}gpt2.wasm`);
+  moduleArguments.wasmBinary = readFileSync(`${dir}${name}.wasm`);
+  // worker_threads would run a .js worker script as an ES module in this "type": "module" package.
+  moduleArguments.locateFile = (file) => `${dir}${file.endsWith('.worker.js') ? `${name}.worker.cjs` : file}`;
   // The .cjs glue, because the ES-module flavour of Emscripten's Node branch needs __dirname.
-  return { factory: createRequire(import.meta.url)(`${dir}gpt2.cjs`), wasmUrl: `${dir}gpt2.wasm` };
+  return { factory: createRequire(import.meta.url)(`${dir}${name}.cjs`), wasmUrl: `${dir}${name}.wasm` };
 }
 
 // The `weights` option of createModel / loadModel: 'fp32' or 'int8' (TypeError otherwise).
@@ -73,13 +146,15 @@ export class EngineAbortedError extends Error {
   }
 }
 
-// One instance of the wasm module.
+// One instance of the wasm module. threads: the threads its models use (1: the single-thread build).
 export class Engine {
   #module;
   #abortReason = null;
+  threads;
 
-  constructor(module) {
+  constructor(module, threads = 1) {
     this.#module = module;
+    this.threads = threads;
   }
 
   get aborted() {
@@ -120,9 +195,11 @@ export class Engine {
   // tensors' extent is checked against the bytes fed when the file ends.
   // options.weights: 'fp32' (default) or 'int8' (the weight matrices and the LM head quantized on load: about a
   // quarter of the memory, logits within a few tenths of a standard deviation of fp32).
+  // The model gets this engine's threads, or fewer when the pool's workers are taken by other models
+  // (model.threads says how many).
   createModelLoader(configJson, { weights: format = 'fp32', fileSize = null } = {}) {
     const int8 = weightFormatIsInt8(format);
-    const handle = this.call((module) => new module.ModelLoader(configJson, int8, fileSize ?? -1));
+    const handle = this.call((module) => new module.ModelLoader(configJson, int8, fileSize ?? -1, this.threads));
     if (!handle.ok()) {
       const message = handle.error();
       handle.delete();
@@ -240,12 +317,14 @@ export class EngineModel {
   #handle;
   config;
   weightBytes;
+  threads;  // threads its forward pass uses
 
   constructor(engine, handle) {
     this.#engine = engine;
     this.#handle = handle;
     this.config = handle.config();
     this.weightBytes = handle.weightBytes();
+    this.threads = handle.threads();
   }
 
   createSession({ useKVCache = true } = {}) {

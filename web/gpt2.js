@@ -12,7 +12,7 @@
 // Sharing one worker between several widgets: `const worker = createEngineWorker()`, then
 // `loadModel(source, { worker })` for each; `worker.terminate()` when done. Without it, every model in a page
 // shares one default worker, which ends when its last model is disposed.
-import { loadEngine, weightFormatIsInt8 } from './engine.js';
+import { DEFAULT_THREADS, checkThreads, loadEngine, resolveThreads, weightFormatIsInt8 } from './engine.js';
 import { Generation, SessionPool, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelLoadError, loadEngineModel } from './loader.js';
 import { createTokenizer } from './tokenizer.js';
@@ -21,19 +21,23 @@ export { ModelLoadError };
 
 const IS_PAGE = typeof window !== 'undefined';
 
-// -> Model: { config, weightBytes, generate(prompt, options), encode(text), decode(ids), dispose() }
+// -> Model: { config, weightBytes, threads, generate(prompt, options), encode(text), decode(ids), dispose() }
 // weights: 'fp32' (default) or 'int8' (quantized on load: about a quarter of the weight memory).
-export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32' } = {}) {
+// threads: 'auto' (default in browsers: the cores, at most 8) or a count (default 1 in Node). More than one
+// needs SharedArrayBuffer, which browsers give only to cross-origin-isolated pages (COOP + COEP headers);
+// elsewhere the model quietly runs on one thread. model.threads says how many it got.
+export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
   weightFormatIsInt8(weights);
-  if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights });
-  return loadLocalModel(source, { onProgress, signal, weights });
+  checkThreads(threads);
+  if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights, threads });
+  return loadLocalModel(source, { onProgress, signal, weights, threads });
 }
 
 // ---- models in this thread (Node, workers, and the engine worker itself) ----
 
-export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32' } = {}) {
-  const engine = await loadEngine();
+export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
+  const engine = await loadEngine({ threads: await resolveThreads(threads) });
   const { model, vocab, merges } = await loadEngineModel(engine, source, { onProgress, signal, weights });
   try {
     return new LocalModel(model, createModelTokenizer(vocab, merges, model.config));
@@ -60,6 +64,7 @@ function createModelTokenizer(vocab, merges, config) {
 class LocalModel {
   config;
   weightBytes;
+  threads;
   #engineModel;
   #pool;
   #tokenizer;
@@ -67,6 +72,7 @@ class LocalModel {
   constructor(engineModel, tokenizer) {
     this.config = engineModel.config;
     this.weightBytes = engineModel.weightBytes;
+    this.threads = engineModel.threads;
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);
     this.#tokenizer = tokenizer;
@@ -102,7 +108,7 @@ export function createEngineWorker() {
   return new EngineWorker({ endsWithLastModel: false });
 }
 
-async function loadWorkerModel(source, { onProgress, signal, worker, weights }) {
+async function loadWorkerModel(source, { onProgress, signal, worker, weights, threads }) {
   if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
   if (!worker) {
     if (!defaultWorker?.usable) defaultWorker = new EngineWorker({ endsWithLastModel: true });
@@ -111,7 +117,7 @@ async function loadWorkerModel(source, { onProgress, signal, worker, weights }) 
   worker.retain();
   let answer;
   try {
-    answer = await worker.request({ type: 'load', source: portableSource(source), weights }, { onProgress, signal });
+    answer = await worker.request({ type: 'load', source: portableSource(source), weights, threads }, { onProgress, signal });
   } catch (error) {
     worker.release();
     throw error;
@@ -136,15 +142,17 @@ function portableSource(source) {
 class WorkerModel {
   config;
   weightBytes;
+  threads;
   #worker;
   #modelId;
   #disposed = false;
 
-  constructor(worker, { modelId, config, weightBytes }) {
+  constructor(worker, { modelId, config, weightBytes, threads }) {
     this.#worker = worker;
     this.#modelId = modelId;
     this.config = config;
     this.weightBytes = weightBytes;
+    this.threads = threads;
   }
 
   generate(prompt, options) {

@@ -326,7 +326,11 @@ function urlFile(name, url) {
 async function fetchFile(name, url, signal) {
   let response;
   try {
-    response = await fetch(url, { signal });
+    // CORS mode (fetch's default, spelled out because it matters): under the page's COEP require-corp (threads,
+    // see tools/serve.mjs) a cross-origin response is only usable if CORS or CORP allows it, and Hugging Face
+    // (and the CDN it redirects to) answers with Access-Control-Allow-Origin: *. Without credentials, so the
+    // wildcard suffices. A no-cors fetch would give an opaque response that COEP blocks.
+    response = await fetch(url, { signal, mode: 'cors', credentials: 'same-origin' });
   } catch (error) {
     throwIfAborted(signal, name);
     throw new ModelLoadError(name, 'network',

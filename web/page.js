@@ -187,8 +187,11 @@ function onWeightsChanged() {
 function describeLoadedModel() {
   if (!state.model) return 'No model loaded: choose one in Settings.';
   const { n_layer, n_embd, n_ctx } = state.model.config;
-  const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(state.model.weightBytes)} of weights`;
-  return `Ready: ${state.modelChoice.label} · ${details} (${state.modelWeights})`;
+  const { weightBytes, threads } = state.model;
+  // threads: more than one only on a cross-origin-isolated page (tools/serve.mjs sends COOP + COEP)
+  const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
+    `${state.modelWeights} weights, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+  return `Ready: ${state.modelChoice.label} · ${details}`;
 }
 
 // Called with { file, loaded, total, fraction } for the file being read (fraction is null while unknown).

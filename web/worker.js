@@ -2,8 +2,9 @@
 // Started by gpt2.js from a Blob URL that imports this file's absolute URL (works from cross-origin pages).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
-//   page -> worker  { type: 'load', id, source, weights? }           -> progress*, result { modelId, config, weightBytes }
-//                   (weights: 'fp32' | 'int8', loadModel's option)
+//   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, threads }
+//                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
+//                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
 //                   { type: 'encode', id, modelId, text }             -> result (ids)
 //                   { type: 'decode', id, modelId, ids }              -> result (text)
@@ -22,12 +23,12 @@ const controllers = new Map();  // request id -> AbortController
 let nextModelId = 1;
 
 const handlers = {
-  async load({ id, source, weights = 'fp32' }) {
+  async load({ id, source, weights = 'fp32', threads = 'auto' }) {
     const onProgress = (progress) => post({ type: 'progress', id, progress });
-    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal, weights });
+    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal, weights, threads });
     const modelId = nextModelId++;
     models.set(modelId, model);
-    return { modelId, config: model.config, weightBytes: model.weightBytes };
+    return { modelId, config: model.config, weightBytes: model.weightBytes, threads: model.threads };
   },
 
   async generate({ id, modelId, prompt, options }) {

@@ -60,3 +60,29 @@ TEST(Session, NoMallocPerToken) {
         }
     }
 }
+
+TEST(Session, NoMallocPerTokenWithThreads) {
+    gpt2_test::ModelSpec spec;  // large enough that the matrix products are split between 3 threads
+    spec.n_vocab = 3001;
+    spec.n_embd = 260;
+    spec.n_ctx = 80;  // the uncached steps recompute up to 80 tokens (split by tokens from 64), then slide
+    for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
+        gpt2::LoadOptions options;
+        options.format = format;
+        options.n_threads = 3;
+        auto model = gpt2_test::make_model(spec, options);
+        ASSERT_TRUE(model);
+        ASSERT_EQ(model->n_threads(), 3);
+        for (bool cache : {true, false}) {
+            std::string error;
+            auto session = gpt2::Session::create(*model, cache, &error);
+            ASSERT_TRUE(session) << error;
+            const int32_t prompt[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+            const long before = g_engine_mallocs;
+            int next = session->prefill(prompt, 20);
+            for (int i = 0; i < 70 && next >= 0; i++) next = session->step(next);
+            EXPECT_GE(next, 0) << session->error();
+            EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
+        }
+    }
+}

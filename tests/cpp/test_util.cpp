@@ -131,8 +131,17 @@ std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<u
 }
 
 std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, gpt2::WeightFormat format) {
+    gpt2::LoadOptions options;
+    options.format = format;
+    return make_model(spec, options);
+}
+
+std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadOptions& options) {
+    const std::string config = config_json(spec);
+    const std::vector<uint8_t> safetensors = build_safetensors(random_tensors(spec));
     std::string error;
-    auto model = load(config_json(spec), build_safetensors(random_tensors(spec)), &error, format);
+    auto model = gpt2::load_model(reinterpret_cast<const uint8_t*>(config.data()), config.size(), safetensors.data(),
+                                  safetensors.size(), options, &error);
     EXPECT_TRUE(model) << error;
     return model;
 }

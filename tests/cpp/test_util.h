@@ -40,6 +40,7 @@ std::string config_json(const ModelSpec& spec);
 // Loads spec (fails the current test on error).
 std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec,
                                         gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
+std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadOptions& options);
 std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<uint8_t>& safetensors,
                                   std::string* error, gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
 

@@ -93,13 +93,13 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
 test('the Weights setting reloads the model as int8, generates the Node API\'s int8 text, and is remembered', async ({ page }) => {
   const [expectedFp32, expectedInt8] = await Promise.all([nodeGreedyText('fp32'), nodeGreedyText('int8')]);
   await openPageWithModel(page);
-  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible();
+  await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible();
   const fp32Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
-  const weightMegabytes = (status) => Number(/([\d.]+) MB of weights/.exec(status)[1]);
+  const weightMegabytes = (status) => Number(/([\d.]+) MB of (fp32|int8) weights/.exec(status)[1]);
 
   const weights = page.getByRole('combobox', { name: 'Weights' });
   await weights.selectOption('int8');
-  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(int8\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   const int8Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
   expect(weightMegabytes(int8Status)).toBeLessThan(weightMegabytes(fp32Status) / 3);
   await fillSettings(page, { prompt: PROMPT, ...GREEDY });
@@ -107,9 +107,9 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
 
   await page.reload();
   await expect(weights).toHaveValue('int8');
-  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(int8\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await weights.selectOption('fp32');
-  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await fillSettings(page, { prompt: PROMPT, ...GREEDY });
   expect(await generateText(page)).toBe(expectedFp32);
 });
@@ -121,7 +121,7 @@ test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed
   await controls(page).model.selectOption({ label: 'GPT-2 1.5B (6.4 GB download)' });
   await expect(page.getByText('Loading GPT-2 1.5B (int8 weights)…')).toBeVisible();
   await controls(page).model.selectOption({ label: BUNDLED_MODEL_LABEL }); // cancels it
-  await expect(page.getByText(/Ready: Tiny Shakespeare.*\(fp32\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
 });
 
 test('Stop ends a long generation within a moment', async ({ page }) => {

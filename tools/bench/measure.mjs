@@ -2,7 +2,7 @@
 // Chromium in a worker) so all of them run exactly the same sequence. Plain ES module without imports.
 //
 // A driver answers (all async):
-//   info()                  -> { config, weightBytes, kvCacheBytes }
+//   info()                  -> { config, weightBytes, kvCacheBytes, threads }
 //   prefill(mode, ids)      -> { token, ms }   mode: 'cached' | 'uncached'; greedy sampling
 //   step(mode, id)          -> { token, ms }
 //   streamWeights(repeats)  -> [ms of each streaming read over a buffer of weightBytes]

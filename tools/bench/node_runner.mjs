@@ -2,15 +2,15 @@
 // figures are then its own). Loads the model folder through web/ like the CLI does, runs measure.mjs, writes
 // the result as JSON on stdout and progress on stderr.
 //
-//   node tools/bench/node_runner.mjs MODEL_DIR fp32|int8 PLAN_JSON
+//   node tools/bench/node_runner.mjs MODEL_DIR fp32|int8 PLAN_JSON [THREADS]    (THREADS > 1: the threaded build)
 import { loadEngine } from '../../web/engine.js';
 import { loadEngineModel } from '../../web/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
-const [modelDir, weights, planJson] = process.argv.slice(2);
+const [modelDir, weights, planJson, threads = '1'] = process.argv.slice(2);
 const start = performance.now();
-const engine = await loadEngine();
+const engine = await loadEngine({ threads: Number(threads) });
 const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false, weights });
 console.error(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
 const driver = createWasmDriver(engine, model);

@@ -16,7 +16,7 @@ export function createWasmDriver(engine, model) {
 
   return {
     async info() {
-      return { config: model.config, weightBytes: model.weightBytes, kvCacheBytes: sessions.cached.kvCacheBytes };
+      return { config: model.config, weightBytes: model.weightBytes, kvCacheBytes: sessions.cached.kvCacheBytes, threads: model.threads };
     },
     async prefill(mode, ids) {
       return timed(() => sessions[mode].prefill(ids));

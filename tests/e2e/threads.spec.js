@@ -1,0 +1,71 @@
+// Threads in the page: served with COOP/COEP (tools/serve.mjs, playwright.config.js) the page is cross-origin
+// isolated, runs the threaded engine (public/wasm/gpt2-mt.*) on the machine's cores and generates the same greedy
+// text as one thread; served without those headers (--no-isolation) it falls back to the single-thread engine and
+// works the same. (The widget on hosts with and without isolation: widget.spec.js.) Run after tools/build.sh.
+import { test, expect } from '@playwright/test';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '../../tools/serve.mjs';
+import { loadModel } from '../../web/gpt2.js';
+import { controls } from './page-controls.js';
+
+const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));
+const BUNDLED_MODEL_FOLDER = `${PUBLIC}models/tiny-shakespeare/`;
+const PROMPT = 'ROMEO:\nWhat light';
+const MAX_NEW_TOKENS = 40;
+const MODEL_READY_TIMEOUT = 90_000;
+
+// The Node API's single-thread greedy continuation of PROMPT.
+let singleThreadTextPromise = null;
+function singleThreadText() {
+  singleThreadTextPromise ??= (async () => {
+    const model = await loadModel(BUNDLED_MODEL_FOLDER, { threads: 1 });
+    try {
+      let text = '';
+      for await (const piece of model.generate(PROMPT, { temperature: 0, maxNewTokens: MAX_NEW_TOKENS })) text += piece.text;
+      return text;
+    } finally {
+      model.dispose();
+    }
+  })();
+  return singleThreadTextPromise;
+}
+
+// Opens the page at url, waits for the bundled model, generates greedily; -> { isolated, status, text }.
+async function generateOnPage(page, url) {
+  await page.goto(url);
+  const { prompt, generate, output } = controls(page);
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await prompt.fill(PROMPT);
+  await page.getByLabel('Temperature').fill('0');
+  await page.getByLabel('Max new tokens').fill(String(MAX_NEW_TOKENS));
+  await generate.click();
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  return {
+    isolated: await page.evaluate(() => crossOriginIsolated),
+    cores: await page.evaluate(() => navigator.hardwareConcurrency),
+    status: await page.getByRole('status').textContent(),
+    text: (await output.locator('.token').allTextContents()).join(''),
+  };
+}
+
+test('a cross-origin-isolated page runs on the cores with the threaded engine, same text as one thread', async ({ page }) => {
+  const { isolated, cores, status, text } = await generateOnPage(page, '/');
+  expect(isolated).toBe(true);
+  const threads = Math.min(cores, 8);
+  expect(threads).toBeGreaterThan(1);  // this test needs a machine with at least two cores
+  expect(status).toMatch(new RegExp(`^Ready: Tiny Shakespeare .*, ${threads} threads$`));
+  expect(text.length).toBeGreaterThan(0);
+  expect(text).toBe(await singleThreadText());
+});
+
+test('without COOP/COEP the page falls back to one thread and generates the same text', async ({ page }) => {
+  const server = await startServer({ port: 0, root: PUBLIC, isolation: false });
+  try {
+    const { isolated, status, text } = await generateOnPage(page, `http://127.0.0.1:${server.address().port}/`);
+    expect(isolated).toBe(false);
+    expect(status).toMatch(/^Ready: Tiny Shakespeare .*, 1 thread$/);
+    expect(text).toBe(await singleThreadText());
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
