@@ -19,8 +19,9 @@ constexpr int kMaxBatch = 64;
 bool create_run_state(const Config& c, RunState* s, std::string* error) {
     const uint64_t T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
     const uint64_t B = T < uint64_t(kMaxBatch) ? T : uint64_t(kMaxBatch);
-    // floats per buffer, in field order; the token window is counted as floats too (same size as int32)
-    const uint64_t activation_floats = B * C * 4 + B * 3 * C + B * 4 * C + T + uint64_t(c.n_vocab) + B + T;
+    // floats per buffer, in field order (fc shares qkv + att); the token window is counted as floats too (same
+    // size as int32)
+    const uint64_t activation_floats = B * C * 2 + B * 4 * C + B * C + T + uint64_t(c.n_vocab) + B + T;
     const uint64_t kv_floats = 2 * L * T * C;
     const uint64_t quantized_bytes = B * 4 * C * sizeof(int16_t);
     const uint64_t bytes = (activation_floats + kv_floats) * sizeof(float) + quantized_bytes;
@@ -43,8 +44,8 @@ bool create_run_state(const Config& c, RunState* s, std::string* error) {
     s->xb = take(B * C);
     s->qkv = take(B * 3 * C);
     s->att = take(B * C);
+    s->fc = s->qkv;  // the MLP runs after attention is done with qkv and att: their B * 4 * C floats
     s->proj = take(B * C);
-    s->fc = take(B * 4 * C);
     s->scores = take(T);
     s->logits = take(uint64_t(c.n_vocab));
     s->xq_scale = take(B);

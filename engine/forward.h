@@ -20,7 +20,7 @@ struct RunState {
     float* qkv = nullptr;      // (n_batch, 3 * n_embd) query | key | value per token
     float* att = nullptr;      // (n_batch, n_embd) attention output, heads concatenated
     float* proj = nullptr;     // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
-    float* fc = nullptr;       // (n_batch, 4 * n_embd) MLP hidden activations
+    float* fc = nullptr;       // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
     float* scores = nullptr;   // (n_ctx) attention weights of one query row and head
     float* logits = nullptr;   // (n_vocab) logits of the last fed token
     float* xq_scale = nullptr;     // (n_batch) int8 weights: scale of each quantized input row
