@@ -30,16 +30,6 @@ std::unique_ptr<gpt2::Model> load_dir(const std::string& dir, gpt2::WeightFormat
     return model;
 }
 
-std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool cache) {
-    std::string error;
-    auto session = gpt2::Session::create(model, cache, &error);
-    EXPECT_TRUE(session) << error;
-    gpt2::SamplingSettings settings;
-    settings.temperature = 0.0f;
-    if (session) session->set_sampling(settings);
-    return session;
-}
-
 double stddev(const float* v, size_t n) {
     double mean = 0, sq = 0;
     for (size_t i = 0; i < n; i++) mean += v[i];

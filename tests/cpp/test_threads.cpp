@@ -51,16 +51,6 @@ std::unique_ptr<gpt2::Model> make_threaded(const ModelSpec& spec, gpt2::WeightFo
     return make_model(spec, options);
 }
 
-std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool cache) {
-    std::string error;
-    auto session = gpt2::Session::create(model, cache, &error);
-    EXPECT_TRUE(session) << error;
-    gpt2::SamplingSettings greedy;
-    greedy.temperature = 0.0f;
-    if (session) session->set_sampling(greedy);
-    return session;
-}
-
 // Everything a model computes for one prompt: the prompt's logits from one batched prefill, then greedy steps
 // with the cache (row-split GEMVs) and the same tokens recomputed without it (token-split GEMMs).
 struct Trace {

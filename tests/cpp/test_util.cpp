@@ -146,6 +146,16 @@ std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadO
     return model;
 }
 
+std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use_kv_cache) {
+    std::string error;
+    auto session = gpt2::Session::create(model, use_kv_cache, &error);
+    EXPECT_TRUE(session) << error;
+    gpt2::SamplingSettings greedy;
+    greedy.temperature = 0.0f;
+    if (session) session->set_sampling(greedy);
+    return session;
+}
+
 std::vector<uint8_t> float_bytes(const std::vector<float>& values) {
     std::vector<uint8_t> out(values.size() * 4);
     std::memcpy(out.data(), values.data(), out.size());
