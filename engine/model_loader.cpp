@@ -37,11 +37,6 @@ struct LoaderState {
 
 namespace {
 
-bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
-    *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
-    return false;
-}
-
 // The header is complete: parse and check it, allocate the weights, start the data stage.
 bool start_data(LoaderState& state, std::string* error) {
     const uint64_t data_bytes = state.file_size == ModelLoader::kUnknownFileSize

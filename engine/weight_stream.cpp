@@ -9,16 +9,6 @@ namespace {
 
 const size_t kBlockRows = 16;
 
-bool fail(std::string* error, const std::string& message) {
-    if (error) *error = "model.safetensors: " + message;
-    return false;
-}
-
-bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
-    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
-    return false;
-}
-
 // malloc that cannot wrap a 64-bit size into a small 32-bit one (wasm).
 void* allocate(uint64_t bytes) { return bytes > uint64_t(SIZE_MAX) ? nullptr : std::malloc(size_t(bytes)); }
 
@@ -161,7 +151,7 @@ void WeightStream::check_tied_head(const uint8_t* raw, const float* values, size
 
 bool WeightStream::finish(std::string* error) const {
     if (tensor_)
-        return fail(error, "the file is truncated: it ends " + std::to_string(received_) +
+        return weights_file_error(error, "the file is truncated: it ends " + std::to_string(received_) +
                                " bytes into the data section, inside tensor '" + tensor_->name + "' (bytes [" +
                                std::to_string(tensor_->begin) + ", " + std::to_string(tensor_->end) + "))");
     if (trailing_) return safetensors_trailing_bytes(received_, trailing_, error);
@@ -170,7 +160,7 @@ bool WeightStream::finish(std::string* error) const {
                                             TensorRole::Kind::lm_head
                                         ? tied_first_
                                         : tied_second_;
-        return fail(error, "tensor '" + lm_head->name +
+        return weights_file_error(error, "tensor '" + lm_head->name +
                                "' differs from 'wte.weight' (only a tied LM head is supported)");
     }
     return true;

@@ -13,6 +13,16 @@ namespace gpt2 {
 
 Weights::~Weights() { std::free(memory); }
 
+bool weights_file_error(std::string* error, const std::string& message) {
+    if (error) *error = "model.safetensors: " + message;
+    return false;
+}
+
+bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
+    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    return false;
+}
+
 namespace {
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -22,11 +32,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
         s += std::to_string(shape[i]);
     }
     return s + "]";
-}
-
-bool fail(std::string* error, const std::string& message) {
-    if (error) *error = "model.safetensors: " + message;
-    return false;
 }
 
 // "h.{i}.attn.bias" / "h.{i}.attn.masked_bias" with i < n_layer: the causal-mask buffers some exports
@@ -49,11 +54,6 @@ bool is_mask_buffer(const std::string& name, int n_layer) {
 // Optional prefix of every tensor name (checkpoints saved from GPT2LMHeadModel). A char array, not a static
 // std::string: that would allocate on first use, which heap-leak checks would count against a failed load.
 constexpr char kTransformerPrefix[] = "transformer.";
-
-bool out_of_memory(uint64_t bytes, const char* what, std::string* error) {
-    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
-    return false;
-}
 
 }  // namespace
 
@@ -141,10 +141,10 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
         if (it != index.end()) {
             const ParameterSlot& slot = layout.slots[it->second];
             if (found[it->second])
-                return fail(error,
+                return weights_file_error(error,
                             "tensors '" + found[it->second]->name + "' and '" + tensor.name + "' are the same parameter");
             if (tensor.shape != slot.shape)
-                return fail(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
+                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
                                        ", expected " + shape_string(slot.shape));
             found[it->second] = &tensor;
             (*roles)[t] = {TensorRole::Kind::parameter, it->second};
@@ -152,15 +152,15 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
             continue;
         } else if (name == "lm_head.weight") {
             if (tensor.shape != std::vector<int64_t>{V, C})
-                return fail(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
+                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
                                        ", expected " + shape_string({V, C}));
             (*roles)[t].kind = TensorRole::Kind::lm_head;
         } else {
-            return fail(error, "unexpected tensor '" + tensor.name + "'");
+            return weights_file_error(error, "unexpected tensor '" + tensor.name + "'");
         }
     }
     for (size_t i = 0; i < layout.slots.size(); i++)
-        if (!found[i]) return fail(error, "missing tensor '" + layout.slots[i].name + "'");
+        if (!found[i]) return weights_file_error(error, "missing tensor '" + layout.slots[i].name + "'");
     return true;
 }
 
@@ -231,7 +231,7 @@ size_t first_non_finite(const float* v, size_t n) {
 
 bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error) {
     const char* what = std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf";
-    return fail(error, "tensor '" + tensor + "' contains " + what + " at element " + std::to_string(element));
+    return weights_file_error(error, "tensor '" + tensor + "' contains " + what + " at element " + std::to_string(element));
 }
 
 void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale) {

@@ -104,7 +104,13 @@ constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
 // points the slots' fields into it. Errors start with "out of memory: ".
 bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error);
 
-// Conversion steps shared by the streaming converter (engine/weight_stream.cpp).
+// Conversion steps shared by the streaming converter (engine/weight_stream.cpp) and the loader
+// (engine/model_loader.cpp).
+
+// *error = "model.safetensors: " + message (if error is not null). Returns false.
+bool weights_file_error(std::string* error, const std::string& message);
+// *error = "out of memory: need <bytes> bytes for <what>" (if error is not null). Returns false.
+bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
 // Index of the first NaN or infinity in v[0, n), or n.
 size_t first_non_finite(const float* v, size_t n);
