@@ -336,7 +336,7 @@ void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* 
 }
 
 void attention_scores(float* scores, const float* q, const float* keys, int n_keys, int n, float scale) {
-    for (int j = 0; j < n_keys; j++) scores[j] = dot_impl(q, keys + size_t(j) * n, n) * scale;
+    for (int j = 0; j < n_keys; j++) scores[j] = dot(q, keys + size_t(j) * n, n) * scale;
 }
 
 void attention_values(float* out, const float* p, const float* values, int n_keys, int n) {
