@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels.h"
+#include "linear.h"
 #include "ops.h"
 #include "thread_pool.h"
 #include "weights.h"
@@ -58,20 +59,6 @@ bool create_run_state(const Config& c, RunState* s, std::string* error) {
 
 namespace {
 
-// One weight matrix [n_out][n_in] in panels (kernels.h): fp32 (w) or int8 with per-row scales (q, scale).
-struct Matrix {
-    const float* w;
-    const int8_t* q;
-    const float* scale;
-};
-
-// Layer l of a (n_layer, n_out, n_in) parameter stored in either format.
-Matrix layer_matrix(const float* w, const int8_t* q, const float* scale, int l, int n_out, int n_in) {
-    const size_t rows = size_t(l) * size_t(n_out);
-    if (q) return {nullptr, q + rows * size_t(n_in), scale + rows};
-    return {w + rows * size_t(n_in), nullptr, nullptr};
-}
-
 // Thread splitting of matmul(). Every part calls the same kernel on a slice, and the kernels compute each output
 // element from its own row and token alone, in a fixed order (kernels.h), so the result is bit-identical for any
 // number of threads.
@@ -93,58 +80,33 @@ static_assert(kRowAlignment % kPanelRows == 0, "a row range must start at a pane
 constexpr int kMinTokensPerPart = 32;
 
 struct MatmulJob {
-    float* out;              // (n, n_out)
-    const float* x;          // (n, n_in)
-    const int16_t* xq;       // (n, n_in) int8 weights: x quantized
-    const float* xq_scale;   // (n) int8 weights: the scales of xq's rows
-    Matrix m;
-    const float* bias;       // (n_out) or null
-    int n, n_in, n_out;
-    int per_part;            // output rows (n == 1) or tokens (n > 1) per part; the last part takes what is left
+    float* out;  // (n, n_out)
+    const Linear* linear;
+    LinearInput in;
+    int n;
+    int per_part;  // output rows (n == 1) or tokens (n > 1) per part; the last part takes what is left
 };
-
-// The kernel on tokens [t0, t0 + tokens) and output rows [o0, o0 + rows); rows < n_out only for one token (the
-// batched kernels write rows of n_out outputs).
-void multiply(const MatmulJob& job, int t0, int tokens, int o0, int rows) {
-    const size_t n_in = size_t(job.n_in);
-    float* out = job.out + size_t(t0) * size_t(job.n_out) + size_t(o0);
-    const float* bias = job.bias ? job.bias + o0 : nullptr;
-    if (job.m.q) {
-        const int8_t* w = job.m.q + size_t(o0) * n_in;
-        const float* w_scale = job.m.scale + o0;
-        const int16_t* xq = job.xq + size_t(t0) * n_in;
-        if (tokens == 1)
-            gemv_q8(out, xq, job.xq_scale[t0], w, w_scale, bias, job.n_in, rows);
-        else
-            gemm_q8(out, xq, job.xq_scale + t0, w, w_scale, bias, tokens, job.n_in, rows);
-    } else {
-        const float* w = job.m.w + size_t(o0) * n_in;
-        const float* x = job.x + size_t(t0) * n_in;
-        if (tokens == 1)
-            gemv(out, x, w, bias, job.n_in, rows);
-        else
-            gemm(out, x, w, bias, tokens, job.n_in, rows);
-    }
-}
 
 void matmul_part(void* context, int part) {
     const MatmulJob& job = *static_cast<const MatmulJob*>(context);
+    const int n_out = job.linear->n_out;
     if (job.n == 1) {
         const int o0 = part * job.per_part;
-        multiply(job, 0, 1, o0, std::min(job.per_part, job.n_out - o0));
+        multiply_linear(job.out, *job.linear, job.in, 0, 1, o0, std::min(job.per_part, n_out - o0));
     } else {
         const int t0 = part * job.per_part;
-        multiply(job, t0, std::min(job.per_part, job.n - t0), 0, job.n_out);
+        multiply_linear(job.out, *job.linear, job.in, t0, std::min(job.per_part, job.n - t0), 0, n_out);
     }
 }
 
-// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . w^T + bias, split over the pool's threads (see
-// above; pool may be null: one thread). int8 weights first quantize the input rows into the run state's int16
-// buffer, once for all parts.
-void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Matrix& m, const float* bias, int n,
-            int n_in, int n_out) {
-    if (m.q) quantize_activations(s->xq, s->xq_scale, x, n, n_in);
-    const int64_t multiply_adds = int64_t(n) * n_in * n_out;
+// Linear layer for n token rows: out (n, n_out) = x (n, n_in) . weight^T + bias, split over the pool's threads
+// (see above; pool may be null: one thread). The input is prepared for the weights' format (int8: quantized
+// into the run state's int16 buffer) once for all parts.
+void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Linear& linear, int n) {
+    const LinearInput in{x, s->xq, s->xq_scale};
+    prepare_linear_input(linear, in, n);
+    const int n_out = linear.n_out;
+    const int64_t multiply_adds = int64_t(n) * linear.n_in * n_out;
     const int n_threads = pool ? pool->n_threads() : 1;
     int parts = n_threads > 1 ? int(std::min<int64_t>(n_threads * (n == 1 ? kRowPartsPerThread : 1),
                                                        multiply_adds / kMinMultiplyAddsPerPart))
@@ -161,29 +123,53 @@ void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Mat
             parts = (n + per_part - 1) / per_part;
         }
     }
-    MatmulJob job{out, x, s->xq, s->xq_scale, m, bias, n, n_in, n_out, per_part};
+    MatmulJob job{out, &linear, in, n, per_part};
     if (parts <= 1)
-        multiply(job, 0, n, 0, n_out);
+        multiply_linear(out, linear, in, 0, n, 0, n_out);
     else
         pool->run(&matmul_part, &job, parts);
 }
 
-// x = wte[token] + wpe[pos] for n tokens; wte is packed (its rows are unpacked; int8 rows dequantized).
-void embed_tokens(const Config& c, const Weights& w, float* x, const int32_t* tokens, int n, int pos0, int16_t* row_q8) {
+// x = wte[token] + wpe[pos] for n tokens; scratch holds n_embd bytes (see linear_weight_row).
+void embed_tokens(const Config& c, const Weights& w, float* x, const int32_t* tokens, int n, int pos0,
+                  int8_t* scratch) {
     const int C = c.n_embd;
     for (int t = 0; t < n; t++) {
         float* xt = x + (size_t)t * C;
         const float* p = w.wpe + (size_t)(pos0 + t) * C;
-        if (w.wte_q) {
-            int8_t* q = reinterpret_cast<int8_t*>(row_q8);
-            unpack_row(q, w.wte_q, c.n_vocab, C, tokens[t]);
-            const float scale = w.wte_scale[tokens[t]];
-            for (int i = 0; i < C; i++) xt[i] = float(q[i]) * scale + p[i];
-        } else {
-            unpack_row(xt, w.wte, c.n_vocab, C, tokens[t]);
-            for (int i = 0; i < C; i++) xt[i] += p[i];
+        linear_weight_row(xt, w.wte, tokens[t], scratch);
+        for (int i = 0; i < C; i++) xt[i] += p[i];
+    }
+}
+
+// out = layernorm(x) row by row, for n rows of n_embd
+void layernorm_rows(float* out, const float* x, const LayerNorm& norm, int n, int n_embd, float eps) {
+    for (int t = 0; t < n; t++)
+        layernorm(out + (size_t)t * n_embd, x + (size_t)t * n_embd, norm.weight, norm.bias, n_embd, eps);
+}
+
+// Copies the keys and values of n tokens at positions pos0.. from qkv (n, 3 * n_embd) into one layer's caches
+// (n_head, n_ctx, head_size).
+void write_kv_cache(float* key_cache, float* value_cache, const float* qkv, int n, int pos0, const Config& c) {
+    const int C = c.n_embd, hs = C / c.n_head;
+    for (int t = 0; t < n; t++) {
+        const float* row = qkv + (size_t)t * 3 * C;
+        for (int h = 0; h < c.n_head; h++) {
+            const size_t at = ((size_t)h * c.n_ctx + (size_t)(pos0 + t)) * hs;
+            std::memcpy(key_cache + at, row + C + h * hs, sizeof(float) * hs);
+            std::memcpy(value_cache + at, row + 2 * C + h * hs, sizeof(float) * hs);
         }
     }
+}
+
+// Causal self-attention of n tokens at positions pos0..: the token at pos0 + t sees positions 0..pos0 + t of
+// the caches. out (n, n_embd), qkv (n, 3 * n_embd); scores is scratch (n_ctx).
+void attention(float* out, const float* qkv, const float* key_cache, const float* value_cache, int n, int pos0,
+               const Config& c, float* scores) {
+    const int C = c.n_embd;
+    for (int t = 0; t < n; t++)
+        attention_row(out + (size_t)t * C, qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
+                      c.n_head, c.n_ctx, scores);
 }
 
 // One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives
@@ -192,57 +178,42 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
                    bool last_logits) {
     const Config& c = model.config();
     const Weights& w = model.weights();
-    const int C = c.n_embd, T = c.n_ctx;
+    const int C = c.n_embd, V = c.n_vocab;
     const float eps = c.layer_norm_epsilon;
     ThreadPool* const pool = model.thread_pool();
+    const size_t cache_floats = (size_t)c.n_ctx * C;  // one layer's key (or value) cache
 
-    embed_tokens(c, w, s->x, tokens, n, pos0, s->xq);
-    const Matrix lm_head = w.wte_q ? Matrix{nullptr, w.wte_q, w.wte_scale} : Matrix{w.wte, nullptr, nullptr};
-
+    embed_tokens(c, w, s->x, tokens, n, pos0, reinterpret_cast<int8_t*>(s->xq));
     for (int l = 0; l < c.n_layer; l++) {
-        const size_t lC = (size_t)l * C;
-        float* key_cache = s->key_cache + (size_t)l * T * C;
-        float* value_cache = s->value_cache + (size_t)l * T * C;
+        const Layer& layer = w.layers[l];
+        float* const key_cache = s->key_cache + l * cache_floats;
+        float* const value_cache = s->value_cache + l * cache_floats;
 
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
-        for (int t = 0; t < n; t++)
-            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_1_weight + lC, w.ln_1_bias + lC, C, eps);
-        matmul(pool, s, s->qkv, s->xb, layer_matrix(w.qkv_weight, w.qkv_q, w.qkv_scale, l, 3 * C, C), w.qkv_bias + lC * 3, n, C, 3 * C);
-        const int hs = C / c.n_head;
-        for (int t = 0; t < n; t++) {
-            const float* qkv = s->qkv + (size_t)t * 3 * C;
-            for (int h = 0; h < c.n_head; h++) {
-                const size_t at = ((size_t)h * T + (size_t)(pos0 + t)) * hs;
-                std::memcpy(key_cache + at, qkv + C + h * hs, sizeof(float) * hs);
-                std::memcpy(value_cache + at, qkv + 2 * C + h * hs, sizeof(float) * hs);
-            }
-        }
-        for (int t = 0; t < n; t++)  // causal: the token at pos0 + t sees positions 0..pos0 + t
-            attention_row(s->att + (size_t)t * C, s->qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
-                          c.n_head, T, s->scores);
-        matmul(pool, s, s->proj, s->att, layer_matrix(w.attn_proj_weight, w.attn_proj_q, w.attn_proj_scale, l, C, C), w.attn_proj_bias + lC, n, C, C);
+        layernorm_rows(s->xb, s->x, layer.ln_1, n, C, eps);
+        matmul(pool, s, s->qkv, s->xb, layer.attn_qkv, n);
+        write_kv_cache(key_cache, value_cache, s->qkv, n, pos0, c);
+        attention(s->att, s->qkv, key_cache, value_cache, n, pos0, c, s->scores);
+        matmul(pool, s, s->proj, s->att, layer.attn_proj, n);
         residual_add(s->x, s->proj, n * C);
 
         // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
-        for (int t = 0; t < n; t++)
-            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_2_weight + lC, w.ln_2_bias + lC, C, eps);
-        matmul(pool, s, s->fc, s->xb, layer_matrix(w.fc_weight, w.fc_q, w.fc_scale, l, 4 * C, C), w.fc_bias + lC * 4, n, C, 4 * C);
+        layernorm_rows(s->xb, s->x, layer.ln_2, n, C, eps);
+        matmul(pool, s, s->fc, s->xb, layer.mlp_fc, n);
         gelu(s->fc, n * 4 * C);
-        matmul(pool, s, s->proj, s->fc, layer_matrix(w.mlp_proj_weight, w.mlp_proj_q, w.mlp_proj_scale, l, C, 4 * C),
-               w.mlp_proj_bias + lC, n, 4 * C, C);
+        matmul(pool, s, s->proj, s->fc, layer.mlp_proj, n);
         residual_add(s->x, s->proj, n * C);
     }
 
     // final layernorm and the tied LM head (wte as [n_vocab][n_embd])
     if (logits_out) {
-        for (int t = 0; t < n; t++)
-            layernorm(s->xb + (size_t)t * C, s->x + (size_t)t * C, w.ln_f_weight, w.ln_f_bias, C, eps);
-        matmul(pool, s, logits_out, s->xb, lm_head, nullptr, n, C, c.n_vocab);
-        if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * c.n_vocab, sizeof(float) * c.n_vocab);
+        layernorm_rows(s->xb, s->x, w.ln_f, n, C, eps);
+        matmul(pool, s, logits_out, s->xb, w.wte, n);
+        if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * V, sizeof(float) * V);
     } else if (last_logits) {
         float* xb = s->xb + (size_t)(n - 1) * C;
-        layernorm(xb, s->x + (size_t)(n - 1) * C, w.ln_f_weight, w.ln_f_bias, C, eps);
-        matmul(pool, s, s->logits, xb, lm_head, nullptr, 1, C, c.n_vocab);
+        layernorm_rows(xb, s->x + (size_t)(n - 1) * C, w.ln_f, 1, C, eps);
+        matmul(pool, s, s->logits, xb, w.wte, 1);
     }
 }
 

@@ -51,7 +51,7 @@ bool start_data(LoaderState& state, std::string* error) {
     if (!state.stream.init(state.config, state.format, state.header, state.roles, state.layout, state.weights.get(),
                            error))
         return false;
-    if (!allocate_weights(state.layout, state.format, state.weights.get(), error)) return false;
+    if (!allocate_weights(state.layout, state.weights.get(), error)) return false;
     state.stage = LoaderState::Stage::data;
     return true;
 }

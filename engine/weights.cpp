@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels.h"
@@ -60,67 +61,65 @@ constexpr char kTransformerPrefix[] = "transformer.";
 WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w) {
     const int64_t C = config.n_embd, L = config.n_layer, V = config.n_vocab, T = config.n_ctx;
     const bool int8 = format == WeightFormat::int8;
-    // Each parameter is one contiguous (n_layer, ...) array inside a single allocation.
+    // Each parameter is one contiguous (n_layer, ...) array inside a single allocation: the slots go parameter
+    // by parameter, layer by layer.
     WeightsLayout layout;
     std::vector<ParameterSlot>& slots = layout.slots;
     uint64_t& total = layout.n_floats;
     uint64_t& total_q = layout.n_int8;
-    auto add_global = [&](const char* name, std::vector<int64_t> shape, float** field) {
+    w->layers.assign(size_t(L), Layer());
+    auto elements = [](const std::vector<int64_t>& shape) {
         uint64_t n = 1;
         for (int64_t d : shape) n *= uint64_t(d);
-        slots.push_back({name, shape, field, total, true, false});
+        return n;
+    };
+    auto add_vector = [&](std::string name, std::vector<int64_t> shape, float** vector) {
+        const uint64_t n = elements(shape);
+        ParameterSlot slot{std::move(name), std::move(shape), total, false};
+        slot.vector = vector;
+        slots.push_back(std::move(slot));
         total += n;
     };
-    auto add_layered = [&](const char* suffix, std::vector<int64_t> shape, bool transpose, float** field,
-                           int8_t** qfield = nullptr, float** sfield = nullptr) {
-        uint64_t n = 1;
-        for (int64_t d : shape) n *= uint64_t(d);
-        if (int8 && qfield) {
-            const uint64_t rows = uint64_t(transpose ? shape[1] : shape[0]);
-            for (int l = 0; l < L; l++) {
-                ParameterSlot e{"h." + std::to_string(l) + "." + suffix, shape, sfield, total + rows * uint64_t(l),
-                                l == 0, transpose};
-                e.quantized = true;
-                e.qfield = qfield;
-                e.q_offset = total_q + n * uint64_t(l);
-                slots.push_back(e);
-            }
-            total += rows * uint64_t(L);
-            total_q += n * uint64_t(L);
-            return;
+    // A weight matrix: the file's shape is (n_in, n_out) for a Conv1D (transpose), else (n_out, n_in).
+    auto add_matrix = [&](std::string name, std::vector<int64_t> shape, bool transpose, Linear* linear) {
+        const uint64_t n = elements(shape);
+        linear->format = format;
+        linear->n_out = int(transpose ? shape[1] : shape[0]);
+        linear->n_in = int(transpose ? shape[0] : shape[1]);
+        ParameterSlot slot{std::move(name), std::move(shape), total, transpose};
+        slot.matrix = linear;
+        if (int8) {
+            slot.quantized = true;
+            slot.q_offset = total_q;
+            total += uint64_t(linear->n_out);  // the scales
+            total_q += n;
+        } else {
+            total += n;
         }
-        for (int l = 0; l < L; l++)
-            slots.push_back(
-                {"h." + std::to_string(l) + "." + suffix, shape, field, total + n * uint64_t(l), l == 0, transpose});
-        total += n * uint64_t(L);
+        slots.push_back(std::move(slot));
     };
-    if (int8) {
-        ParameterSlot e{"wte.weight", {V, C}, &w->wte_scale, total, true, false};
-        e.quantized = true;
-        e.qfield = &w->wte_q;
-        e.q_offset = total_q;
-        slots.push_back(e);
-        total += uint64_t(V);
-        total_q += uint64_t(V) * uint64_t(C);
-    } else {
-        add_global("wte.weight", {V, C}, &w->wte);
-    }
-    add_global("wpe.weight", {T, C}, &w->wpe);
-    add_layered("ln_1.weight", {C}, false, &w->ln_1_weight);
-    add_layered("ln_1.bias", {C}, false, &w->ln_1_bias);
-    add_layered("attn.c_attn.weight", {C, 3 * C}, true, &w->qkv_weight, &w->qkv_q, &w->qkv_scale);
-    add_layered("attn.c_attn.bias", {3 * C}, false, &w->qkv_bias);
-    add_layered("attn.c_proj.weight", {C, C}, true, &w->attn_proj_weight, &w->attn_proj_q, &w->attn_proj_scale);
-    add_layered("attn.c_proj.bias", {C}, false, &w->attn_proj_bias);
-    add_layered("ln_2.weight", {C}, false, &w->ln_2_weight);
-    add_layered("ln_2.bias", {C}, false, &w->ln_2_bias);
-    add_layered("mlp.c_fc.weight", {C, 4 * C}, true, &w->fc_weight, &w->fc_q, &w->fc_scale);
-    add_layered("mlp.c_fc.bias", {4 * C}, false, &w->fc_bias);
-    add_layered("mlp.c_proj.weight", {4 * C, C}, true, &w->mlp_proj_weight, &w->mlp_proj_q,
-                &w->mlp_proj_scale);
-    add_layered("mlp.c_proj.bias", {C}, false, &w->mlp_proj_bias);
-    add_global("ln_f.weight", {C}, &w->ln_f_weight);
-    add_global("ln_f.bias", {C}, &w->ln_f_bias);
+    auto layer_name = [](int64_t l, const char* suffix) { return "h." + std::to_string(l) + "." + suffix; };
+
+    add_matrix("wte.weight", {V, C}, false, &w->wte);
+    add_vector("wpe.weight", {T, C}, &w->wpe);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.weight"), {C}, &w->layers[l].ln_1.weight);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.bias"), {C}, &w->layers[l].ln_1.bias);
+    for (int64_t l = 0; l < L; l++)
+        add_matrix(layer_name(l, "attn.c_attn.weight"), {C, 3 * C}, true, &w->layers[l].attn_qkv);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_attn.bias"), {3 * C}, &w->layers[l].attn_qkv.bias);
+    for (int64_t l = 0; l < L; l++)
+        add_matrix(layer_name(l, "attn.c_proj.weight"), {C, C}, true, &w->layers[l].attn_proj);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_proj.bias"), {C}, &w->layers[l].attn_proj.bias);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.weight"), {C}, &w->layers[l].ln_2.weight);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.bias"), {C}, &w->layers[l].ln_2.bias);
+    for (int64_t l = 0; l < L; l++)
+        add_matrix(layer_name(l, "mlp.c_fc.weight"), {C, 4 * C}, true, &w->layers[l].mlp_fc);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_fc.bias"), {4 * C}, &w->layers[l].mlp_fc.bias);
+    for (int64_t l = 0; l < L; l++)
+        add_matrix(layer_name(l, "mlp.c_proj.weight"), {4 * C, C}, true, &w->layers[l].mlp_proj);
+    for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_proj.bias"), {C}, &w->layers[l].mlp_proj.bias);
+    add_vector("ln_f.weight", {C}, &w->ln_f.weight);
+    add_vector("ln_f.bias", {C}, &w->ln_f.bias);
     return layout;
 }
 
@@ -164,51 +163,53 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
     return true;
 }
 
-bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error) {
+bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* error) {
     const uint64_t bytes = layout.bytes();
     if (bytes > kMaxWeightsBytes || !(w->memory = static_cast<float*>(std::malloc(size_t(bytes)))))
         return out_of_memory(bytes, "the weights", error);
     w->bytes = size_t(bytes);
-    w->format = format;
     int8_t* const q_base = reinterpret_cast<int8_t*>(w->memory + layout.n_floats);
     for (const ParameterSlot& slot : layout.slots) {
-        if (!slot.first_layer) continue;
-        *slot.field = w->memory + slot.offset;
-        if (slot.quantized) *slot.qfield = q_base + slot.q_offset;
+        if (slot.vector) {
+            *slot.vector = w->memory + slot.offset;
+        } else if (slot.quantized) {
+            slot.matrix->weight = q_base + slot.q_offset;
+            slot.matrix->scale = w->memory + slot.offset;
+        } else {
+            slot.matrix->weight = w->memory + slot.offset;
+        }
     }
     return true;
 }
 
 namespace {
 
-// Packs `layers` consecutive (n_out, n_in) matrices starting at w.
-template <typename T>
-void pack_layers(T* w, int layers, int n_out, int n_in, T* scratch) {
-    for (int l = 0; l < layers; l++) pack_panels(w + size_t(l) * n_out * n_in, n_out, n_in, scratch);
+// Packs one weight matrix in place; scratch holds kPanelRows rows of the widest matrix.
+void pack_linear(Linear* linear, void* scratch) {
+    switch (linear->format) {
+        case WeightFormat::fp32:
+            pack_panels(static_cast<float*>(linear->weight), linear->n_out, linear->n_in, static_cast<float*>(scratch));
+            break;
+        case WeightFormat::int8:
+            pack_panels(static_cast<int8_t*>(linear->weight), linear->n_out, linear->n_in,
+                        static_cast<int8_t*>(scratch));
+            break;
+    }
 }
 
 }  // namespace
 
 bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
-    const int C = c.n_embd, L = c.n_layer;
-    const uint64_t scratch_bytes = uint64_t(kPanelRows) * 4 * uint64_t(C) * sizeof(float);  // widest rows: 4 * n_embd
+    const uint64_t scratch_bytes = uint64_t(kPanelRows) * 4 * uint64_t(c.n_embd) * sizeof(float);  // widest rows: 4 * n_embd
     std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(size_t(scratch_bytes))),
                                                          &std::free);
     if (!scratch) return out_of_memory(scratch_bytes, "the weight packing", error);
-    if (w->format == WeightFormat::int8) {
-        int8_t* s = reinterpret_cast<int8_t*>(scratch.get());
-        pack_layers(w->wte_q, 1, c.n_vocab, C, s);
-        pack_layers(w->qkv_q, L, 3 * C, C, s);
-        pack_layers(w->attn_proj_q, L, C, C, s);
-        pack_layers(w->fc_q, L, 4 * C, C, s);
-        pack_layers(w->mlp_proj_q, L, C, 4 * C, s);
-    } else {
-        float* s = scratch.get();
-        pack_layers(w->wte, 1, c.n_vocab, C, s);
-        pack_layers(w->qkv_weight, L, 3 * C, C, s);
-        pack_layers(w->attn_proj_weight, L, C, C, s);
-        pack_layers(w->fc_weight, L, 4 * C, C, s);
-        pack_layers(w->mlp_proj_weight, L, C, 4 * C, s);
+    pack_linear(&w->wte, scratch.get());
+    for (Layer& layer : w->layers) {
+        pack_linear(&layer.attn_qkv, scratch.get());
+        pack_linear(&layer.attn_proj, scratch.get());
+        pack_linear(&layer.mlp_fc, scratch.get());
+        pack_linear(&layer.mlp_proj, scratch.get());
     }
     return true;
 }

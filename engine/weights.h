@@ -14,39 +14,44 @@
 
 namespace gpt2 {
 
-struct Weights {
-    float* wte = nullptr;          // (n_vocab, n_embd) token embeddings; also the tied LM head [out][in]
-    float* wpe = nullptr;          // (n_ctx, n_embd) position embeddings
-    float* ln_1_weight = nullptr;  // (n_layer, n_embd)
-    float* ln_1_bias = nullptr;    // (n_layer, n_embd)
-    float* qkv_weight = nullptr;   // (n_layer, 3 * n_embd, n_embd) attn.c_attn transposed; rows q | k | v
-    float* qkv_bias = nullptr;     // (n_layer, 3 * n_embd)
-    float* attn_proj_weight = nullptr;  // (n_layer, n_embd, n_embd) attn.c_proj transposed
-    float* attn_proj_bias = nullptr;    // (n_layer, n_embd)
-    float* ln_2_weight = nullptr;  // (n_layer, n_embd)
-    float* ln_2_bias = nullptr;    // (n_layer, n_embd)
-    float* fc_weight = nullptr;    // (n_layer, 4 * n_embd, n_embd) mlp.c_fc transposed
-    float* fc_bias = nullptr;      // (n_layer, 4 * n_embd)
-    float* mlp_proj_weight = nullptr;  // (n_layer, n_embd, 4 * n_embd) mlp.c_proj transposed
-    float* mlp_proj_bias = nullptr;    // (n_layer, n_embd)
-    float* ln_f_weight = nullptr;  // (n_embd)
-    float* ln_f_bias = nullptr;    // (n_embd)
-
-    // WeightFormat::int8: the five matrices above (wte, qkv, attn_proj, fc, mlp_proj) are null and stored here
-    // instead, same shapes and layout, each row o as int8 q[o][i] with w ~= q[o][i] * scale[o].
+// One weight matrix (n_out, n_in), [out][in] in panels (kernels.h), in one storage format, and its bias: a
+// linear layer out = x . weight^T + bias. The format decides how the matrix multiplies, in one place
+// (engine/linear.cpp): a new storage format is a new WeightFormat and a kernel there, not new fields.
+struct Linear {
     WeightFormat format = WeightFormat::fp32;
-    int8_t* wte_q = nullptr;        // (n_vocab, n_embd); the embedding lookup dequantizes a row
-    float* wte_scale = nullptr;     // (n_vocab)
-    int8_t* qkv_q = nullptr;        // (n_layer, 3 * n_embd, n_embd)
-    float* qkv_scale = nullptr;     // (n_layer, 3 * n_embd)
-    int8_t* attn_proj_q = nullptr;  // (n_layer, n_embd, n_embd)
-    float* attn_proj_scale = nullptr;  // (n_layer, n_embd)
-    int8_t* fc_q = nullptr;         // (n_layer, 4 * n_embd, n_embd)
-    float* fc_scale = nullptr;      // (n_layer, 4 * n_embd)
-    int8_t* mlp_proj_q = nullptr;   // (n_layer, n_embd, 4 * n_embd)
-    float* mlp_proj_scale = nullptr;   // (n_layer, n_embd)
+    int n_out = 0;
+    int n_in = 0;
+    void* weight = nullptr;  // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
+    float* scale = nullptr;  // (n_out) int8: the per-row scales; fp32: null
+    float* bias = nullptr;   // (n_out), or null (the LM head)
+};
 
-    float* memory = nullptr;  // one block holding all of the above (the int8 arrays after the floats)
+struct LayerNorm {
+    float* weight = nullptr;  // (n_embd)
+    float* bias = nullptr;    // (n_embd)
+};
+
+// One transformer block; the shapes are (n_out, n_in) for the linear layers, whose weights are the Conv1D
+// matrices transposed.
+struct Layer {
+    LayerNorm ln_1;
+    Linear attn_qkv;   // (3 * n_embd, n_embd) attn.c_attn; rows q | k | v
+    Linear attn_proj;  // (n_embd, n_embd) attn.c_proj
+    LayerNorm ln_2;
+    Linear mlp_fc;     // (4 * n_embd, n_embd) mlp.c_fc
+    Linear mlp_proj;   // (n_embd, 4 * n_embd) mlp.c_proj
+};
+
+// Every parameter lives in one block, memory. WeightFormat::int8 stores the five weight matrices (wte and each
+// layer's four Linears) as int8 + scales; everything else (wpe, layernorms, biases) stays fp32.
+struct Weights {
+    Linear wte;                 // (n_vocab, n_embd) token embeddings, also the tied LM head (no bias); the
+                                // embedding lookup unpacks a row (int8: dequantized)
+    float* wpe = nullptr;       // (n_ctx, n_embd) position embeddings
+    std::vector<Layer> layers;  // (n_layer) sized with the layout, before the block is allocated
+    LayerNorm ln_f;             // the final layernorm
+
+    float* memory = nullptr;  // one block holding all of the above (the int8 values after the floats)
     size_t bytes = 0;
 
     Weights() = default;
@@ -55,16 +60,17 @@ struct Weights {
     ~Weights();
 };
 
-// Where one parameter the engine expects goes inside Weights::memory, and how the file lays it out.
+// Where one parameter the engine expects goes inside Weights::memory, how the file lays it out, and which part
+// of Weights it is: a weight matrix fills its Linear's weight (int8: and scale), any other tensor is a fp32
+// vector (a bias, a layernorm parameter, wpe).
 struct ParameterSlot {
     std::string name;            // without the optional "transformer." prefix, e.g. "h.3.mlp.c_fc.weight"
     std::vector<int64_t> shape;  // as stored in the file: (rows, row length) or (length)
-    float** field;               // Weights field that points at layer 0 of this parameter (int8: its scales)
     uint64_t offset;             // floats from the start of Weights::memory to this tensor (int8: to its scales)
-    bool first_layer;            // the tensor *field points at
     bool transpose;              // Conv1D [in][out] -> [out][in]
+    Linear* matrix = nullptr;    // a weight matrix: the Linear it is the weight of
+    float** vector = nullptr;    // a fp32 vector: the field that points at it
     bool quantized = false;      // int8 rows [out][in] with one float scale per row
-    int8_t** qfield = nullptr;   // int8: Weights field that points at layer 0's int8 values
     uint64_t q_offset = 0;       // int8: bytes from the start of the int8 block to this tensor
 };
 
@@ -77,7 +83,8 @@ struct WeightsLayout {
     uint64_t bytes() const { return n_floats * sizeof(float) + n_int8; }
 };
 
-// The layout of the parameters of config, with the slots' fields pointing into *w.
+// The layout of the parameters of config. Sizes w->layers and gives every Linear of *w its format and shape;
+// the slots name the parts of *w they fill.
 WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w);
 
 // What the loader does with one tensor of the file.
@@ -101,8 +108,8 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
 constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
 
 // Allocates Weights::memory for layout (checked, non-throwing: over kMaxWeightsBytes is out of memory) and
-// points the slots' fields into it. Errors start with "out of memory: ".
-bool allocate_weights(const WeightsLayout& layout, WeightFormat format, Weights* w, std::string* error);
+// points the parts of w that the slots name into it. Errors start with "out of memory: ".
+bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* error);
 
 // Conversion steps shared by the streaming converter (engine/weight_stream.cpp) and the loader
 // (engine/model_loader.cpp).
@@ -119,8 +126,8 @@ bool non_finite_weight(const std::string& tensor, uint64_t element, float value,
 // Symmetric per-row quantization of src (rows, cols): scale[r] = max|w| / 127, q = round(w / scale[r]).
 void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale);
 
-// Reorders the five weight matrices of w (row-major once converted) into the kernels' panel layout, in
-// place. "out of memory: ..." on failure.
+// Reorders the weight matrices of w (row-major once converted) into the kernels' panel layout, in place.
+// "out of memory: ..." on failure.
 bool pack_weight_panels(const Config& config, Weights* w, std::string* error);
 
 }  // namespace gpt2

@@ -110,7 +110,11 @@ TEST(Loader, StoresConv1DWeightsTransposed) {
     auto model = load(config_json(kSpec), build_safetensors(tensors), &error);
     ASSERT_TRUE(model) << error;
     const TensorSpec* fc = find(tensors, "h.1.mlp.c_fc.weight");  // file: [in=20][out=80]
-    const float* engine = model->weights().fc_weight + 80 * 20;  // layer 1, [out][in] in panels
+    const gpt2::Linear& engine_fc = model->weights().layers[1].mlp_fc;  // [out][in] in panels
+    ASSERT_EQ(engine_fc.format, gpt2::WeightFormat::fp32);
+    ASSERT_EQ(engine_fc.n_out, 80);
+    ASSERT_EQ(engine_fc.n_in, 20);
+    const float* engine = static_cast<const float*>(engine_fc.weight);
     float row[20];
     for (int o = 0; o < 80; o++) {
         gpt2::unpack_row(row, engine, 80, 20, o);

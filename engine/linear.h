@@ -1,0 +1,33 @@
+// The one place that knows how each storage format of a Linear (engine/weights.h) multiplies: a new
+// WeightFormat is a new case in each function here and its kernel in kernels.cpp; the forward pass, its
+// threading and the weights' structs stay as they are.
+#pragma once
+
+#include <cstdint>
+
+#include "weights.h"
+
+namespace gpt2 {
+
+// The input rows of a linear layer, in every form a format multiplies.
+struct LinearInput {
+    const float* x;   // (n_tok, n_in)
+    int16_t* xq;      // (n_tok, n_in) int8 weights: x quantized by prepare_linear_input
+    float* xq_scale;  // (n_tok) int8 weights: the scales of xq's rows
+};
+
+// Brings the rows x (n_tok, linear.n_in) into the form linear's format multiplies, once for all the parts of a
+// split product: int8 quantizes them into xq and xq_scale; fp32 reads x as it is.
+void prepare_linear_input(const Linear& linear, const LinearInput& in, int n_tok);
+
+// out[t][o] = row t of the input . row o of linear's weight + bias[o], for the input's token rows
+// [t0, t0 + n_tok) and the outputs [o0, o0 + n_rows); out is (all tokens, linear.n_out) and only those elements
+// are written. One token runs the GEMV; several run the batched GEMM, which writes whole rows (n_rows must be
+// n_out). The kernels' contracts (kernels.h) make every element independent of the split.
+void multiply_linear(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows);
+
+// Row `row` of linear's weight in plain order as fp32 (n_in values; int8: dequantized): the embedding lookup of
+// the tied wte. scratch holds n_in bytes.
+void linear_weight_row(float* out, const Linear& linear, int row, int8_t* scratch);
+
+}  // namespace gpt2
