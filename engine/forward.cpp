@@ -1,6 +1,7 @@
 #include "forward.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,43 +18,81 @@ RunState::~RunState() { std::free(memory); }
 // Prefill chunk: the GEMM's token block, so a chunk streams each weight matrix once.
 constexpr int kMaxBatch = 64;
 
+namespace {
+
+// Lays buffers out one after the other in one block, each aligned for its element type. A pass without a block
+// only measures (end()); a pass over the same buffers with a block of that size points them into it, checking
+// in debug builds that each one fits.
+class Arena {
+   public:
+    Arena() = default;
+    Arena(void* block, uint64_t bytes) : block_(static_cast<char*>(block)), bytes_(bytes) {}
+
+    // count elements of T at the next free place; *field points at them when there is a block
+    template <typename T>
+    void take(T** field, uint64_t count) {
+        at_ = (at_ + alignof(T) - 1) / alignof(T) * alignof(T);
+        if (block_) *field = reinterpret_cast<T*>(block_ + at_);
+        at_ += count * sizeof(T);
+        end_ = at_ > end_ ? at_ : end_;
+        assert((!block_ || end_ <= bytes_) && "a run state buffer ends past the block");
+    }
+    uint64_t at() const { return at_; }  // bytes from the start of the block to the next free place
+    // The next buffer starts `at` bytes into the block. Below end(), it reuses memory already taken: the
+    // buffers there must not be live at the same time.
+    void move_to(uint64_t at) { at_ = at; }
+    uint64_t end() const { return end_; }  // bytes used
+
+   private:
+    char* block_ = nullptr;
+    uint64_t bytes_ = 0;
+    uint64_t at_ = 0;
+    uint64_t end_ = 0;
+};
+
+// The one list of the run state's buffers, in memory order (B = s->n_batch token rows): it both sizes the block
+// and assigns the buffers. *kv_cache_bytes: the bytes of the two caches.
+void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache_bytes) {
+    const uint64_t B = uint64_t(s->n_batch), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
+    arena->take(&s->x, B * C);
+    arena->take(&s->xb, B * C);
+    const uint64_t attention = arena->at();
+    arena->take(&s->qkv, B * 3 * C);
+    arena->take(&s->att, B * C);
+    arena->move_to(attention);  // the MLP runs after attention is done with qkv and att: fc reuses their memory
+    arena->take(&s->fc, B * 4 * C);
+    arena->move_to(arena->end());  // the rest after both
+    arena->take(&s->proj, B * C);
+    arena->take(&s->scores, T);
+    arena->take(&s->logits, uint64_t(c.n_vocab));
+    arena->take(&s->xq_scale, B);
+    const uint64_t kv_cache = arena->at();
+    arena->take(&s->key_cache, L * T * C);
+    arena->take(&s->value_cache, L * T * C);
+    *kv_cache_bytes = arena->at() - kv_cache;
+    arena->take(&s->tokens, T);
+    arena->take(&s->xq, B * 4 * C);
+}
+
+}  // namespace
+
 bool create_run_state(const Config& c, RunState* s, std::string* error) {
-    const uint64_t T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
-    const uint64_t B = T < uint64_t(kMaxBatch) ? T : uint64_t(kMaxBatch);
-    // floats per buffer, in field order (fc shares qkv + att); the token window is counted as floats too (same
-    // size as int32)
-    const uint64_t activation_floats = B * C * 2 + B * 4 * C + B * C + T + uint64_t(c.n_vocab) + B + T;
-    const uint64_t kv_floats = 2 * L * T * C;
-    const uint64_t quantized_bytes = B * 4 * C * sizeof(int16_t);
-    const uint64_t bytes = (activation_floats + kv_floats) * sizeof(float) + quantized_bytes;
+    s->n_batch = c.n_ctx < kMaxBatch ? c.n_ctx : kMaxBatch;
+    Arena sizes;
+    uint64_t kv_cache_bytes = 0;
+    take_buffers(c, s, &sizes, &kv_cache_bytes);
+    const uint64_t bytes = sizes.end();
     if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
         if (error)
             *error = "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
-                     std::to_string(kv_floats * sizeof(float)) + ") and activations";
+                     std::to_string(kv_cache_bytes) + ") and activations";
         return false;
     }
     s->bytes = size_t(bytes);
-    s->kv_cache_bytes = size_t(kv_floats * sizeof(float));
-    s->n_batch = int(B);
-    float* p = static_cast<float*>(s->memory);
-    auto take = [&p](uint64_t n) {
-        float* r = p;
-        p += n;
-        return r;
-    };
-    s->x = take(B * C);
-    s->xb = take(B * C);
-    s->qkv = take(B * 3 * C);
-    s->att = take(B * C);
-    s->fc = s->qkv;  // the MLP runs after attention is done with qkv and att: their B * 4 * C floats
-    s->proj = take(B * C);
-    s->scores = take(T);
-    s->logits = take(uint64_t(c.n_vocab));
-    s->xq_scale = take(B);
-    s->key_cache = take(L * T * C);
-    s->value_cache = take(L * T * C);
-    s->tokens = reinterpret_cast<int32_t*>(take(T));
-    s->xq = reinterpret_cast<int16_t*>(p);
+    s->kv_cache_bytes = size_t(kv_cache_bytes);
+    Arena buffers(s->memory, bytes);
+    take_buffers(c, s, &buffers, &kv_cache_bytes);
+    assert(buffers.end() == bytes && "the run state's buffers were assigned differently from how they were sized");
     return true;
 }
 
