@@ -42,19 +42,7 @@ std::string config_error(const std::string& config) {
     return error;
 }
 
-TensorSpec* find(std::vector<TensorSpec>& tensors, const std::string& name) {
-    for (TensorSpec& t : tensors)
-        if (t.name == name) return &t;
-    return nullptr;
-}
-
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
-
-uint32_t bits(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
 
 }  // namespace
 
@@ -66,7 +54,7 @@ TEST(Float16, ConvertsNormalsSubnormalsInfNan) {
     EXPECT_EQ(gpt2::f16_to_float(0x0001), std::ldexp(1.0f, -24));       // smallest subnormal
     EXPECT_EQ(gpt2::f16_to_float(0x03FF), std::ldexp(1023.0f, -24));    // largest subnormal
     EXPECT_EQ(gpt2::f16_to_float(0x8200), -std::ldexp(512.0f, -24));
-    EXPECT_EQ(bits(gpt2::f16_to_float(0x8000)), 0x80000000u);          // -0
+    EXPECT_EQ(float_bits(gpt2::f16_to_float(0x8000)), 0x80000000u);          // -0
     EXPECT_EQ(gpt2::f16_to_float(0x7C00), INFINITY);
     EXPECT_EQ(gpt2::f16_to_float(0xFC00), -INFINITY);
     EXPECT_TRUE(std::isnan(gpt2::f16_to_float(0x7E00)));
@@ -77,7 +65,7 @@ TEST(Float16, ConvertsNormalsSubnormalsInfNan) {
         if (e == 0x1F) continue;
         float expected = e == 0 ? std::ldexp(float(m), -24) : std::ldexp(float(m + 1024), int(e) - 25);
         if (h & 0x8000) expected = -expected;
-        ASSERT_EQ(bits(gpt2::f16_to_float(uint16_t(h))), bits(expected)) << std::hex << h;
+        ASSERT_EQ(float_bits(gpt2::f16_to_float(uint16_t(h))), float_bits(expected)) << std::hex << h;
     }
 }
 
@@ -109,7 +97,7 @@ TEST(Loader, StoresConv1DWeightsTransposed) {
     std::string error;
     auto model = load(config_json(kSpec), build_safetensors(tensors), &error);
     ASSERT_TRUE(model) << error;
-    const TensorSpec* fc = find(tensors, "h.1.mlp.c_fc.weight");  // file: [in=20][out=80]
+    const TensorSpec& fc = find_tensor(tensors, "h.1.mlp.c_fc.weight");  // file: [in=20][out=80]
     const gpt2::Linear& engine_fc = model->weights().layers[1].mlp_fc;  // [out][in] in panels
     ASSERT_EQ(engine_fc.format, gpt2::WeightFormat::fp32);
     ASSERT_EQ(engine_fc.n_out, 80);
@@ -120,7 +108,7 @@ TEST(Loader, StoresConv1DWeightsTransposed) {
         gpt2::unpack_row(row, engine, 80, 20, o);
         for (int i = 0; i < 20; i++) {
             float file_value;
-            std::memcpy(&file_value, fc->bytes.data() + 4 * (i * 80 + o), 4);
+            std::memcpy(&file_value, fc.bytes.data() + 4 * (i * 80 + o), 4);
             ASSERT_EQ(row[i], file_value) << o << " " << i;
         }
     }
@@ -145,7 +133,7 @@ TEST(Loader, AcceptsTransformerPrefixMaskBuffersAndTiedHead) {
                            std::vector<uint8_t>(40 * 40 * 4)});
         tensors.push_back({"h." + std::to_string(l) + ".attn.masked_bias", "F32", {}, std::vector<uint8_t>(4)});
     }
-    TensorSpec lm_head = *find(tensors, "transformer.wte.weight");
+    TensorSpec lm_head = find_tensor(tensors, "transformer.wte.weight");
     lm_head.name = "lm_head.weight";
     tensors.push_back(lm_head);
     EXPECT_EQ(load_error(tensors), "");
@@ -153,7 +141,7 @@ TEST(Loader, AcceptsTransformerPrefixMaskBuffersAndTiedHead) {
 
 TEST(Loader, RejectsAnUntiedLmHead) {
     auto tensors = random_tensors(kSpec);
-    TensorSpec lm_head = *find(tensors, "wte.weight");
+    TensorSpec lm_head = find_tensor(tensors, "wte.weight");
     lm_head.name = "lm_head.weight";
     lm_head.bytes[4 * 100] ^= 1;  // one element differs in its lowest bit
     tensors.push_back(lm_head);
@@ -180,18 +168,18 @@ TEST(Loader, NamesAnExtraTensor) {
 
 TEST(Loader, NamesAMisShapedTensor) {
     auto tensors = random_tensors(kSpec);
-    TensorSpec* fc = find(tensors, "h.1.mlp.c_fc.weight");
-    fc->shape = {20, 79};
-    fc->bytes.resize(20 * 79 * 4);
+    TensorSpec& fc = find_tensor(tensors, "h.1.mlp.c_fc.weight");
+    fc.shape = {20, 79};
+    fc.bytes.resize(20 * 79 * 4);
     EXPECT_EQ(load_error(tensors), "model.safetensors: tensor 'h.1.mlp.c_fc.weight' has shape [20, 79], expected [20, 80]");
-    fc->shape = {80, 20};  // right size, wrong layout (not Conv1D)
-    fc->bytes.resize(80 * 20 * 4);
+    fc.shape = {80, 20};  // right size, wrong layout (not Conv1D)
+    fc.bytes.resize(80 * 20 * 4);
     EXPECT_CONTAINS(load_error(tensors), "'h.1.mlp.c_fc.weight' has shape [80, 20], expected [20, 80]");
 }
 
 TEST(Loader, RejectsTheSameParameterTwice) {
     auto tensors = random_tensors(kSpec);
-    TensorSpec copy = *find(tensors, "wpe.weight");
+    TensorSpec copy = find_tensor(tensors, "wpe.weight");
     copy.name = "transformer.wpe.weight";
     tensors.push_back(copy);
     EXPECT_EQ(load_error(tensors), "model.safetensors: tensors 'wpe.weight' and 'transformer.wpe.weight' are the same parameter");
@@ -226,7 +214,7 @@ TEST(Loader, RejectsANonJsonHeader) {
 
 TEST(Loader, RejectsUnknownDtypes) {
     auto tensors = random_tensors(kSpec);
-    find(tensors, "h.0.ln_2.bias")->dtype = "F64";
+    find_tensor(tensors, "h.0.ln_2.bias").dtype = "F64";
     EXPECT_EQ(load_error(tensors),
               "model.safetensors: tensor 'h.0.ln_2.bias' has unsupported dtype \"F64\" (expected F32, F16 or BF16)");
 }

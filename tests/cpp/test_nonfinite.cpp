@@ -16,13 +16,6 @@ namespace {
 const ModelSpec kSpec;  // 67 vocab, 40 ctx, 20 embd, 4 heads, 2 layers
 const float kInf = std::numeric_limits<float>::infinity();
 
-TensorSpec& tensor(std::vector<TensorSpec>& tensors, const std::string& name) {
-    for (TensorSpec& t : tensors)
-        if (t.name == name) return t;
-    ADD_FAILURE() << "no tensor " << name;
-    return tensors[0];
-}
-
 // Sets element i of an F32 tensor.
 void set(TensorSpec& t, size_t i, float value) { std::memcpy(t.bytes.data() + 4 * i, &value, 4); }
 
@@ -38,22 +31,22 @@ std::string load_error(const std::vector<TensorSpec>& tensors) {
 TEST(NonFinite, NamesTheTensorAndTheElementInFileOrder) {
     auto tensors = random_tensors(kSpec);
     // c_attn is Conv1D [in = 20][out = 60], transposed at load: the index is still the file's (row 3, column 17)
-    set(tensor(tensors, "h.1.attn.c_attn.weight"), 3 * 60 + 17, NAN);
+    set(find_tensor(tensors, "h.1.attn.c_attn.weight"), 3 * 60 + 17, NAN);
     EXPECT_EQ(load_error(tensors), "model.safetensors: tensor 'h.1.attn.c_attn.weight' contains NaN at element 197");
 
     tensors = random_tensors(kSpec, "F32", "transformer.");
-    set(tensor(tensors, "transformer.ln_f.bias"), 19, -kInf);  // last element of a tensor that is not transposed
+    set(find_tensor(tensors, "transformer.ln_f.bias"), 19, -kInf);  // last element of a tensor that is not transposed
     EXPECT_EQ(load_error(tensors), "model.safetensors: tensor 'transformer.ln_f.bias' contains -Inf at element 19");
 }
 
 TEST(NonFinite, RejectsF16AndBF16InfinityAndNaN) {
     auto f16 = random_tensors(kSpec, "F16");
-    TensorSpec& fc = tensor(f16, "h.0.mlp.c_fc.weight");
+    TensorSpec& fc = find_tensor(f16, "h.0.mlp.c_fc.weight");
     fc.bytes[2 * 100] = 0x00, fc.bytes[2 * 100 + 1] = 0x7C;  // F16 +inf
     EXPECT_EQ(load_error(f16), "model.safetensors: tensor 'h.0.mlp.c_fc.weight' contains Inf at element 100");
 
     auto bf16 = random_tensors(kSpec, "BF16");
-    TensorSpec& wte = tensor(bf16, "wte.weight");
+    TensorSpec& wte = find_tensor(bf16, "wte.weight");
     wte.bytes[2 * 66 * 20] = 0xC1, wte.bytes[2 * 66 * 20 + 1] = 0x7F;  // BF16 nan in the last row
     EXPECT_EQ(load_error(bf16), "model.safetensors: tensor 'wte.weight' contains NaN at element 1320");
 }
@@ -63,8 +56,8 @@ TEST(NonFinite, OverflowingActivationsStopGenerationAtTheirPosition) {
     // overflows (to inf, then NaN through the layernorm). Token 9's logit stays finite (1e36 * O(1) * 20).
     auto tensors = random_tensors(kSpec);
     for (size_t i = 0; i < 20; i++) {
-        set(tensor(tensors, "wpe.weight"), 3 * 20 + i, 3.4e38f);
-        set(tensor(tensors, "wte.weight"), 9 * 20 + i, 1e36f);
+        set(find_tensor(tensors, "wpe.weight"), 3 * 20 + i, 3.4e38f);
+        set(find_tensor(tensors, "wte.weight"), 9 * 20 + i, 1e36f);
     }
     std::string error;
     auto model = load(config_json(kSpec), build_safetensors(tensors), &error);

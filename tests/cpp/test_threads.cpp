@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -80,10 +79,6 @@ Trace trace(const gpt2::Model& model, const std::vector<int32_t>& prompt, int st
     }
     EXPECT_GE(next, 0) << cached->error();
     return t;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
 
 void expect_identical(const Trace& single, const Trace& threaded, const std::string& what) {

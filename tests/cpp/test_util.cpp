@@ -35,6 +35,23 @@ std::vector<uint8_t> build_safetensors(const std::vector<TensorSpec>& tensors, c
     return safetensors_from_header(header, data);
 }
 
+uint32_t float_bits(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+TensorSpec& find_tensor(std::vector<TensorSpec>& tensors, const std::string& name) {
+    for (TensorSpec& t : tensors)
+        if (t.name == name) return t;
+    ADD_FAILURE() << "no tensor " << name;
+    return tensors[0];
+}
+
 namespace {
 
 struct SplitMix {
@@ -47,12 +64,6 @@ struct SplitMix {
     }
     int range(int lo, int hi) { return lo + int(next() % uint64_t(hi - lo + 1)); }
 };
-
-uint32_t float_bits(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
 
 // exact for the values used here (|v| = k * 2^-e with k < 256, well inside the F16 normal range)
 uint16_t to_f16(float f) {

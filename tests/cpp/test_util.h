@@ -46,7 +46,13 @@ std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use
 std::unique_ptr<gpt2::Model> load(const std::string& config, const std::vector<uint8_t>& safetensors,
                                   std::string* error, gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
 
+// The tensor called name (the first tensor, and the current test fails, if there is none).
+TensorSpec& find_tensor(std::vector<TensorSpec>& tensors, const std::string& name);
+
 std::vector<uint8_t> float_bytes(const std::vector<float>& values);
+uint32_t float_bits(float f);
+// Same length and the same bits in every element (NaNs and signed zeros included).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 std::vector<uint8_t> read_file(const std::string& path);
 
 }  // namespace gpt2_test
