@@ -148,7 +148,7 @@ void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Lin
     const int64_t multiply_adds = int64_t(n) * linear.n_in * n_out;
     const int n_threads = pool ? pool->n_threads() : 1;
     int parts = n_threads > 1 ? int(std::min<int64_t>(n_threads * (n == 1 ? kRowPartsPerThread : 1),
-                                                       multiply_adds / kMinMultiplyAddsPerPart))
+                                                      multiply_adds / kMinMultiplyAddsPerPart))
                               : 1;
     int per_part = 0;
     if (parts > 1 && n == 1) {
@@ -163,10 +163,8 @@ void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Lin
         }
     }
     MatmulJob job{out, &linear, in, n, per_part};
-    if (parts <= 1)
-        multiply_linear(out, linear, in, 0, n, 0, n_out);
-    else
-        pool->run(&matmul_part, &job, parts);
+    if (parts <= 1) multiply_linear(out, linear, in, 0, n, 0, n_out);
+    else pool->run(&matmul_part, &job, parts);
 }
 
 // x = wte[token] + wpe[pos] for n tokens; scratch holds n_embd bytes (see linear_weight_row).
@@ -207,8 +205,8 @@ void attention(float* out, const float* qkv, const float* key_cache, const float
                const Config& c, float* scores) {
     const int C = c.n_embd;
     for (int t = 0; t < n; t++)
-        attention_row(out + (size_t)t * C, qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C,
-                      c.n_head, c.n_ctx, scores);
+        attention_row(out + (size_t)t * C, qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C, c.n_head,
+                      c.n_ctx, scores);
 }
 
 // One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives

@@ -29,7 +29,7 @@ struct RunState {
     int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
     int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 weights: a matmul's input rows quantized to int16
 
-    void* memory = nullptr;  // one block holding all of the above
+    void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)
     size_t bytes = 0;
     size_t kv_cache_bytes = 0;
 

@@ -22,20 +22,16 @@ void multiply_linear(float* out, const Linear& linear, const LinearInput& in, in
         case WeightFormat::fp32: {
             const float* w = static_cast<const float*>(linear.weight) + size_t(o0) * n_in;
             const float* x = in.x + size_t(t0) * n_in;
-            if (n_tok == 1)
-                gemv(out, x, w, bias, linear.n_in, n_rows);
-            else
-                gemm(out, x, w, bias, n_tok, linear.n_in, n_rows);
+            if (n_tok == 1) gemv(out, x, w, bias, linear.n_in, n_rows);
+            else gemm(out, x, w, bias, n_tok, linear.n_in, n_rows);
             break;
         }
         case WeightFormat::int8: {
             const int8_t* w = static_cast<const int8_t*>(linear.weight) + size_t(o0) * n_in;
             const float* w_scale = linear.scale + o0;
             const int16_t* xq = in.xq + size_t(t0) * n_in;
-            if (n_tok == 1)
-                gemv_q8(out, xq, in.xq_scale[t0], w, w_scale, bias, linear.n_in, n_rows);
-            else
-                gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, bias, n_tok, linear.n_in, n_rows);
+            if (n_tok == 1) gemv_q8(out, xq, in.xq_scale[t0], w, w_scale, bias, linear.n_in, n_rows);
+            else gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, bias, n_tok, linear.n_in, n_rows);
             break;
         }
     }

@@ -200,7 +200,8 @@ void pack_linear(Linear* linear, void* scratch) {
 }  // namespace
 
 bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
-    const uint64_t scratch_bytes = uint64_t(kPanelRows) * 4 * uint64_t(c.n_embd) * sizeof(float);  // widest rows: 4 * n_embd
+    // the widest rows: 4 * n_embd
+    const uint64_t scratch_bytes = uint64_t(kPanelRows) * 4 * uint64_t(c.n_embd) * sizeof(float);
     std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(size_t(scratch_bytes))),
                                                          &std::free);
     if (!scratch) return out_of_memory(scratch_bytes, "the weight packing", error);

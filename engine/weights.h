@@ -38,8 +38,8 @@ struct Layer {
     Linear attn_qkv;   // (3 * n_embd, n_embd) attn.c_attn; rows q | k | v
     Linear attn_proj;  // (n_embd, n_embd) attn.c_proj
     LayerNorm ln_2;
-    Linear mlp_fc;     // (4 * n_embd, n_embd) mlp.c_fc
-    Linear mlp_proj;   // (n_embd, 4 * n_embd) mlp.c_proj
+    Linear mlp_fc;    // (4 * n_embd, n_embd) mlp.c_fc
+    Linear mlp_proj;  // (n_embd, 4 * n_embd) mlp.c_proj
 };
 
 // Every parameter lives in one block, memory. WeightFormat::int8 stores the five weight matrices (wte and each
