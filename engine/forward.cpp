@@ -35,8 +35,10 @@ class Arena {
         if (block_) *field = reinterpret_cast<T*>(block_ + at_);
         at_ += count * sizeof(T);
         end_ = at_ > end_ ? at_ : end_;
-        assert((!block_ || end_ <= bytes_) && "a run state buffer ends past the block");
+        assert(fits() && "a run state buffer ends past the block");
     }
+    // Everything taken so far lies inside the block (always, when measuring).
+    bool fits() const { return !block_ || end_ <= bytes_; }
     uint64_t at() const { return at_; }  // bytes from the start of the block to the next free place
     // The next buffer starts `at` bytes into the block. Below end(), it reuses memory already taken: the
     // buffers there must not be live at the same time.
