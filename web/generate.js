@@ -35,7 +35,7 @@ export function normalizeGenerateOptions(options = {}) {
     fail('temperature', 'a finite number >= 0 (0 = greedy)');
   }
   if (!Number.isSafeInteger(o.topK) || o.topK < 0) fail('topK', 'an integer >= 0 (0 = off)');
-  if (typeof o.topP !== 'number' || !(o.topP > 0 && o.topP <= 1)) fail('topP', 'a number in (0, 1]');
+  if (typeof o.topP !== 'number' || !(o.topP >= 0 && o.topP <= 1)) fail('topP', 'a number in [0, 1] (0 = the most likely token only)');
   if (typeof o.repetitionPenalty !== 'number' || !Number.isFinite(o.repetitionPenalty) || o.repetitionPenalty <= 0) {
     fail('repetitionPenalty', 'a finite number > 0 (1 = off)');
   }

@@ -12,7 +12,7 @@
 // Sharing one worker between several widgets: `const worker = createEngineWorker()`, then
 // `loadModel(source, { worker })` for each; `worker.terminate()` when done. Without it, every model in a page
 // shares one default worker, which ends when its last model is disposed.
-import { DEFAULT_THREADS, checkThreads, loadEngine, resolveThreads, weightFormatIsInt8 } from './engine.js';
+import { DEFAULT_THREADS, checkThreads, loadEngine, resolveThreads } from './engine.js';
 import { Generation, SessionPool, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelLoadError, loadEngineModel } from './loader.js';
 import { createTokenizer } from './tokenizer.js';
@@ -22,13 +22,13 @@ export { ModelLoadError };
 const IS_PAGE = typeof window !== 'undefined';
 
 // -> Model: { config, weightBytes, threads, generate(prompt, options), encode(text), decode(ids), dispose() }
-// weights: 'fp32' (default) or 'int8' (quantized on load: about a quarter of the weight memory).
+// weights: 'fp32' (default) or 'int8' (quantized on load: about a quarter of the weight memory); the engine checks
+// it before model.safetensors is opened.
 // threads: 'auto' (default in browsers: the cores, at most 8) or a count (default 1 in Node). More than one
 // needs SharedArrayBuffer, which browsers give only to cross-origin-isolated pages (COOP + COEP headers);
 // elsewhere the model quietly runs on one thread. model.threads says how many it got.
 export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
-  weightFormatIsInt8(weights);
   checkThreads(threads);
   if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights, threads });
   return loadLocalModel(source, { onProgress, signal, weights, threads });

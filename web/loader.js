@@ -5,8 +5,6 @@
 // copied into the Cache API as they stream, and the copies are completed only once the model has loaded;
 // nothing incomplete or invalid is ever stored. Plain ES module; Node-only modules are imported in Node branches.
 
-import { weightFormatIsInt8 } from './engine.js';
-
 export const MODEL_FILES = Object.freeze({
   config: 'config.json',
   weights: 'model.safetensors',
@@ -18,7 +16,6 @@ export const CACHE_NAME = 'gpt2-wasm-models-v1';
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const PROGRESS_INTERVAL_MS = 100;
 const NODE_READ_CHUNK_BYTES = 4 << 20;
-const SAFETENSORS_MAX_HEADER_BYTES = 100 << 20;
 
 // kind: 'network' (connection, CORS, interrupted download), 'http' (error status), 'missing' (no such local
 // file) or 'invalid' (the bytes are not what the file should be: HTML page, corrupt JSON, bad safetensors).
@@ -34,9 +31,9 @@ export class ModelLoadError extends Error {
 // -> { model: EngineModel, vocab (object) | null, merges (string) | null }
 // source: base URL (string or URL), Node folder path, { config, weights, vocab, merges } of File/Blob/
 // ArrayBuffer/typed arrays, or an array/FileList of Files matched by name. withTokenizer: false skips
-// vocab.json and merges.txt (models used with token ids only). weights: 'fp32' or 'int8' (Engine.createModelLoader).
+// vocab.json and merges.txt (models used with token ids only). weights: 'fp32' or 'int8' (WasmEngine.createModelLoader,
+// which checks it before model.safetensors is opened).
 export async function loadEngineModel(engine, source, { onProgress, signal, withTokenizer = true, weights = 'fp32' } = {}) {
-  weightFormatIsInt8(weights);  // validated before any download
   const files = await openModelFiles(source);
   const context = { onProgress, signal, cacheCopies: [] };
   try {
@@ -71,6 +68,7 @@ async function readModelFile(file, { onProgress, signal, cacheCopies }, createSi
     sink = createSink(total);
     const progress = new ProgressReporter(file.name, total, onProgress);
     for await (const chunk of readChunks(chunks, file.name, signal, () => `${sink.length} of ${total ?? '?'} bytes`)) {
+      if (sink.length === 0) checkNotHtml(file.name, chunk);
       sink.write(chunk);
       await cacheCopy?.write(chunk);
       progress.update(sink.length);
@@ -109,17 +107,14 @@ function throwIfAborted(signal, name) {
 }
 
 class BytesSink {
-  #name;
   #parts = [];
   length = 0;
 
   constructor(name, total) {
-    this.#name = name;
     if (total === 0) throw new ModelLoadError(name, 'invalid', 'the file is empty');
   }
 
   write(chunk) {
-    if (this.length === 0 && chunk.byteLength > 0) checkNotHtml(this.#name, chunk);
     this.#parts.push(chunk);
     this.length += chunk.byteLength;
   }
@@ -140,20 +135,13 @@ class BytesSink {
   }
 }
 
-// Feeds model.safetensors to the engine's loader (Engine.createModelLoader) as it arrives; finish() makes the
-// model. The first 9 bytes are checked here before the engine sees them, for the friendlier messages below.
+// Feeds model.safetensors to the engine's loader (WasmEngine.createModelLoader) as it arrives; finish() makes
+// the model. The engine checks the file, header first.
 class WeightsSink {
-  #name;
-  #total;
   #loader;
-  #head = new Uint8Array(9);
-  #headLength = 0;
   length = 0;
 
   constructor(engine, name, total, configJson, format) {
-    this.#name = name;
-    this.#total = total;
-    if (total !== null && total < 9) throw new ModelLoadError(name, 'invalid', `not a safetensors file (${total} bytes)`);
     // Without fileSize: a Content-Length may be wrong (a cut or lying server), which must stay a network error
     // (see readModelFile), not become a header that disagrees with the file; the engine checks the tensors'
     // extent against the bytes that arrived when the file ends.
@@ -162,21 +150,10 @@ class WeightsSink {
 
   write(chunk) {
     this.length += chunk.byteLength;
-    let rest = chunk;
-    if (this.#headLength < 9) {
-      const take = chunk.subarray(0, 9 - this.#headLength);
-      this.#head.set(take, this.#headLength);
-      this.#headLength += take.byteLength;
-      if (this.#headLength < 9) return;
-      checkSafetensorsHeader(this.#name, this.#head, this.#total);
-      engineCall(() => this.#loader.feed(this.#head));
-      rest = chunk.subarray(take.byteLength);
-    }
-    engineCall(() => this.#loader.feed(rest));
+    engineCall(() => this.#loader.feed(chunk));
   }
 
   finish() {
-    if (this.#headLength < 9) throw new ModelLoadError(this.#name, 'invalid', `not a safetensors file (${this.length} bytes)`);
     try {
       return engineCall(() => this.#loader.finish());
     } finally {
@@ -189,21 +166,30 @@ class WeightsSink {
   }
 }
 
-// Runs fn, turning the engine's errors into load errors. Its messages start with the file they are about, or
-// with "out of memory: " (not the file's fault: a plain Error, and nothing is evicted from the cache).
+// The file each kind of engine error is about.
+const ENGINE_ERROR_FILES = { config: MODEL_FILES.config, file: MODEL_FILES.weights };
+
+// Runs fn, turning the engine's errors into load errors by their kind: a config or file error is the file's
+// fault (ModelLoadError 'invalid'; the engine's message already names the file); out of memory is not (a plain
+// Error, and nothing is evicted from the cache).
 function engineCall(fn) {
   try {
     return fn();
   } catch (error) {
-    if (error.name === 'EngineAbortedError') throw error;
-    if (error.message.startsWith('out of memory: ') && !error.message.includes('WebAssembly heap')) {
+    if (error.name !== 'EngineError') throw error;
+    if (error.kind === 'memory') {
       throw new Error(`${error.message} (the WebAssembly heap holds 4 GB at most, and one allocation 2 GB)`, { cause: error });
     }
-    const [, file = 'model files', detail = error.message] = /^(config\.json|model\.safetensors): (.*)$/s.exec(error.message) ?? [];
-    throw new ModelLoadError(file, 'invalid', detail, { cause: error });
+    const file = ENGINE_ERROR_FILES[error.kind];
+    if (!file) throw error;  // 'input': a caller's mistake, not the files'
+    const loadError = new ModelLoadError(file, 'invalid', '', { cause: error });
+    loadError.message = error.kind === 'file' ? `${error.message} (a corrupt file, or not GPT-2 weights?)` : error.message;
+    throw loadError;
   }
 }
 
+// The one check for a web page served instead of a model file (a wrong URL, or a login or error page with
+// status 200): on the first bytes of every file, before JSON or the engine would report something less clear.
 function checkNotHtml(name, firstBytes) {
   let i = 0;
   while (i < firstBytes.length && (firstBytes[i] === 0x20 || firstBytes[i] === 0x0a || firstBytes[i] === 0x0d ||
@@ -211,17 +197,6 @@ function checkNotHtml(name, firstBytes) {
   if (firstBytes[i] === 0x3c /* '<' */) {
     throw new ModelLoadError(name, 'invalid',
       'got an HTML page instead of the file (wrong URL, or a login or error page served with status 200)');
-  }
-}
-
-// safetensors = u64 little-endian header length N, then N bytes of JSON starting with '{', then the data.
-function checkSafetensorsHeader(name, head, fileLength) {
-  checkNotHtml(name, head);
-  const view = new DataView(head.buffer, head.byteOffset, 9);
-  const headerBytes = view.getUint32(0, true) + view.getUint32(4, true) * 2 ** 32;
-  const headerFits = fileLength === null || 8 + headerBytes <= fileLength;
-  if (head[8] !== 0x7b /* '{' */ || headerBytes < 2 || headerBytes > SAFETENSORS_MAX_HEADER_BYTES || !headerFits) {
-    throw new ModelLoadError(name, 'invalid', 'not a safetensors file (corrupt or different format: bad header)');
   }
 }
 
@@ -340,11 +315,6 @@ async function fetchFile(name, url, signal) {
     response.body?.cancel().catch(() => {});
     const hint = response.status === 401 || response.status === 403 ? ' (private or gated repository?)' : '';
     throw new ModelLoadError(name, 'http', `HTTP ${response.status} ${response.statusText} from ${url}${hint}`.trimEnd());
-  }
-  if (/^text\/html/i.test(response.headers.get('content-type') ?? '')) {
-    response.body?.cancel().catch(() => {});
-    throw new ModelLoadError(name, 'invalid',
-      `got an HTML page instead of the file from ${url} (wrong URL, or a login or error page)`);
   }
   return response;
 }
