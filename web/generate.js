@@ -1,7 +1,7 @@
 // The generation loop over an engine session and a tokenizer: encode the prompt, prefill, then one step per
 // token, streaming decoded text (never half a character), holding back text that may be the start of a stop
-// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used directly by
-// gpt2.js (Node, workers) and by worker.js (browsers). Plain ES module.
+// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used by
+// local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 
 export const END_OF_TEXT = 50256;
 
