@@ -138,7 +138,8 @@ size_t model_weight_bytes(const Model& model);  // bytes of the engine's weight 
 class Session {
    public:
     // nullptr + *error on failure, which can only be for lack of memory (ErrorKind::memory). use_kv_cache =
-    // false recomputes the whole window from scratch through the batched path at every step (like picoGPT): for verification and benchmarks.
+    // false recomputes the whole window from scratch through the batched path at every step (like picoGPT):
+    // for verification and benchmarks.
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
     ~Session();
     Session(const Session&) = delete;
