@@ -14,12 +14,14 @@
 // (model_registry.js; each caller disposes its own Model). A worker of one's own: `const worker =
 // createEngineWorker()`, then `loadModel(source, { worker })` for each model; `worker.terminate()` when done.
 //
-// Modules: local_model.js (models in this thread), worker_client.js (models in a worker), model_registry.js,
-// engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop), tokenizer.js.
+// Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
+// model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
+// tokenizer.js.
 import { DEFAULT_THREADS, checkThreads } from './engine.js';
 import { ModelLoadError } from './load_errors.js';
 import { loadLocalModel } from './local_model.js';
-import { createWorkerClient, loadWorkerModel } from './worker_client.js';
+import { WorkerClient } from './worker_client.js';
+import { loadWorkerModel } from './worker_model.js';
 
 export { ModelLoadError };
 
@@ -40,5 +42,5 @@ export async function loadModel(source, { onProgress, signal, useWorker = IS_PAG
 
 // A worker for several models (see the top of this file): terminate() it when done.
 export function createEngineWorker() {
-  return createWorkerClient();
+  return new WorkerClient({ endsWithLastModel: false });
 }

@@ -1,5 +1,6 @@
 // Web Worker hosting the engine, the loader and the generation loop, so the page stays responsive.
-// Started by worker_client.js from a Blob URL that imports this file's absolute URL (works from cross-origin pages).
+// Started by worker_client.js (WorkerClient) from a Blob URL that imports this file's absolute URL (works from
+// cross-origin pages).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
 //   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, threads }
