@@ -66,6 +66,7 @@ bool Session::check_ids(const int32_t* ids, size_t n) {
     const int n_vocab = model_->config().n_vocab;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= n_vocab) {
+            error_kind_ = ErrorKind::input;
             error_ = "token id " + std::to_string(ids[i]) + " out of range [0, " + std::to_string(n_vocab) + ")";
             return false;
         }
@@ -81,7 +82,9 @@ void Session::feed_from_scratch(const int32_t* ids, size_t n, float* all_logits)
 
 int Session::prefill(const int32_t* ids, size_t n) {
     error_.clear();
+    error_kind_ = ErrorKind::none;
     if (n == 0) {
+        error_kind_ = ErrorKind::input;
         error_ = "empty prompt: prefill needs at least one token";
         return -1;
     }
@@ -96,8 +99,10 @@ int Session::prefill(const int32_t* ids, size_t n) {
 
 bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
     error_.clear();
+    error_kind_ = ErrorKind::none;
     const int n_ctx = model_->config().n_ctx;
     if (n == 0 || n > size_t(n_ctx)) {
+        error_kind_ = ErrorKind::input;
         error_ = "prefill_logits: " + std::to_string(n) + " tokens, expected 1.." + std::to_string(n_ctx);
         return false;
     }
@@ -108,6 +113,7 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
 
 int Session::step(int32_t id) {
     error_.clear();
+    error_kind_ = ErrorKind::none;
     if (!check_ids(&id, 1)) return -1;
     const int n_ctx = model_->config().n_ctx;
     int32_t* tokens = state_->tokens;
@@ -131,14 +137,18 @@ int Session::step(int32_t id) {
 
 int Session::sample() {
     error_.clear();
+    error_kind_ = ErrorKind::none;
     if (n_cached_ == 0) {
+        error_kind_ = ErrorKind::input;
         error_ = "sample: no token has been fed yet";
         return -1;
     }
     const int next = sampler_->sample(state_->logits, state_->tokens, n_cached_, &error_);
     // the sampler fails only on non-finite logits; finite weights can still overflow to them
-    if (next < 0)
+    if (next < 0) {
+        error_kind_ = ErrorKind::file;  // the weights' doing, not the caller's
         error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(n_cached_ - 1);
+    }
     return next;
 }
 

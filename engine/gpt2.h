@@ -19,8 +19,8 @@ struct Config {
 };
 
 // Invalid values are sanitized by Session::set_sampling: temperature <= 0 or nan means greedy,
-// top_k <= 0 or >= n_vocab means no top-k, top_p outside (0, 1) means no top-p (top_p <= 0 keeps only the
-// most likely token), repetition_penalty <= 0 or nan means 1 (off).
+// top_k <= 0 or >= n_vocab means no top-k, top_p >= 1 or nan means no top-p, top_p <= 0 keeps only the most
+// likely token (the nucleus is never empty: greedy), repetition_penalty <= 0 or nan means 1 (off).
 struct SamplingSettings {
     float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
     int top_k = 0;                    // keep the k most likely tokens; 0: off
@@ -45,6 +45,12 @@ struct LoadOptions {
     // runs with those it got (Model::n_threads()).
     int n_threads = 1;
 };
+
+// What an error is about, next to its message (ModelLoader::error_kind(), Session::error_kind()), so that callers
+// (the wasm binding) classify errors without reading messages. none: no error.
+//   config: config.json is invalid           file: model.safetensors is invalid (or its weights misbehave)
+//   memory: an allocation failed             input: the caller's arguments are out of range
+enum class ErrorKind { none, config, file, memory, input };
 
 struct Weights;      // engine layout of the parameters, engine/weights.h
 struct LoaderState;  // the incremental loader's progress, engine/model_loader.cpp
@@ -103,10 +109,12 @@ class ModelLoader {
     std::unique_ptr<Model> finish();
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
+    ErrorKind error_kind() const { return error_kind_; }
 
    private:
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)
     std::string error_;                   // "" until something failed
+    ErrorKind error_kind_ = ErrorKind::none;
     uint64_t bytes_fed_ = 0;              // bytes of model.safetensors received
 };
 
@@ -129,8 +137,9 @@ size_t model_weight_bytes(const Model& model);  // bytes of the engine's weight 
 // So a position never exceeds n_ctx - 1 (wpe is never indexed past its end).
 class Session {
    public:
-    // nullptr + *error (e.g. out of memory) on failure. use_kv_cache = false recomputes the whole window from
-    // scratch through the batched path at every step (like picoGPT): for verification and benchmarks.
+    // nullptr + *error on failure, which can only be for lack of memory (ErrorKind::memory). use_kv_cache =
+    // false recomputes the whole window from scratch through the batched path at every step (like picoGPT):
+    // for verification and benchmarks.
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
     ~Session();
     Session(const Session&) = delete;
@@ -144,6 +153,7 @@ class Session {
     int n_cached() const;                          // positions currently in the window / cache
     size_t kv_cache_bytes() const;
     const std::string& error() const;
+    ErrorKind error_kind() const { return error_kind_; }  // input (token ids, lengths) or file (non-finite logits)
 
     // Lower level: clears, feeds ids[0..n) (1 <= n <= n_ctx, no truncation) in one batched pass and writes the
     // logits of every position to all_logits (n, n_vocab). Samples nothing; step() may continue afterwards.
@@ -166,6 +176,7 @@ class Session {
     std::unique_ptr<Sampler> sampler_;
     int n_cached_ = 0;
     std::string error_;
+    ErrorKind error_kind_ = ErrorKind::none;
 };
 
 }  // namespace gpt2

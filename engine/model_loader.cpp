@@ -33,6 +33,7 @@ struct LoaderState {
     SafetensorsHeader header;          // the parsed header
     std::vector<TensorRole> roles;     // (header.tensors) what becomes of each tensor
     WeightStream stream;               // the data stage's conversion
+    ErrorKind failure_kind = ErrorKind::file;  // of a failure in feed(): the file's fault unless an allocation failed
 };
 
 namespace {
@@ -48,10 +49,12 @@ bool start_data(LoaderState& state, std::string* error) {
     if (!match_tensors(state.config, state.header.tensors, state.layout, &state.roles, error)) return false;
     // The small conversion buffers first, while the heap has room: then the weights are the allocation that
     // grows a wasm heap, which grows by about what is asked (and never shrinks).
+    state.failure_kind = ErrorKind::memory;  // the conversion buffers and the weights are allocations
     if (!state.stream.init(state.config, state.format, state.header, state.roles, state.layout, state.weights.get(),
                            error))
         return false;
     if (!allocate_weights(state.layout, state.weights.get(), error)) return false;
+    state.failure_kind = ErrorKind::file;
     state.stage = LoaderState::Stage::data;
     return true;
 }
@@ -68,6 +71,7 @@ size_t feed_length(LoaderState& state, const uint8_t* bytes, size_t n, std::stri
     // + 1: an empty header, which is invalid JSON, still gets a buffer to be parsed from
     state.header_bytes.reset(static_cast<uint8_t*>(std::malloc(size_t(state.header_len) + 1)));
     if (!state.header_bytes) {
+        state.failure_kind = ErrorKind::memory;
         out_of_memory(state.header_len, "the safetensors header", error);
         return used;
     }
@@ -92,26 +96,35 @@ ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const Lo
                          uint64_t file_size)
     : state_(new (std::nothrow) LoaderState()) {
     if (!state_) {
+        error_kind_ = ErrorKind::memory;
         out_of_memory(sizeof(LoaderState), "the model loader", &error_);
         return;
     }
     state_->weights.reset(new (std::nothrow) Weights());
     if (!state_->weights) {
+        error_kind_ = ErrorKind::memory;
         out_of_memory(sizeof(Weights), "the model", &error_);
         return;
     }
     if (options.n_threads < 1 || options.n_threads > ThreadPool::kMaxThreads) {
+        error_kind_ = ErrorKind::input;
         error_ = "n_threads must be 1.." + std::to_string(ThreadPool::kMaxThreads) + ", got " +
                  std::to_string(options.n_threads);
         return;
     }
-    if (!parse_config(config_json, config_len, &state_->config, &error_)) return;
+    if (!parse_config(config_json, config_len, &state_->config, &error_)) {
+        error_kind_ = ErrorKind::config;
+        return;
+    }
     state_->format = options.format;
     state_->n_threads = options.n_threads;
     state_->file_size = file_size;
     state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
     // Refused before any download: weights that cannot be one array here (see allocate_weights).
-    if (state_->layout.bytes() > kMaxWeightsBytes) out_of_memory(state_->layout.bytes(), "the weights", &error_);
+    if (state_->layout.bytes() > kMaxWeightsBytes) {
+        error_kind_ = ErrorKind::memory;
+        out_of_memory(state_->layout.bytes(), "the weights", &error_);
+    }
 }
 
 ModelLoader::~ModelLoader() = default;
@@ -119,11 +132,13 @@ ModelLoader::~ModelLoader() = default;
 bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
     if (failed()) return false;
     if (!state_) {
+        error_kind_ = ErrorKind::input;
         error_ = "model.safetensors: bytes fed after finish()";
         return false;
     }
     LoaderState& state = *state_;
     if (state.file_size != kUnknownFileSize && n > state.file_size - bytes_fed_) {
+        error_kind_ = ErrorKind::file;
         error_ = "model.safetensors: more bytes arrived than the announced file size (" +
                  std::to_string(state.file_size) + " bytes)";
         return false;
@@ -139,16 +154,21 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
         bytes += used;
         n -= used;
     }
+    if (failed()) error_kind_ = state.failure_kind;
     return !failed();
 }
 
 std::unique_ptr<Model> ModelLoader::finish() {
-    if (!state_ && !failed()) error_ = "model.safetensors: finish() called twice";
+    if (!state_ && !failed()) {
+        error_kind_ = ErrorKind::input;
+        error_ = "model.safetensors: finish() called twice";
+    }
     if (failed()) {
         state_.reset();
         return nullptr;
     }
     std::unique_ptr<LoaderState> state = std::move(state_);
+    error_kind_ = ErrorKind::file;  // until the file is known to be complete and valid
     switch (state->stage) {
         case LoaderState::Stage::length:
             if (state->front_fill < kSafetensorsLengthBytes)
@@ -163,6 +183,7 @@ std::unique_ptr<Model> ModelLoader::finish() {
             if (!state->stream.finish(&error_)) return nullptr;
             break;
     }
+    error_kind_ = ErrorKind::memory;  // what remains are allocations
     if (!pack_weight_panels(state->config, state->weights.get(), &error_)) return nullptr;
     std::unique_ptr<Model> model(new (std::nothrow) Model());
     if (!model) {
@@ -173,6 +194,7 @@ std::unique_ptr<Model> ModelLoader::finish() {
         out_of_memory(sizeof(ThreadPool), "the thread pool", &error_);
         return nullptr;
     }
+    error_kind_ = ErrorKind::none;
     model->config_ = state->config;
     model->weights_ = std::move(state->weights);
     return model;

@@ -21,7 +21,8 @@
 // INT8_UNCACHED_MAX_CONTEXT: the uncached runs at long contexts are most of a run's time, and fp32 covers them.
 // ort (onnxruntime-web) runs fp32, cached only, on the 124m model's export (tools/export_onnx.py); when it was
 // not asked for explicitly and the export is missing, it is skipped with the command that creates it.
-// Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, public/wasm, public/js.
+// Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the testing build of the wasm engine
+// (build/wasm-testing: the engine with the bandwidth probe and the heap size), public/js.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -93,9 +94,10 @@ function machineInfo(runtimes) {
 }
 
 function checkBuild(runtimes, threads) {
-  const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['public/wasm/gpt2.wasm'],
-    chromium: ['public/wasm/gpt2.wasm', 'public/js/engine.js'], ort: ['public/wasm/gpt2.wasm', 'node_modules/onnxruntime-web/package.json'] };
-  if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('public/wasm/gpt2-mt.wasm'));
+  const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
+    chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js'],
+    ort: ['build/wasm-testing/gpt2-testing.wasm', 'node_modules/onnxruntime-web/package.json'] };
+  if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm ci for node_modules)`);
 }

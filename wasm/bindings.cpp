@@ -1,7 +1,11 @@
 // embind bindings of the GPT-2 engine for JavaScript (web/engine.js wraps them in friendlier classes).
 // The only file that includes Emscripten headers. Nothing here throws (C++ exceptions are off in wasm):
-// constructors that can fail leave ok() false with error() set, and methods return -1 with error() set,
-// so the objects stay usable after an error.
+// constructors that can fail leave ok() false, methods return -1 / false, and error() then says
+// { kind, message } with the engine's kind (config, file, memory, input); the objects stay usable.
+//
+// The contract is typed: Config and SamplingSettings cross as value objects, and JS writes the model file into
+// a staging block the loader owns (no raw pointers, no malloc from JS). Built with GPT2_WASM_TESTING (the
+// testing build, wasm/CMakeLists.txt), it adds the hooks only tests and tools/bench use.
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 #include <malloc.h>
@@ -9,32 +13,99 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "../tools/bench/stream_read.h"
 #include "gpt2.h"
+#ifdef GPT2_WASM_TESTING
+#include "../tools/bench/stream_read.h"
+#endif
 
 using emscripten::val;
 
 namespace {
 
-// model.safetensors arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into a small
-// staging block of the heap and calls feed(ptr, len), so the file is never held whole, in JS or in the heap.
+// What a failed call returns from error(). kind: "config", "file", "memory" or "input" (gpt2::ErrorKind).
+struct BindingError {
+    std::string kind;
+    std::string message;
+};
+
+BindingError binding_error(gpt2::ErrorKind kind, const std::string& message) {
+    switch (kind) {
+        case gpt2::ErrorKind::config: return {"config", message};
+        case gpt2::ErrorKind::file: return {"file", message};
+        case gpt2::ErrorKind::memory: return {"memory", message};
+        case gpt2::ErrorKind::input: return {"input", message};
+        case gpt2::ErrorKind::none: break;
+    }
+    return {"", message};
+}
+
+// gpt2::SamplingSettings with JS's types: the seed arrives as a double (exact for integers below 2^53, which
+// the JS side enforces; a uint64_t would need WASM_BIGINT), converted here, in one place.
+struct Sampling {
+    float temperature;
+    int top_k;
+    float top_p;
+    float repetition_penalty;
+    double seed;
+
+    gpt2::SamplingSettings settings() const {
+        gpt2::SamplingSettings s;
+        s.temperature = temperature;
+        s.top_k = top_k;
+        s.top_p = top_p;
+        s.repetition_penalty = repetition_penalty;
+        s.seed = uint64_t(seed);
+        return s;
+    }
+};
+
+// model.safetensors arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into the
+// loader's staging block (staging(), a view of the heap) and calls feed(length), so the file is never held
+// whole, in JS or in the heap.
 class WasmModelLoader {
    public:
     // file_size: the file's length in bytes, or -1 when unknown (no Content-Length). int8: quantize the weight
     // matrices and the LM head on load (gpt2::WeightFormat::int8). n_threads: threads of the forward pass
     // (gpt2::LoadOptions::n_threads); above 1 it needs the -pthread build (gpt2-mt), elsewhere the model gets
-    // one thread. Out of 1..256 the loader fails with the engine's message.
-    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads)
+    // one thread. staging_bytes: the size of the staging block, the largest piece feed() takes.
+    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads, double staging_bytes)
         : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(), options(int8, n_threads),
-                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {}
+                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        if (loader_.failed()) return;
+        // malloc takes a 32-bit size: a larger request would wrap around to a small one.
+        staging_.reset(staging_bytes >= 1 && staging_bytes < 4294967296.0
+                           ? static_cast<uint8_t*>(std::malloc(size_t(staging_bytes)))
+                           : nullptr);
+        if (staging_) staging_size_ = size_t(staging_bytes);
+        else error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
+                                     " bytes for the loader's staging block"};
+    }
 
-    bool ok() const { return !loader_.failed(); }
-    const std::string& error() const { return loader_.error(); }
-    bool feed(uintptr_t ptr, size_t len) { return loader_.feed(reinterpret_cast<const uint8_t*>(ptr), len); }
+    bool ok() const { return !loader_.failed() && staging_; }
+    BindingError error() const {
+        return loader_.failed() ? binding_error(loader_.error_kind(), loader_.error()) : error_;
+    }
+
+    // Uint8Array over the staging block: valid until the next call into the module (memory growth detaches it).
+    val staging() const { return val(emscripten::typed_memory_view(staging_size_, staging_.get())); }
+
+    // The next length bytes of the file, written at the start of staging().
+    bool feed(double length) {
+        if (!ok()) return false;
+        if (!(length >= 0 && length <= double(staging_size_))) {
+            error_ = {"input", "feed: " + std::to_string(length) + " bytes do not fit the " +
+                                   std::to_string(staging_size_) + "-byte staging block"};
+            return false;
+        }
+        return loader_.feed(staging_.get(), size_t(length));
+    }
+
     gpt2::ModelLoader& loader() { return loader_; }
 
    private:
@@ -45,6 +116,9 @@ class WasmModelLoader {
         return options;
     }
     gpt2::ModelLoader loader_;
+    std::unique_ptr<uint8_t, decltype(&std::free)> staging_{nullptr, &std::free};  // (staging_size_)
+    size_t staging_size_ = 0;
+    BindingError error_;
 };
 
 // Weights of one model, made by the loader once the whole file has been fed.
@@ -55,20 +129,8 @@ class WasmModel {
     }
 
     bool ok() const { return model_ != nullptr; }
-    const std::string& error() const { return error_; }
-
-    val config() const {
-        val out = val::object();
-        if (!model_) return out;
-        const gpt2::Config& c = gpt2::model_config(*model_);
-        out.set("n_vocab", c.n_vocab);
-        out.set("n_ctx", c.n_ctx);
-        out.set("n_embd", c.n_embd);
-        out.set("n_head", c.n_head);
-        out.set("n_layer", c.n_layer);
-        return out;
-    }
-
+    BindingError error() const { return error_; }
+    gpt2::Config config() const { return model_ ? gpt2::model_config(*model_) : gpt2::Config{}; }
     double weight_bytes() const { return model_ ? double(gpt2::model_weight_bytes(*model_)) : 0.0; }
     int threads() const { return model_ ? model_->n_threads() : 0; }  // threads it got, the caller's included
 
@@ -77,33 +139,27 @@ class WasmModel {
 
    private:
     std::shared_ptr<const gpt2::Model> model_;
-    std::string error_;
+    BindingError error_;
 };
 
 class WasmSession {
    public:
     WasmSession(const WasmModel& model, bool use_kv_cache) : model_(model.shared()) {
         if (!model_) {
-            error_ = "the model failed to load: " + model.error();
+            error_ = {"input", "the model failed to load: " + model.error().message};
             return;
         }
-        session_ = gpt2::Session::create(*model_, use_kv_cache, &error_);
+        std::string error;
+        session_ = gpt2::Session::create(*model_, use_kv_cache, &error);
         if (session_) order_.resize(size_t(model_->config().n_vocab));
+        else error_ = {"memory", error};  // creating a session fails only for lack of memory
     }
 
     bool ok() const { return session_ != nullptr; }
-    const std::string& error() const { return session_ ? session_->error() : error_; }
+    BindingError error() const { return session_ ? binding_error(session_->error_kind(), session_->error()) : error_; }
 
-    // The seed arrives as a double (exact for integers below 2^53, which the JS side enforces).
-    void set_sampling(float temperature, int top_k, float top_p, float repetition_penalty, double seed) {
-        if (!session_) return;
-        gpt2::SamplingSettings s;
-        s.temperature = temperature;
-        s.top_k = top_k;
-        s.top_p = top_p;
-        s.repetition_penalty = repetition_penalty;
-        s.seed = uint64_t(seed);
-        session_->set_sampling(s);
+    void set_sampling(const Sampling& sampling) {
+        if (session_) session_->set_sampling(sampling.settings());
     }
 
     // ids: a JS Array or typed array of token ids.
@@ -115,11 +171,13 @@ class WasmSession {
 
     int step(int32_t id) { return session_ ? session_->step(id) : -1; }
 
+#ifdef GPT2_WASM_TESTING
     // Float32Array over the heap: valid until the next call into the module (memory growth detaches it).
     val logits() const {
         if (!session_ || session_->n_cached() == 0) return val::null();
         return val(emscripten::typed_memory_view(order_.size(), session_->logits()));
     }
+#endif
 
     // Softmax of the raw logits (temperature 1, no penalty: the model's own distribution) of the last fed
     // position: { probability: p(token), alternatives: [{ token, probability }] } with the top_k most likely
@@ -160,28 +218,80 @@ class WasmSession {
     std::shared_ptr<const gpt2::Model> model_;
     std::unique_ptr<gpt2::Session> session_;
     std::vector<int32_t> order_;  // scratch for distribution(), allocated once
-    std::string error_;
+    BindingError error_;
 };
 
-// Bytes currently allocated by malloc: lets tests check that create/dispose cycles leak nothing
-// (the wasm memory itself never shrinks, so its size cannot tell). mallinfo's fields are int: read as unsigned,
-// they stay right up to the 4 GB heap (GPT-2 1.5B as int8 with its KV cache uses over 2 GB).
+// Bytes currently allocated by malloc: lets tests check that create/dispose cycles leak nothing, and the
+// benchmark measure a model (the wasm memory itself never shrinks, so its size cannot tell). mallinfo's fields
+// are int: read as unsigned, they stay right up to the 4 GB heap (GPT-2 1.5B as int8 with its KV cache uses
+// over 2 GB).
 double heap_used_bytes() { return double(static_cast<unsigned>(mallinfo().uordblks)); }
 
-// One streaming read of the floats in a malloc'ed block: tools/bench.mjs times it over as many bytes as the
-// model's weights as the memory-bandwidth ceiling of a decode step, in the same binary as the engine.
-// Returns the sum so the read cannot be optimized away.
-double stream_read(uintptr_t ptr, size_t bytes) {
-    return gpt2_bench::stream_sum(reinterpret_cast<const float*>(ptr), bytes / sizeof(float));
-}
+#ifdef GPT2_WASM_TESTING
+// The wasm memory's size, which never shrinks, so also its peak so far (tools/bench).
+double heap_bytes() { return double(__builtin_wasm_memory_size(0)) * 65536.0; }
+
+// A block of the heap of any requested size (the benchmark's bandwidth probe reads one as large as a model's
+// weights): ok() false with an out-of-memory error when it cannot be allocated, never a wrapped-around size.
+class HeapBlock {
+   public:
+    explicit HeapBlock(double bytes)
+        : data_(bytes >= 1 && bytes < 4294967296.0 ? static_cast<uint8_t*>(std::malloc(size_t(bytes))) : nullptr,
+                &std::free),
+          size_(data_ ? size_t(bytes) : 0),
+          requested_(bytes) {}
+
+    bool ok() const { return data_ != nullptr; }
+    BindingError error() const {
+        char bytes[32];
+        std::snprintf(bytes, sizeof bytes, "%.0f", requested_);
+        return {"memory", std::string("out of memory: cannot allocate ") + bytes +
+                              " bytes in the WebAssembly heap (4 GB at most)"};
+    }
+    // Uint8Array over the block: valid until the next call into the module (memory growth detaches it).
+    val view() const { return val(emscripten::typed_memory_view(size_, data_.get())); }
+
+    // One streaming read of the block's floats: tools/bench.mjs times it over as many bytes as the model's
+    // weights as the memory-bandwidth ceiling of a decode step, in the same engine build. Returns the sum so the
+    // read cannot be optimized away.
+    double stream_read() const {
+        return gpt2_bench::stream_sum(reinterpret_cast<const float*>(data_.get()), size_ / sizeof(float));
+    }
+
+   private:
+    std::unique_ptr<uint8_t, decltype(&std::free)> data_;
+    size_t size_;
+    double requested_;
+};
+#endif
 
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
+    emscripten::value_object<BindingError>("EngineError")
+        .field("kind", &BindingError::kind)
+        .field("message", &BindingError::message);
+
+    emscripten::value_object<gpt2::Config>("Config")
+        .field("n_vocab", &gpt2::Config::n_vocab)
+        .field("n_ctx", &gpt2::Config::n_ctx)
+        .field("n_embd", &gpt2::Config::n_embd)
+        .field("n_head", &gpt2::Config::n_head)
+        .field("n_layer", &gpt2::Config::n_layer)
+        .field("layer_norm_epsilon", &gpt2::Config::layer_norm_epsilon);
+
+    emscripten::value_object<Sampling>("SamplingSettings")
+        .field("temperature", &Sampling::temperature)
+        .field("topK", &Sampling::top_k)
+        .field("topP", &Sampling::top_p)
+        .field("repetitionPenalty", &Sampling::repetition_penalty)
+        .field("seed", &Sampling::seed);
+
     emscripten::class_<WasmModelLoader>("ModelLoader")
-        .constructor<const std::string&, bool, double, int>()
+        .constructor<const std::string&, bool, double, int, double>()
         .function("ok", &WasmModelLoader::ok)
         .function("error", &WasmModelLoader::error)
+        .function("staging", &WasmModelLoader::staging)
         .function("feed", &WasmModelLoader::feed);
 
     emscripten::class_<WasmModel>("Model")
@@ -192,19 +302,28 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("weightBytes", &WasmModel::weight_bytes)
         .function("threads", &WasmModel::threads);
 
-    emscripten::class_<WasmSession>("Session")
-        .constructor<const WasmModel&, bool>()
+    emscripten::class_<WasmSession> session("Session");
+    session.constructor<const WasmModel&, bool>()
         .function("ok", &WasmSession::ok)
         .function("error", &WasmSession::error)
         .function("setSampling", &WasmSession::set_sampling)
         .function("prefill", &WasmSession::prefill)
         .function("step", &WasmSession::step)
-        .function("logits", &WasmSession::logits)
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
-    emscripten::function("streamRead", &stream_read);
+
+#ifdef GPT2_WASM_TESTING
+    session.function("logits", &WasmSession::logits);
+    emscripten::function("heapBytes", &heap_bytes);
+    emscripten::class_<HeapBlock>("HeapBlock")
+        .constructor<double>()
+        .function("ok", &HeapBlock::ok)
+        .function("error", &HeapBlock::error)
+        .function("view", &HeapBlock::view)
+        .function("streamRead", &HeapBlock::stream_read);
+#endif
 }

@@ -1,7 +1,7 @@
 // The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
-// Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw Error with the engine's
-// message and free their C++ objects in dispose(). Plain ES module; Node-only modules are imported dynamically
-// inside Node branches.
+// Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
+// engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
+// imported dynamically inside Node branches.
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 
@@ -9,7 +9,7 @@ const IS_NODE = typeof process === 'object' && typeof process.versions?.node ===
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
 // or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.
 export const MAX_AUTO_THREADS = 8;
-export const MAX_THREADS = 256;  // the engine's limit (gpt2::ThreadPool::kMaxThreads)
+export const MAX_THREADS = 256;  // the engine's limit (gpt2::ThreadPool::kMaxThreads), checked by threads.test.js
 
 // Whether this realm can run the threaded build: Node always; browsers only when cross-origin isolated (COOP +
 // COEP headers), without which SharedArrayBuffer does not exist.
@@ -37,42 +37,56 @@ export async function resolveThreads(threads = DEFAULT_THREADS) {
   return Math.max(1, Math.min(cores || 1, MAX_AUTO_THREADS));
 }
 
-const enginePromises = new Map();  // thread count -> Promise of the Engine built for it
+const enginePromises = new Map();  // build name -> Promise of the WasmEngine built for it
 
 // The engine shared by this JS realm (page, worker or Node process) for a thread count (see resolveThreads; 1:
 // the single-thread build). A new instance is made after the previous one aborted (e.g. out of memory), since
 // an aborted wasm instance cannot run again. If the threaded build fails to start, the single-thread one is
 // used instead (with a console warning): engine.threads says which one it is.
-export function loadEngine({ threads = 1 } = {}) {
-  if (!enginePromises.has(threads)) {
+// testing: the testing build (build/wasm-testing/, for tests and tools/bench), which adds session.logits(),
+// engine.allocate() (a heap block with the bandwidth probe) and engine.heapBytes().
+export function loadEngine({ threads = 1, testing = false } = {}) {
+  const name = `${threads > 1 ? 'gpt2-mt' : 'gpt2'}${testing ? '-testing' : ''}`;
+  const key = `${name}/${threads}`;
+  if (!enginePromises.has(key)) {
     const started = threads > 1
-      ? instantiateEngine(threads).catch((error) => {
+      ? instantiateEngine(name, threads, testing).catch((error) => {
         console.warn(`gpt2 engine: the threaded build failed to start (${error.message}); using one thread`);
-        return loadEngine({ threads: 1 });
+        return loadEngine({ threads: 1, testing });
       })
-      : instantiateEngine(1);
-    enginePromises.set(threads, started.catch((error) => {
-      enginePromises.delete(threads);
+      : instantiateEngine(name, 1, testing);
+    enginePromises.set(key, started.catch((error) => {
+      enginePromises.delete(key);
       throw error;
     }));
   }
-  return enginePromises.get(threads).then((engine) => {
+  return enginePromises.get(key).then((engine) => {
     if (!engine.aborted) return engine;
-    enginePromises.delete(threads);
-    return loadEngine({ threads });
+    enginePromises.delete(key);
+    return loadEngine({ threads, testing });
   });
 }
 
-async function instantiateEngine(threads) {
+// Where the builds are, seen from this module: web/ runs in place in Node (the repository) and is served as
+// public/js/ in browsers, so either way the product is public/wasm/, and the testing build build/wasm-testing/
+// (reachable in browsers only when the server's root is the repository, as for tools/bench).
+function wasmFolder(testing) {
+  const siteRoot = new URL(IS_NODE ? '../public/' : '../', import.meta.url);
+  return new URL(testing ? '../build/wasm-testing/' : 'wasm/', siteRoot);
+}
+
+async function instantiateEngine(name, threads, testing) {
   let engine = null;
   const moduleArguments = {
     onAbort: (reason) => engine?.markAborted(reason),
     printErr: (text) => console.error(`gpt2 engine: ${text}`),
   };
-  const name = threads > 1 ? 'gpt2-mt' : 'gpt2';
   // The threaded build starts one pthread worker per thread but the calling one, before it resolves.
   if (threads > 1) moduleArguments.gpt2Workers = threads - 1;
-  const { factory, wasmUrl, cleanUp } = IS_NODE ? await nodeFactory(name, moduleArguments) : await browserFactory(name, moduleArguments);
+  const folder = wasmFolder(testing);
+  const { factory, wasmUrl, cleanUp } = IS_NODE
+    ? await nodeFactory(folder, name, moduleArguments)
+    : await browserFactory(folder, name, moduleArguments);
   let module;
   try {
     module = await factory(moduleArguments);
@@ -82,7 +96,7 @@ async function instantiateEngine(threads) {
     cleanUp?.();
   }
   if (IS_NODE && threads > 1) unrefWorkers(module);
-  engine = new Engine(module, threads);
+  engine = new WasmEngine(module, threads);
   return engine;
 }
 
@@ -93,12 +107,11 @@ function unrefWorkers(module) {
   for (const worker of [...unusedWorkers, ...runningWorkers]) worker.unref();
 }
 
-// web/ is served as public/js/, next to public/wasm/.
-async function browserFactory(name, moduleArguments) {
-  const url = (file) => new URL(`../wasm/${file}`, import.meta.url).href;
+async function browserFactory(folder, name, moduleArguments) {
+  const url = (file) => new URL(file, folder).href;
   const wasmUrl = url(`${name}.wasm`);
   let cleanUp;
-  if (name === 'gpt2') {
+  if (!name.startsWith('gpt2-mt')) {
     // The glue would look next to the importing document or worker (a Blob URL for our worker).
     moduleArguments.locateFile = () => wasmUrl;
   } else {
@@ -115,28 +128,20 @@ async function browserFactory(name, moduleArguments) {
   return { factory, wasmUrl, cleanUp };
 }
 
-// Node runs web/ either in place (the wasm is then in ../public/wasm/) or copied to public/js/ (../wasm/).
-async function nodeFactory(name, moduleArguments) {
+async function nodeFactory(folder, name, moduleArguments) {
   const [{ createRequire }, { existsSync, readFileSync }, { fileURLToPath }] = await Promise.all([
     import('node:module'),
     import('node:fs'),
     import('node:url'),
   ]);
-  const candidates = ['../wasm/', '../public/wasm/'].map((dir) => fileURLToPath(new URL(dir, import.meta.url)));
-  const dir = candidates.find((candidate) => existsSync(`${candidate}${name}.cjs`));
-  if (!dir) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${candidates.join(' or ')}): run tools/build.sh`);
+  const dir = fileURLToPath(folder);
+  if (!existsSync(`${dir}${name}.cjs`)) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${dir}): run tools/build.sh`);
   // Node 20 would otherwise fetch() the .wasm path, which fails for file paths.
   moduleArguments.wasmBinary = readFileSync(`${dir}${name}.wasm`);
   // worker_threads would run a .js worker script as an ES module in this "type": "module" package.
   moduleArguments.locateFile = (file) => `${dir}${file.endsWith('.worker.js') ? `${name}.worker.cjs` : file}`;
   // The .cjs glue, because the ES-module flavour of Emscripten's Node branch needs __dirname.
   return { factory: createRequire(import.meta.url)(`${dir}${name}.cjs`), wasmUrl: `${dir}${name}.wasm` };
-}
-
-// The `weights` option of createModel / loadModel: 'fp32' or 'int8' (TypeError otherwise).
-export function weightFormatIsInt8(format) {
-  if (format !== 'fp32' && format !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${JSON.stringify(format)}`);
-  return format === 'int8';
 }
 
 export class EngineAbortedError extends Error {
@@ -146,8 +151,18 @@ export class EngineAbortedError extends Error {
   }
 }
 
+// An engine call that failed: the engine's message, and its kind ('config': config.json is invalid, 'file':
+// model.safetensors is, 'memory': an allocation failed, 'input': an argument is out of range).
+export class EngineError extends Error {
+  constructor({ kind, message }) {
+    super(message);
+    this.name = 'EngineError';
+    this.kind = kind;
+  }
+}
+
 // One instance of the wasm module. threads: the threads its models use (1: the single-thread build).
-export class Engine {
+export class WasmEngine {
   #module;
   #abortReason = null;
   threads;
@@ -179,9 +194,21 @@ export class Engine {
     }
   }
 
-  // A fixed block of the wasm heap (the loader's staging block; the benchmark's bandwidth probe).
-  allocate(capacity) {
-    return new HeapBuffer(this, capacity);
+  // Constructs an embind object with create(module) and returns its handle, or throws its error (deleting it):
+  // the one place a failed construction is turned into an EngineError.
+  construct(create) {
+    const handle = this.call(create);
+    if (!handle.ok()) {
+      const error = handle.error();
+      handle.delete();
+      throw new EngineError(error);
+    }
+    return handle;
+  }
+
+  // Frees an embind object, unless the instance aborted (its memory is gone with it).
+  release(handle) {
+    if (handle && !this.aborted) handle.delete();
   }
 
   // Bytes currently malloc'ed in the wasm heap (the memory itself never shrinks): for leak checks.
@@ -189,23 +216,30 @@ export class Engine {
     return this.call((module) => module.heapUsedBytes());
   }
 
+  // Testing build only: the wasm memory's size (never shrinks, so also its peak so far).
+  heapBytes() {
+    return this.call((module) => module.heapBytes());
+  }
+
+  // Testing build only: a block of the heap (the benchmark's bandwidth probe).
+  allocate(bytes) {
+    return new HeapBlock(this, this.construct((module) => new module.HeapBlock(bytes)));
+  }
+
   // A loader that takes model.safetensors piece by piece (EngineModelLoader below). configJson: the text of
   // config.json, checked at once (as is whether the weights can fit the heap at all). fileSize: the file's
   // exact length when certain, so that the header is checked against it as soon as it arrives; otherwise the
   // tensors' extent is checked against the bytes fed when the file ends.
   // options.weights: 'fp32' (default) or 'int8' (the weight matrices and the LM head quantized on load: about a
-  // quarter of the memory, logits within a few tenths of a standard deviation of fp32).
+  // quarter of the memory, logits within a few tenths of a standard deviation of fp32); checked here only.
   // The model gets this engine's threads, or fewer when the pool's workers are taken by other models
   // (model.threads says how many).
   createModelLoader(configJson, { weights: format = 'fp32', fileSize = null } = {}) {
-    const int8 = weightFormatIsInt8(format);
-    const handle = this.call((module) => new module.ModelLoader(configJson, int8, fileSize ?? -1, this.threads));
-    if (!handle.ok()) {
-      const message = handle.error();
-      handle.delete();
-      throw new Error(message);
-    }
-    return new EngineModelLoader(this, handle, fileSize);
+    if (format !== 'fp32' && format !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${JSON.stringify(format)}`);
+    const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
+    const handle = this.construct((module) =>
+      new module.ModelLoader(configJson, format === 'int8', fileSize ?? -1, this.threads, stagingBytes));
+    return new EngineModelLoader(this, handle);
   }
 
   // The whole file at once (an ArrayBuffer or a view of its bytes): one loader fed in staging-sized pieces.
@@ -221,204 +255,162 @@ export class Engine {
   }
 }
 
-// Each piece fed to the engine is copied into one staging block of the heap, at most this large: the heap never
+// Each piece fed to the engine is copied into the loader's staging block, at most this large: the heap never
 // holds more of the file than that (the engine converts every piece before the next is copied).
 const STAGING_BYTES = 4 << 20;
 
-// model.safetensors fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw the engine's message
-// ("model.safetensors: ...", "out of memory: ..."); after one, the loader only needs dispose().
-export class EngineModelLoader {
+// An embind object owned by JS: the handle's calls go through the engine (aborts become EngineAbortedError),
+// and dispose() frees it once. The base of the wrappers below.
+class EngineObject {
   #engine;
   #handle;
-  #staging;
+  #what;
 
-  constructor(engine, handle, fileSize) {
+  constructor(engine, handle, what) {
     this.#engine = engine;
     this.#handle = handle;
-    try {
-      this.#staging = engine.allocate(Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES)));
-    } catch (error) {
-      this.dispose();
-      throw error;
-    }
+    this.#what = what;
+  }
+
+  get engine() {
+    return this.#engine;
+  }
+
+  dispose() {
+    this.#engine.release(this.#handle);
+    this.#handle = null;
+  }
+
+  // Runs fn(handle) against the live handle.
+  call(fn) {
+    const handle = this.#handle;
+    if (!handle) throw new Error(`the ${this.#what} was disposed`);
+    return this.#engine.call(() => fn(handle));
+  }
+
+  // Runs fn(handle), whose result `failed` marks as an error, which is then thrown as the handle reports it.
+  checkedCall(fn, failed) {
+    const result = this.call(fn);
+    if (failed(result)) throw new EngineError(this.call((handle) => handle.error()));
+    return result;
+  }
+}
+
+// model.safetensors fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw EngineError ("file"
+// or "memory"); after one, the loader only needs dispose().
+export class EngineModelLoader extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'model loader');
   }
 
   // bytes: the next bytes of the file (Uint8Array).
   feed(bytes) {
-    const handle = this.#live();
-    const capacity = this.#staging.capacity;
-    for (let offset = 0; offset < bytes.byteLength; offset += capacity) {
-      const piece = bytes.subarray(offset, offset + capacity);
-      this.#staging.set(piece);
-      if (!this.#engine.call(() => handle.feed(this.#staging.ptr, piece.byteLength))) throw new Error(handle.error());
-    }
+    let offset = 0;
+    do {
+      // The view is fetched for each piece: a call that grows the memory detaches the previous one.
+      const staging = this.call((handle) => handle.staging());
+      const piece = bytes.subarray(offset, offset + staging.byteLength);
+      staging.set(piece);
+      this.checkedCall((handle) => handle.feed(piece.byteLength), (fed) => !fed);
+      offset += piece.byteLength;
+    } while (offset < bytes.byteLength);
   }
 
   // The end of the file -> EngineModel (throws when the file is incomplete or invalid).
   finish() {
-    const handle = this.#engine.call((module) => new module.Model(this.#live()));
-    if (!handle.ok()) {
-      const message = handle.error();
-      handle.delete();
-      throw new Error(message);
-    }
-    return new EngineModel(this.#engine, handle);
-  }
-
-  dispose() {
-    this.#staging?.free();
-    this.#staging = null;
-    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
-    this.#handle = null;
-  }
-
-  #live() {
-    if (!this.#handle) throw new Error('the model loader was disposed');
-    return this.#handle;
+    const handle = this.call((loader) => this.engine.construct((module) => new module.Model(loader)));
+    return new EngineModel(this.engine, handle);
   }
 }
 
-// capacity malloc'ed bytes in the wasm heap. Pointers are kept unsigned: the heap may exceed 2 GB.
-export class HeapBuffer {
-  #engine;
-  ptr = 0;
-  capacity = 0;
-
-  constructor(engine, capacity) {
-    // malloc takes a 32-bit size: a larger request would wrap around to a small one.
-    const ptr = capacity < 2 ** 32 ? engine.call((module) => module._malloc(capacity) >>> 0) : 0;
-    if (ptr === 0) {
-      throw new Error(`out of memory: cannot allocate ${capacity} bytes in the WebAssembly heap (4 GB at most)`);
-    }
-    this.#engine = engine;
-    this.ptr = ptr;
-    this.capacity = capacity;
+// A block of the heap (testing build: engine.allocate()).
+export class HeapBlock extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'heap block');
   }
 
-  // Copies bytes (at most capacity) to the start of the block.
-  set(bytes) {
-    if (this.ptr === 0) throw new Error('HeapBuffer: already freed');
-    if (bytes.byteLength > this.capacity) throw new RangeError(`HeapBuffer: ${bytes.byteLength} bytes do not fit in ${this.capacity}`);
-    // Read HEAPU8 now: any malloc may have grown the memory and replaced the view.
-    this.#engine.call((module) => module.HEAPU8.set(bytes, this.ptr));
+  // Uint8Array over the block: valid until the next call into the engine.
+  view() {
+    return this.call((handle) => handle.view());
   }
 
-  free() {
-    if (this.ptr === 0) return;
-    const ptr = this.ptr;
-    this.ptr = 0;
-    if (!this.#engine.aborted) this.#engine.call((module) => module._free(ptr));
+  // One streaming read of the block's floats (the benchmark's bandwidth probe).
+  streamRead() {
+    return this.call((handle) => handle.streamRead());
   }
 }
 
 // Weights of one model (embind Model). Sessions keep the weights alive in C++, so dispose() order is free.
-export class EngineModel {
-  #engine;
-  #handle;
-  config;
+export class EngineModel extends EngineObject {
+  config;  // { n_vocab, n_ctx, n_embd, n_head, n_layer, layer_norm_epsilon }
   weightBytes;
   threads;  // threads its forward pass uses
 
   constructor(engine, handle) {
-    this.#engine = engine;
-    this.#handle = handle;
+    super(engine, handle, 'model');
     this.config = handle.config();
     this.weightBytes = handle.weightBytes();
     this.threads = handle.threads();
   }
 
   createSession({ useKVCache = true } = {}) {
-    const handle = this.#engine.call((module) => new module.Session(this.#live(), Boolean(useKVCache)));
-    if (!handle.ok()) {
-      const message = handle.error();
-      handle.delete();
-      throw new Error(message);
-    }
-    return new EngineSession(this.#engine, handle, this.config);
-  }
-
-  dispose() {
-    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
-    this.#handle = null;
-  }
-
-  #live() {
-    if (!this.#handle) throw new Error('the model was disposed');
-    return this.#handle;
+    const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache))));
+    return new EngineSession(this.engine, handle);
   }
 }
 
 // One generation's state: KV cache and sampler (embind Session).
-export class EngineSession {
-  #engine;
-  #handle;
-  #config;
-
-  constructor(engine, handle, config) {
-    this.#engine = engine;
-    this.#handle = handle;
-    this.#config = config;
+export class EngineSession extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'session');
   }
 
-  // Values the engine would silently sanitize are the caller's to validate (see generate.js).
+  // The settings as generate() takes them (normalizeGenerateOptions checks them); missing ones take these
+  // defaults. The seed must be an integer in [0, 2^53): it crosses exactly as a double.
   setSampling({ temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, seed = 0 } = {}) {
     if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`seed must be a non-negative integer, got ${seed}`);
-    this.#call((session) => session.setSampling(temperature, topK, topP, repetitionPenalty, seed));
+    this.call((session) => session.setSampling({ temperature, topK, topP, repetitionPenalty, seed }));
   }
 
   // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id.
   prefill(ids) {
     if (ids.length === 0) throw new Error('prefill: no token ids given');
-    for (const id of ids) this.#checkId(id);
-    return this.#checked(this.#call((session) => session.prefill(ids)));
+    for (const id of ids) checkTokenId(id);
+    return this.checkedCall((session) => session.prefill(ids), (token) => token < 0);
   }
 
   // Feeds one token and returns the sampled next token id.
   step(id) {
-    this.#checkId(id);
-    return this.#checked(this.#call((session) => session.step(id)));
+    checkTokenId(id);
+    return this.checkedCall((session) => session.step(id), (token) => token < 0);
   }
 
-  // Float32Array of the last fed position's raw logits, over the heap: read it before the next call.
+  // Testing build only: Float32Array of the last fed position's raw logits, over the heap: read it before the
+  // next call.
   logits() {
-    return this.#call((session) => session.logits());
+    return this.call((session) => session.logits());
   }
 
   // { probability, alternatives: [{ token, probability }] } under softmax(logits) of the last fed position.
   distribution(token, topK = 0) {
-    return this.#call((session) => session.distribution(token, topK));
+    return this.call((session) => session.distribution(token, topK));
   }
 
   reset() {
-    this.#call((session) => session.reset());
+    this.call((session) => session.reset());
   }
 
   get nCached() {
-    return this.#call((session) => session.nCached());
+    return this.call((session) => session.nCached());
   }
 
   get kvCacheBytes() {
-    return this.#call((session) => session.kvCacheBytes());
+    return this.call((session) => session.kvCacheBytes());
   }
+}
 
-  dispose() {
-    if (this.#handle && !this.#engine.aborted) this.#handle.delete();
-    this.#handle = null;
-  }
-
-  // Range checks happen in the engine (its message names the range); this only rejects non-integers, which
-  // embind would otherwise truncate silently.
-  #checkId(id) {
-    if (!Number.isInteger(id)) throw new Error(`token id must be an integer, got ${id}`);
-  }
-
-  #checked(token) {
-    if (token < 0) throw new Error(this.#call((session) => session.error()));
-    return token;
-  }
-
-  #call(fn) {
-    if (!this.#handle) throw new Error('the session was disposed');
-    return this.#engine.call(() => fn(this.#handle));
-  }
+// Range checks happen in the engine (its message names the range); this only rejects non-integers, which
+// embind would otherwise truncate silently.
+function checkTokenId(id) {
+  if (!Number.isInteger(id)) throw new Error(`token id must be an integer, got ${id}`);
 }

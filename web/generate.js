@@ -1,7 +1,7 @@
 // The generation loop over an engine session and a tokenizer: encode the prompt, prefill, then one step per
 // token, streaming decoded text (never half a character), holding back text that may be the start of a stop
-// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used directly by
-// gpt2.js (Node, workers) and by worker.js (browsers). Plain ES module.
+// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used by
+// local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 
 export const END_OF_TEXT = 50256;
 
@@ -35,7 +35,7 @@ export function normalizeGenerateOptions(options = {}) {
     fail('temperature', 'a finite number >= 0 (0 = greedy)');
   }
   if (!Number.isSafeInteger(o.topK) || o.topK < 0) fail('topK', 'an integer >= 0 (0 = off)');
-  if (typeof o.topP !== 'number' || !(o.topP > 0 && o.topP <= 1)) fail('topP', 'a number in (0, 1]');
+  if (typeof o.topP !== 'number' || !(o.topP >= 0 && o.topP <= 1)) fail('topP', 'a number in [0, 1] (0 = the most likely token only)');
   if (typeof o.repetitionPenalty !== 'number' || !Number.isFinite(o.repetitionPenalty) || o.repetitionPenalty <= 0) {
     fail('repetitionPenalty', 'a finite number > 0 (1 = off)');
   }

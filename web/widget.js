@@ -13,9 +13,9 @@
 // become text nodes.
 //
 // Sharing: all widgets of a page use one engine worker, and widgets of the same model share one download and
-// one loaded copy. Their generations run concurrently: the engine interleaves them token by token, each with
-// its own KV cache. A widget removed from the DOM stops; the last widget of a model disposes it, and when no
-// model is in use the worker is terminated.
+// one loaded copy (gpt2.js's model registry, web/model_registry.js). Their generations run concurrently: the
+// engine interleaves them token by token, each with its own KV cache. A widget removed from the DOM stops; the
+// last widget of a model disposes it, and when no model is in use the worker ends.
 (() => {
   'use strict';
 
@@ -81,13 +81,13 @@
     return href.endsWith('/') ? href : `${href}/`;
   }
 
-  // ---- the engine, its worker and the loaded models, shared by every widget of the page ----
+  // ---- the generator's code (js/gpt2.js), loaded once for every widget of the page ----
 
-  class SharedEngine {
+  // gpt2.js runs the models in its default engine worker, which ends with the last model, and shares a model
+  // between the widgets that ask for the same one (its model registry): one download, one loaded copy.
+  class GeneratorApi {
     #scriptUrl;
     #api = null;
-    #worker = null;
-    #models = new Map();  // model URL -> { model: Promise<Model>, leases: Set, controller }
     #webAssemblyProblem = null;
     #workerBlocked = false;
 
@@ -107,31 +107,18 @@
 
     // -> lease { model: Promise<Model>, release() }; onProgress gets the loader's progress events.
     acquireModel(url, onProgress) {
-      let entry = this.#models.get(url);
-      if (!entry) {
-        entry = { leases: new Set(), controller: new AbortController() };
-        entry.model = this.#load(url, entry);
-        // A failed load is forgotten, so that the next widget to ask tries again (this also handles the
-        // rejection when no widget waits for it any more).
-        entry.model.catch(() => this.#forget(url, entry));
-        this.#models.set(url, entry);
-      }
-      const lease = { model: entry.model, onProgress, release: () => this.#release(url, entry, lease) };
-      entry.leases.add(lease);
-      return lease;
+      const controller = new AbortController();
+      const model = this.#loadApi().then((api) => api.loadModel(url, { signal: controller.signal, onProgress }));
+      const release = () => {
+        controller.abort();
+        model.then((loaded) => loaded.dispose(), () => {});
+      };
+      return { model, release };
     }
 
     // Whether the page's CSP refused our blob: worker (the load error itself does not say why).
     get workerBlocked() {
       return this.#workerBlocked;
-    }
-
-    async #load(url, entry) {
-      const api = await this.#loadApi();
-      entry.controller.signal.throwIfAborted();  // every widget of this model left while the code loaded
-      if (!this.#worker?.usable) this.#worker = api.createEngineWorker();
-      const onProgress = (progress) => entry.leases.forEach((lease) => lease.onProgress(progress));
-      return api.loadModel(url, { worker: this.#worker, signal: entry.controller.signal, onProgress });
     }
 
     #loadApi() {
@@ -141,21 +128,6 @@
         throw new Error(`could not load the generator's code from ${url} (${error.message})`);
       });
       return this.#api;
-    }
-
-    #release(url, entry, lease) {
-      entry.leases.delete(lease);
-      if (entry.leases.size > 0) return;
-      entry.controller.abort();
-      entry.model.then((model) => model.dispose(), () => {});
-      this.#forget(url, entry);
-    }
-
-    #forget(url, entry) {
-      if (this.#models.get(url) === entry) this.#models.delete(url);
-      if (this.#models.size > 0) return;
-      this.#worker?.terminate();
-      this.#worker = null;
     }
   }
 
@@ -274,7 +246,7 @@
     #root;
     #ui;
     #options;
-    #engine;
+    #generator;
     #onDestroy;
     #lease = null;
     #ready = null;  // Promise<Model | null> once loading starts
@@ -282,11 +254,11 @@
     #destroyed = false;
     #connectedOnce = false;
 
-    constructor(element, root, options, engine, onDestroy) {
+    constructor(element, root, options, generator, onDestroy) {
       this.element = element;
       this.#root = root;
       this.#options = options;
-      this.#engine = engine;
+      this.#generator = generator;
       this.#onDestroy = onDestroy;
       this.#ui = this.#render();
       this.#start();
@@ -346,7 +318,7 @@
     }
 
     async #start() {
-      const problem = await this.#engine.findProblem();
+      const problem = await this.#generator.findProblem();
       if (this.#destroyed) return;
       if (problem) return this.#block(problem);
       if (this.#options.autoGenerate) this.generate();
@@ -366,7 +338,7 @@
 
     async #loadModel() {
       const { generate, progress, status } = this.#ui;
-      this.#lease = this.#engine.acquireModel(this.#options.model, (event) => this.#showProgress(event));
+      this.#lease = this.#generator.acquireModel(this.#options.model, (event) => this.#showProgress(event));
       generate.disabled = true;
       progress.hidden = false;
       status.textContent = 'Loading the model…';
@@ -379,7 +351,7 @@
         if (this.#destroyed) return null;
         this.#lease.release();
         this.#lease = this.#ready = null;
-        if (this.#engine.workerBlocked) this.#block(MESSAGES.workerBlocked);
+        if (this.#generator.workerBlocked) this.#block(MESSAGES.workerBlocked);
         else this.#showAlert(`Could not load the model: ${error.message}`);
         status.textContent = '';
         return null;
@@ -456,7 +428,7 @@
   // ---- the GPT2Widget global: mounting, and noticing widgets removed from the DOM ----
 
   function createLibrary(scriptUrl) {
-    const engine = new SharedEngine(scriptUrl);
+    const generator = new GeneratorApi(scriptUrl);
     const defaultModelUrl = new URL(BUNDLED_MODEL_PATH, scriptUrl);
     const widgets = new Map();  // element -> Widget
     const roots = new WeakMap();  // element -> the ShadowRoot we attached (kept for a later mount)
@@ -474,7 +446,7 @@
       const complete = completeOptions(options, defaultModelUrl);
       const root = roots.get(element) ?? element.attachShadow({ mode: 'open' });
       roots.set(element, root);
-      const widget = new Widget(element, root, complete, engine, onDestroy);
+      const widget = new Widget(element, root, complete, generator, onDestroy);
       widget.noteConnection();
       widgets.set(element, widget);
       observer.observe(document, { childList: true, subtree: true });

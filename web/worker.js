@@ -1,5 +1,6 @@
 // Web Worker hosting the engine, the loader and the generation loop, so the page stays responsive.
-// Started by gpt2.js from a Blob URL that imports this file's absolute URL (works from cross-origin pages).
+// Started by worker_client.js (WorkerClient) from a Blob URL that imports this file's absolute URL (works from
+// cross-origin pages).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
 //   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, threads }
@@ -16,9 +17,9 @@
 //                   { type: 'result', id, value, stats? } / { type: 'error', id, error: { name, message, file?, kind? }, stats? }
 //                   { type: 'crashed', message }  the wasm instance aborted (e.g. out of memory): every model in
 //                                                 this worker is gone; the page should start a new worker
-import { loadLocalModel } from './gpt2.js';
+import { loadLocalModel } from './local_model.js';
 
-const models = new Map();  // modelId -> LocalModel (gpt2.js)
+const models = new Map();  // modelId -> LocalModel (local_model.js)
 const controllers = new Map();  // request id -> AbortController
 let nextModelId = 1;
 

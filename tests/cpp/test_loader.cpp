@@ -327,3 +327,38 @@ TEST(Session, ReportsOutOfMemoryForTheKVCache) {
     EXPECT_CONTAINS(error, "out of memory: need ");
     EXPECT_CONTAINS(error, "bytes for the KV cache (137438953472)");
 }
+
+// Callers classify errors by their kind, never by their message (the wasm binding hands the kind to JS). Out of
+// memory is the one kind a native test cannot provoke cheaply in the loader; the wasm tests refuse a model too
+// large for wasm32 from config.json alone (tests/js/faults.test.js).
+TEST(ErrorKind, NamesWhatEachLoaderAndSessionErrorIsAbout) {
+    const std::vector<uint8_t> file = build_safetensors(random_tensors(kSpec));
+    const auto loader_kind = [](const std::string& config, const std::vector<uint8_t>& bytes, int n_threads = 1) {
+        gpt2::LoadOptions options;
+        options.n_threads = n_threads;
+        gpt2::ModelLoader loader(reinterpret_cast<const uint8_t*>(config.data()), config.size(), options);
+        loader.feed(bytes.data(), bytes.size());
+        const bool loaded = loader.finish() != nullptr;
+        EXPECT_EQ(loaded, loader.error_kind() == gpt2::ErrorKind::none) << loader.error();
+        return loader.error_kind();
+    };
+    EXPECT_EQ(loader_kind(config_json(kSpec), file), gpt2::ErrorKind::none);
+    EXPECT_EQ(loader_kind("{\"vocab_size\": 67,", file), gpt2::ErrorKind::config);
+    EXPECT_EQ(loader_kind(config_json(kSpec), file, 0), gpt2::ErrorKind::input);
+    EXPECT_EQ(loader_kind(config_json(kSpec), std::vector<uint8_t>(file.begin(), file.end() - 4)), gpt2::ErrorKind::file);
+    EXPECT_EQ(loader_kind(config_json(kSpec), std::vector<uint8_t>(64, 'A')), gpt2::ErrorKind::file);
+
+    std::string error;
+    auto model = load(config_json(kSpec), file, &error);
+    ASSERT_TRUE(model) << error;
+    auto session = gpt2::Session::create(*model, true, &error);
+    ASSERT_TRUE(session) << error;
+    const int32_t out_of_range = kSpec.n_vocab;
+    EXPECT_EQ(session->prefill(&out_of_range, 1), -1);
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
+    EXPECT_EQ(session->prefill(&out_of_range, 0), -1);
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
+    const int32_t valid = 1;
+    EXPECT_GE(session->prefill(&valid, 1), 0);
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::none);
+}

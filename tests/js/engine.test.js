@@ -1,10 +1,10 @@
-// Tests of the built wasm engine (public/wasm) through web/engine.js, in Node: agreement with the native tool
+// Tests of the built wasm engine (the testing build of public/wasm's, build/wasm-testing) through web/engine.js, in Node: agreement with the native tool
 // and the fixtures, cached vs uncached decoding, errors that leave the instance usable, and no heap leaks.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Engine, EngineAbortedError, loadEngine } from '../../web/engine.js';
+import { EngineAbortedError, WasmEngine, loadEngine } from '../../web/engine.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;
@@ -16,7 +16,7 @@ const cases = JSON.parse(readFileSync(`${TINY}cases.json`, 'utf8'));
 
 let engine;
 beforeAll(async () => {
-  engine = await loadEngine();
+  engine = await loadEngine({ testing: true });  // for session.logits() and engine.allocate()
 });
 
 function withModel(fn, modelWeights = weights) {
@@ -68,9 +68,9 @@ function greedyIds(useKVCache = true) {
 }
 
 describe('wasm engine', () => {
-  test('reports the model config and weight size', () => {
+  test('reports the model config (all of it, as float32 holds it) and weight size', () => {
     withModel((model) => {
-      expect(model.config).toEqual({ n_vocab: 384, n_ctx: 320, n_embd: 64, n_head: 4, n_layer: 2 });
+      expect(model.config).toEqual({ n_vocab: 384, n_ctx: 320, n_embd: 64, n_head: 4, n_layer: 2, layer_norm_epsilon: Math.fround(1e-5) });
       expect(model.weightBytes).toBeGreaterThan(0);
     });
   });
@@ -196,10 +196,10 @@ describe('wasm engine errors', () => {
     for (const bytes of [3.9e9, 6.4e9]) {  // GPT-2 1.5B in F32 is 6.4 GB
       expect(() => engine.allocate(bytes)).toThrow(new RegExp(`out of memory: cannot allocate ${bytes} bytes`));
     }
-    const buffer = engine.allocate(1024);  // the instance stays usable
-    buffer.set(new Uint8Array([1, 2, 3]));
-    expect(Array.from(engine.call((module) => module.HEAPU8.slice(buffer.ptr, buffer.ptr + 3)))).toEqual([1, 2, 3]);
-    buffer.free();
+    const block = engine.allocate(1024);  // the instance stays usable
+    block.view().set(new Uint8Array([1, 2, 3]));
+    expect(Array.from(block.view().slice(0, 3))).toEqual([1, 2, 3]);
+    block.dispose();
   });
 
   function expectStillUsable() {
@@ -263,7 +263,7 @@ describe('wasm engine errors', () => {
   });
 
   test('a wasm trap marks the instance aborted, and later calls fail with a clear error', () => {
-    const trapping = new Engine({
+    const trapping = new WasmEngine({
       heapUsedBytes: () => {
         throw new WebAssembly.RuntimeError('memory access out of bounds');
       },

@@ -2,13 +2,13 @@
 // loader.test.js (Content-Length mismatches, retry after a fault, a full Cache API quota), a model too large
 // for the wasm heap, hostile prompts (huge, longer than the context, odd Unicode, "<|endoftext|>"), and memory
 // staying flat over a thousand generations. Uses the bundled tiny-shakespeare model (n_ctx 256).
-import { createServer } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
 import { loadModel } from '../../web/gpt2.js';
 import { loadEngine } from '../../web/engine.js';
+import { sendCut, startFileServer } from './file_server.js';
 
 jest.setTimeout(240_000);
 
@@ -43,19 +43,10 @@ let engine;
 
 beforeAll(async () => {
   engine = await loadEngine();
-  server = createServer((req, res) => {
-    const [, route, name] = req.url.split('/');
-    if (!(route in faults) || !files[name]) {
-      res.writeHead(404, 'Not Found');
-      return res.end('Not Found');
-    }
+  const serveWithFault = (route) => (res, body, name) => {
     const fault = name === 'model.safetensors' ? faults[route] : null;
     if (route === 'xl' && name === 'config.json') return res.end(XL_CONFIG);
-    const body = files[name];
-    if (fault === 'cut') {
-      res.writeHead(200, { 'Content-Length': body.length });
-      return res.write(body.subarray(0, Math.floor(body.length * 0.9)), () => setTimeout(() => res.socket.destroy(), 20));
-    }
+    if (fault === 'cut') return sendCut(res, body);
     if (fault === 'corrupt') {
       const garbage = Buffer.alloc(body.length, 0x5a);
       return res.end(garbage);
@@ -68,7 +59,8 @@ beforeAll(async () => {
     }
     res.writeHead(200, { 'Content-Length': body.length });
     return res.end(body);
-  });
+  };
+  server = await startFileServer(files, Object.fromEntries(Object.keys(faults).map((route) => [route, serveWithFault(route)])));
   // Node's http refuses to send a body that disagrees with Content-Length, so mismatches use a raw socket.
   rawServer = createTcpServer((socket) => {
     socket.once('data', (request) => {
@@ -82,15 +74,13 @@ beforeAll(async () => {
     });
     socket.on('error', () => {});
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   await new Promise((resolve) => rawServer.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${server.address().port}`;
+  baseUrl = server.baseUrl;
   rawUrl = `http://127.0.0.1:${rawServer.address().port}`;
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
   await new Promise((resolve) => rawServer.close(resolve));
 });
 

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/engine.js';
 import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { send, sendCut, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const VOCAB = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
@@ -26,11 +27,7 @@ const routes = {
     name === 'model.safetensors' ? send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'text/html' }) : routes.ok(res, body),
   disguised: (res, body, name) =>
     name === 'model.safetensors' ? send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'application/octet-stream' }) : routes.ok(res, body),
-  cut: (res, body, name) => {
-    if (name !== 'model.safetensors') return routes.ok(res, body);
-    res.writeHead(200, { 'Content-Length': body.length });
-    res.write(body.subarray(0, Math.floor(body.length * 0.9)), () => setTimeout(() => res.socket.destroy(), 20));
-  },
+  cut: (res, body, name) => (name === 'model.safetensors' ? sendCut(res, body) : routes.ok(res, body)),
   slow: (res, body, name) => {
     if (name !== 'model.safetensors') return routes.ok(res, body);
     res.writeHead(200, { 'Content-Length': body.length });
@@ -44,38 +41,17 @@ const routes = {
   badjson: (res, body, name) => (name === 'config.json' ? send(res, Buffer.from('{"n_embd": 64,'), {}) : routes.ok(res, body)),
 };
 
-function send(res, body, headers) {
-  res.writeHead(200, headers);
-  res.end(body);
-}
-
-function status(res, code, text) {
-  res.writeHead(code, text, { 'Content-Type': 'text/plain' });
-  res.end(text);
-}
-
 let server;
 let baseUrl;
 let engine;
-let requestCount = 0;
 
 beforeAll(async () => {
   engine = await loadEngine();
-  server = createServer((req, res) => {
-    requestCount++;
-    const [, route, name] = req.url.split('/');
-    const body = files[name];
-    if (!routes[route] || !body) return status(res, 404, 'Not Found');
-    routes[route](res, body, name);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${server.address().port}`;
+  server = await startFileServer(files, routes);
+  baseUrl = server.baseUrl;
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+afterAll(() => server.close());
 
 function load(source, options = {}) {
   return loadEngineModel(engine, source, { withTokenizer: false, ...options });
@@ -210,10 +186,10 @@ describe('loader with a Cache API (an in-memory stand-in for the browser\'s)', (
     expect(merges.startsWith('#version')).toBe(true);
     expect(Buffer.from(stored.get(`${baseUrl}/ok/model.safetensors`).body).equals(files['model.safetensors'])).toBe(true);
     expect(stored.size).toBe(4);
-    const requestsBefore = requestCount;
+    const requestsBefore = server.requestCount();
     const events = [];
     await expectLoads(`${baseUrl}/ok/`, { onProgress: (event) => events.push(event) });
-    expect(requestCount).toBe(requestsBefore);
+    expect(server.requestCount()).toBe(requestsBefore);
     expect(events.at(-1)).toMatchObject({ file: 'model.safetensors', fraction: 1 });
   });
 
@@ -270,7 +246,7 @@ describe('loader from local sources', () => {
   });
 
   test('weights that are not safetensors are rejected early', async () => {
-    await expectLoadError({ config: files['config.json'], weights: new Uint8Array(16) }, (error) => {
+    await expectLoadError({ config: files['config.json'], weights: new Uint8Array(16).fill(0x41) }, (error) => {
       expect(error.message).toMatch(/^model\.safetensors: not a safetensors file/);
     });
   });

@@ -16,7 +16,7 @@ const STAGING_BYTES = 4 << 20;  // web/engine.js
 
 let engine;
 beforeAll(async () => {
-  engine = await loadEngine();
+  engine = await loadEngine({ testing: true });  // for session.logits()
 });
 
 // Pieces of bytes: 'one' byte each, 'random' sizes (seeded), or the 'whole' file.

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { MAX_AUTO_THREADS, loadEngine, resolveThreads } from '../../web/engine.js';
+import { MAX_AUTO_THREADS, MAX_THREADS, loadEngine, resolveThreads } from '../../web/engine.js';
 import { loadModel } from '../../web/gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -40,13 +40,13 @@ const bits = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.by
 
 let single;
 beforeAll(async () => {
-  single = await loadEngine({ threads: 1 });
+  single = await loadEngine({ threads: 1, testing: true });  // the testing builds, for session.logits()
 });
 
 describe.each([2, 3])('%i threads', (threads) => {
   let threaded;
   beforeAll(async () => {
-    threaded = await loadEngine({ threads });
+    threaded = await loadEngine({ threads, testing: true });
   });
 
   test('the threaded build is used', () => {
@@ -120,6 +120,17 @@ describe('loadModel threads option', () => {
       await expect(loadModel(BUNDLED, { threads })).rejects.toThrow(TypeError);
       await expect(loadModel(BUNDLED, { threads })).rejects.toThrow(/^threads must be "auto" or an integer from 1 to 256/);
     }
+  });
+
+  test('MAX_THREADS is the limit of the engine, which takes it and refuses one more as an input error', () => {
+    const loaderError = (count) => single.call((module) => {
+      const loader = new module.ModelLoader(configJson, false, -1, count, 1);
+      const error = loader.ok() ? null : loader.error();
+      loader.delete();
+      return error;
+    });
+    expect(loaderError(MAX_THREADS)).toBe(null);
+    expect(loaderError(MAX_THREADS + 1)).toEqual({ kind: 'input', message: `n_threads must be 1..${MAX_THREADS}, got ${MAX_THREADS + 1}` });
   });
 
   test('a Node process that used threads exits by itself', async () => {

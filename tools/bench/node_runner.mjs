@@ -10,7 +10,7 @@ import { createWasmDriver } from './wasm_driver.mjs';
 
 const [modelDir, weights, planJson, threads = '1'] = process.argv.slice(2);
 const start = performance.now();
-const engine = await loadEngine({ threads: Number(threads) });
+const engine = await loadEngine({ threads: Number(threads), testing: true });
 const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false, weights });
 console.error(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
 const driver = createWasmDriver(engine, model);

@@ -44,7 +44,7 @@ const driver = {
   // onnxruntime-web has no streaming-read probe; its runtime is Node's wasm, so our engine's probe measures the
   // same ceiling.
   async streamWeights(repeats) {
-    return streamReadMs(await loadEngine(), statSync(onnxPath).size, repeats);
+    return streamReadMs(await loadEngine({ testing: true }), statSync(onnxPath).size, repeats);
   },
   // rssBytes: resident now (the model file read to create the session is collected first, when --expose-gc
   // allows); peakRssBytes: the process's high-water mark (VmHWM).

@@ -1,5 +1,6 @@
 // The measure.mjs driver over the wasm engine (web/engine.js objects), for Node and the Chromium worker.
-// engine: from loadEngine(); model: an EngineModel. Creates a cached and an uncached greedy session.
+// engine: from loadEngine({ testing: true }) (the testing build, for the bandwidth probe and the heap size);
+// model: an EngineModel. Creates a cached and an uncached greedy session.
 
 export function createWasmDriver(engine, model) {
   const sessions = {
@@ -28,7 +29,7 @@ export function createWasmDriver(engine, model) {
     // heapBytes: the wasm memory's size, which never shrinks, so it is also the peak so far;
     // heapUsedBytes: what malloc holds now.
     async memory() {
-      return engine.call((module) => ({ heapBytes: module.HEAPU8.length, heapUsedBytes: module.heapUsedBytes() }));
+      return { heapBytes: engine.heapBytes(), heapUsedBytes: engine.heapUsedBytes() };
     },
     async releaseUncached() {
       sessions.uncached?.dispose();
@@ -43,17 +44,18 @@ export function createWasmDriver(engine, model) {
 // The streaming-read ceiling: ms of each of `repeats` reads over a heap block of `bytes` filled like the native
 // probe's (tools/bench/bandwidth.cpp). Also the ceiling of onnxruntime-web in Node, the same wasm runtime.
 export function streamReadMs(engine, bytes, repeats) {
-  const buffer = engine.allocate(bytes);
+  const block = engine.allocate(bytes);
   try {
-    engine.call((module) => new Float32Array(module.HEAPU8.buffer, buffer.ptr, bytes / 4).fill(1 / 1024));
+    const view = block.view();
+    new Float32Array(view.buffer, view.byteOffset, bytes / 4).fill(1 / 1024);
     const times = [];
     for (let i = 0; i < repeats; i++) {
       const start = performance.now();
-      engine.call((module) => module.streamRead(buffer.ptr, bytes));
+      block.streamRead();
       times.push(performance.now() - start);
     }
     return times;
   } finally {
-    buffer.free();
+    block.dispose();
   }
 }

@@ -1,0 +1,42 @@
+// The HTTP server of the Jest tests that load models over the network (loader.test.js, faults.test.js): it
+// serves GET /ROUTE/NAME, the file NAME of `files` answered by the handler of ROUTE, so a test picks how each
+// file misbehaves by the URL it loads from. Unknown routes and files are 404s.
+import { createServer } from 'node:http';
+
+// routes: route -> (res, body, name) that answers; read at each request, so a test may change them.
+// -> { baseUrl, requestCount(), close() }
+export async function startFileServer(files, routes) {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests++;
+    const [, route, name] = req.url.split('/');
+    const body = files[name];
+    if (!routes[route] || !body) return status(res, 404, 'Not Found');
+    return routes[route](res, body, name);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${server.address().port}`,
+    requestCount: () => requests,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+export function send(res, body, headers) {
+  res.writeHead(200, headers);
+  res.end(body);
+}
+
+export function status(res, code, text) {
+  res.writeHead(code, text, { 'Content-Type': 'text/plain' });
+  res.end(text);
+}
+
+// Announces the whole body, sends 90% of it, then drops the connection.
+export function sendCut(res, body) {
+  res.writeHead(200, { 'Content-Length': body.length });
+  res.write(body.subarray(0, Math.floor(body.length * 0.9)), () => setTimeout(() => res.socket.destroy(), 20));
+}

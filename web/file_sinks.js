@@ -1,0 +1,63 @@
+// Where the bytes of a model file go as they arrive: into memory (the text files) or into the engine's loader
+// (model.safetensors). A sink: { write(chunk), length, finish() -> result, discard() }.
+import { ModelLoadError, engineCall } from './load_errors.js';
+
+export class BytesSink {
+  #parts = [];
+  length = 0;
+
+  constructor(name, total) {
+    if (total === 0) throw new ModelLoadError(name, 'invalid', 'the file is empty');
+  }
+
+  write(chunk) {
+    this.#parts.push(chunk);
+    this.length += chunk.byteLength;
+  }
+
+  finish() {
+    const bytes = new Uint8Array(this.length);
+    let offset = 0;
+    for (const part of this.#parts) {
+      bytes.set(part, offset);
+      offset += part.byteLength;
+    }
+    this.#parts = [];
+    return bytes;
+  }
+
+  discard() {
+    this.#parts = [];
+  }
+}
+
+// Feeds model.safetensors to the engine's loader (WasmEngine.createModelLoader) as it arrives; finish() makes
+// the model. The engine checks the file, header first.
+export class WeightsSink {
+  #loader;
+  length = 0;
+
+  constructor(engine, name, total, configJson, format) {
+    // Without fileSize: a Content-Length may be wrong (a cut or lying server), which must stay a network error
+    // (see readModelFile), not become a header that disagrees with the file; the engine checks the tensors'
+    // extent against the bytes that arrived when the file ends.
+    this.#loader = engineCall(() => engine.createModelLoader(configJson, { weights: format }));
+  }
+
+  write(chunk) {
+    this.length += chunk.byteLength;
+    engineCall(() => this.#loader.feed(chunk));
+  }
+
+  finish() {
+    try {
+      return engineCall(() => this.#loader.finish());
+    } finally {
+      this.#loader.dispose();
+    }
+  }
+
+  discard() {
+    this.#loader.dispose();
+  }
+}

@@ -1,0 +1,177 @@
+// Where a model's files come from: each source gives { config, weights, vocab, merges } of file openers
+// ({ name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(), cacheCopy? } }),
+// plus evict() for the cached URL folder. Sources: a base URL (through the Cache API in browsers), local
+// File/Blob/ArrayBuffer objects, an array or FileList of Files, or (Node) a folder path.
+import { MODEL_FILES } from './model_files.js';
+import { CacheCopy, evictFromCache, openCache } from './model_cache.js';
+import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
+
+const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
+const NODE_READ_CHUNK_BYTES = 4 << 20;
+
+export async function openModelFiles(source) {
+  if (typeof source === 'string' || source instanceof URL) {
+    const text = String(source);
+    if (/^https?:/i.test(text) || !IS_NODE) return openUrlFolder(resolveUrl(text));
+    return openNodeFolder(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
+  }
+  if (isFileList(source)) return openNamedFiles(Array.from(source));
+  if (source && typeof source === 'object') return openLocalObjects(source);
+  throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
+}
+
+function resolveUrl(text) {
+  const base = globalThis.document?.baseURI ?? globalThis.location?.href;
+  const url = base ? new URL(text, base) : new URL(text);
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
+}
+
+function isFileList(source) {
+  return Array.isArray(source) || (typeof FileList !== 'undefined' && source instanceof FileList);
+}
+
+function openUrlFolder(baseUrl) {
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = urlFile(name, new URL(name, baseUrl).href);
+  const urls = Object.values(files).map((file) => file.url);
+  files.evict = () => evictFromCache(urls);
+  return files;
+}
+
+function urlFile(name, url) {
+  return {
+    name,
+    url,
+    open: async (signal) => {
+      const cache = await openCache();
+      const cached = await cache?.match(url);
+      if (cached) return responseBody(name, url, cached);
+      const body = responseBody(name, url, await fetchFile(name, url, signal));
+      return { ...body, cacheCopy: cache ? new CacheCopy(cache, url, body.total) : null };
+    },
+  };
+}
+
+async function fetchFile(name, url, signal) {
+  let response;
+  try {
+    // CORS mode (fetch's default, spelled out because it matters): under the page's COEP require-corp (threads,
+    // see tools/serve.mjs) a cross-origin response is only usable if CORS or CORP allows it, and Hugging Face
+    // (and the CDN it redirects to) answers with Access-Control-Allow-Origin: *. Without credentials, so the
+    // wildcard suffices. A no-cors fetch would give an opaque response that COEP blocks.
+    response = await fetch(url, { signal, mode: 'cors', credentials: 'same-origin' });
+  } catch (error) {
+    throwIfAborted(signal, name);
+    throw new ModelLoadError(name, 'network',
+      `network error fetching ${url} (offline, connection refused, or blocked by CORS): ${describe(error)}`, { cause: error });
+  }
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    const hint = response.status === 401 || response.status === 403 ? ' (private or gated repository?)' : '';
+    throw new ModelLoadError(name, 'http', `HTTP ${response.status} ${response.statusText} from ${url}${hint}`.trimEnd());
+  }
+  return response;
+}
+
+function responseBody(name, url, response) {
+  // With a Content-Encoding, Content-Length counts compressed bytes: the size is then unknown.
+  const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
+  const length = response.headers.get('content-length');
+  const total = !encoded && length !== null && /^\d+$/.test(length) ? Number(length) : null;
+  if (!response.body) throw new ModelLoadError(name, 'network', `no response body from ${url}`);
+  const reader = response.body.getReader();
+  return {
+    total,
+    chunks: readerChunks(reader),
+    cancel: () => reader.cancel().catch(() => {}),
+  };
+}
+
+async function* readerChunks(reader) {
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    yield value;
+  }
+}
+
+// Local objects: { config, weights, vocab, merges } of File, Blob, ArrayBuffer, typed array or string.
+function openLocalObjects(objects) {
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = localFile(objects[key], objects[key]?.name ?? name);
+  return files;
+}
+
+// An array or FileList of Files (e.g. from <input type=file multiple> or a dropped folder), matched by name.
+function openNamedFiles(list) {
+  const byName = new Map(list.map((file) => [file.name, file]));
+  const objects = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) objects[key] = byName.get(name);
+  return openLocalObjects(objects);
+}
+
+function localFile(object, name) {
+  return {
+    name,
+    open: async () => {
+      if (object === undefined || object === null) throw new ModelLoadError(name, 'missing', 'file not given');
+      if (typeof Blob !== 'undefined' && object instanceof Blob) {
+        const reader = object.stream().getReader();
+        return { total: object.size, chunks: readerChunks(reader), cancel: () => reader.cancel().catch(() => {}) };
+      }
+      const bytes = toBytes(object, name);
+      return { total: bytes.byteLength, chunks: [bytes], cancel: () => {} };
+    },
+  };
+}
+
+function toBytes(object, name) {
+  if (typeof object === 'string') return new TextEncoder().encode(object);
+  if (object instanceof ArrayBuffer) return new Uint8Array(object);
+  if (ArrayBuffer.isView(object)) return new Uint8Array(object.buffer, object.byteOffset, object.byteLength);
+  throw new ModelLoadError(name, 'invalid', `expected a File, Blob, ArrayBuffer or typed array, got ${typeof object}`);
+}
+
+// Node: a folder path, read in chunks of NODE_READ_CHUNK_BYTES (the size of the engine's staging block).
+async function openNodeFolder(folder) {
+  const [fs, path] = await Promise.all([import('node:fs'), import('node:path')]);
+  const files = {};
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = nodeFile(fs, path.join(folder, name), name);
+  return files;
+}
+
+function nodeFile(fs, filePath, name) {
+  return {
+    name,
+    open: async () => {
+      let fd;
+      try {
+        fd = fs.openSync(filePath, 'r');
+      } catch (error) {
+        throw new ModelLoadError(name, 'missing', `cannot read ${filePath}: ${error.message}`);
+      }
+      const total = fs.fstatSync(fd).size;
+      let closed = false;
+      const close = () => {
+        if (!closed) fs.closeSync(fd);
+        closed = true;
+      };
+      return { total, chunks: nodeChunks(fs, fd, close), cancel: close };
+    },
+  };
+}
+
+async function* nodeChunks(fs, fd, close) {
+  try {
+    const buffer = new Uint8Array(NODE_READ_CHUNK_BYTES);
+    for (;;) {
+      const read = fs.readSync(fd, buffer, 0, buffer.length, null);
+      if (read === 0) return;
+      yield buffer.subarray(0, read);  // the sink copies it before the next read
+      await new Promise((resolve) => setImmediate(resolve));  // lets an abort or progress through
+    }
+  } finally {
+    close();
+  }
+}
