@@ -9,7 +9,7 @@ import { encode as gptTokenizerEncode } from 'gpt-tokenizer/encoding/r50k_base';
 import { createTokenizer } from '../web/tokenizer.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const textFile = process.argv[2] ?? path.resolve(repoRoot, '../shared/data/tinyshakespeare.txt');
+const textFile = process.argv[2] ?? path.join(repoRoot, 'tests/fixtures/tinyshakespeare/tinyshakespeare.txt');
 const vocabDir = path.join(repoRoot, 'tests/fixtures/gpt2-vocab');
 
 function timeMs(run) {

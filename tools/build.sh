@@ -4,6 +4,8 @@
 #   public/wasm/   the WebAssembly engine: gpt2.wasm + gpt2.cjs (Node) + gpt2.mjs (browsers, workers)
 #   public/js/     a copy of web/ (the page loads js/*.js; engine.js finds the wasm at ../wasm/)
 #   public/gpt2-widget.js  the embeddable widget (web/widget.js), at the site root so embed snippets stay short
+# Both builds are CMake's: the wasm build (build/wasm) writes everything under public/ (wasm/CMakeLists.txt,
+# web/CMakeLists.txt), so a `cmake --build build/wasm` after editing web/ updates the site too.
 # JOBS (default 2) sets the parallel build jobs: the machines are shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +19,4 @@ cmake --build build/native -j"$jobs"
 
 emcmake cmake -S . -B build/wasm -DCMAKE_BUILD_TYPE=Release
 cmake --build build/wasm -j"$jobs"
-
-rm -rf public/js
-mkdir -p public/js
-cp web/*.js public/js/
-cp web/widget.js public/gpt2-widget.js
 echo "build: native tool in build/native, wasm in public/wasm, web/ copied to public/js"

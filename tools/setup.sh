@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian/Ubuntu packages: compilers and CMake, Eigen and GoogleTest for the native engine and its
-# tests, Emscripten for the WebAssembly build, Chromium for the end-to-end tests.
-required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten chromium clang libclang-rt-14-dev)
+# tests, Emscripten for the WebAssembly build, Chromium for the end-to-end tests, clang-format for the
+# C++ style check (npm run lint).
+required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten chromium clang libclang-rt-14-dev clang-format)
 
 missing=()
 for package in "${required_packages[@]}"; do

@@ -38,7 +38,7 @@ EOS_ID = 50256
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=os.path.join(REPO, "..", "shared", "data", "tinyshakespeare.txt"))
+    p.add_argument("--data", default=os.path.join(REPO, "tests", "fixtures", "tinyshakespeare", "tinyshakespeare.txt"))
     p.add_argument("--out", default=os.path.join(REPO, "public", "models", "tiny-shakespeare"))
     p.add_argument("--work", default=os.path.join(REPO, "build", "train"), help="token cache and checkpoints")
     p.add_argument("--n-layer", type=int, default=4)

@@ -4,7 +4,7 @@
 // memory over many runs). Faults come from `page.route` or from a fault server started here on 127.0.0.1
 // (another origin than the page's), loaded with `?model=`. Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
-import { controls } from './page-controls.js';
+import { controls, fillSettings } from './page-controls.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -111,17 +111,9 @@ async function cachedUrls(page) {
   });
 }
 
-async function fillSettings(page, { prompt, temperature = 0.8, maxNewTokens, useKVCache = true, seed }) {
-  if (prompt !== undefined) await controls(page).prompt.fill(prompt);
-  await page.getByLabel('Temperature').fill(String(temperature));
-  if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
-  if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
-  await controls(page).kvCache.setChecked(useKVCache);
-}
-
 async function expectGenerates(page) {
   const { generate, output } = controls(page);
-  await fillSettings(page, { prompt: 'ROMEO:', maxNewTokens: 6 });
+  await fillSettings(page, { prompt: 'ROMEO:', temperature: 0.8, maxNewTokens: 6, useKVCache: true });
   await generate.click();
   await expect(generate).toBeEnabled({ timeout: READY });
   expect((await output.locator('.token').allTextContents()).join('').length).toBeGreaterThan(0);
@@ -286,13 +278,13 @@ test.describe('controls under stress', () => {
     const { generate, stop, prompt } = controls(page);
     await page.goto('/');
     await expect(generate).toBeEnabled({ timeout: READY });
-    await fillSettings(page, { prompt: 'ROMEO:', maxNewTokens: 60, seed: 3 });
+    await fillSettings(page, { prompt: 'ROMEO:', temperature: 0.8, maxNewTokens: 60, seed: 3, useKVCache: true });
     await generate.dblclick();
     await expect(generate).toBeEnabled({ timeout: READY });
     expect((await workerRequests()).generate).toBe(1);
 
     // A long run; then every way of asking for another one while it runs.
-    await fillSettings(page, { maxNewTokens: 240, useKVCache: false });
+    await fillSettings(page, { temperature: 0.8, maxNewTokens: 240, useKVCache: false });
     await generate.click();
     await expect(generate).toBeDisabled();
     await prompt.press('Control+Enter');
@@ -310,7 +302,7 @@ test.describe('controls under stress', () => {
     const { generate, stop, output, model, alert } = controls(page);
     await page.goto(`/?model=${encodeURIComponent(folder.url)}`);
     await expect(generate).toBeEnabled({ timeout: READY });
-    await fillSettings(page, { prompt: 'ROMEO:', maxNewTokens: 240, useKVCache: false });
+    await fillSettings(page, { prompt: 'ROMEO:', temperature: 0.8, maxNewTokens: 240, useKVCache: false });
     await generate.click();
     await expect(output.locator('.token').nth(2)).toBeAttached({ timeout: READY });
     await model.selectOption({ label: BUNDLED_LABEL });
@@ -334,7 +326,7 @@ test.describe('controls under stress', () => {
     const { generate, output } = controls(page);
     await page.goto('/');
     await expect(generate).toBeEnabled({ timeout: READY });
-    await fillSettings(page, { maxNewTokens: 1, temperature: 0 });
+    await fillSettings(page, { temperature: 0, maxNewTokens: 1, useKVCache: true });
     const mark = (i) => `window.__pwned=(window.__pwned||[]).concat(${i})`;
     const templates = [
       (i) => `<img src=x onerror="${mark(i)}">`,
@@ -375,7 +367,7 @@ test.describe('memory over many runs', () => {
     const { generate } = controls(page);
     await page.goto('/');
     await expect(generate).toBeEnabled({ timeout: READY });
-    await fillSettings(page, { prompt: 'ROMEO:', maxNewTokens: 3 });
+    await fillSettings(page, { prompt: 'ROMEO:', temperature: 0.8, maxNewTokens: 3, useKVCache: true });
     // The runs are driven inside the page, waiting for the Generate button to come back after each.
     const runs = (count) => page.evaluate(async (n) => {
       const button = document.getElementById('generate');

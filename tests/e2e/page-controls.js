@@ -11,3 +11,16 @@ export function controls(page) {
     progress: page.getByRole('progressbar', { name: 'Model download' }),
   };
 }
+
+// Sets the page's generation settings. Only the settings given are touched; the others keep whatever the page
+// shows (its defaults: temperature 0.8, top-k 40, top-p 0.95, 100 new tokens, no seed, KV cache on, unless a
+// remembered setting or an earlier call changed them), so each call names every setting its test relies on.
+export async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache }) {
+  if (prompt !== undefined) await controls(page).prompt.fill(prompt);
+  if (temperature !== undefined) await page.getByLabel('Temperature').fill(String(temperature));
+  if (topK !== undefined) await page.getByLabel('Top-k').fill(String(topK));
+  if (topP !== undefined) await page.getByLabel('Top-p').fill(String(topP));
+  if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
+  if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
+  if (useKVCache !== undefined) await controls(page).kvCache.setChecked(useKVCache);
+}

@@ -1,7 +1,7 @@
 // End-to-end tests of the page (public/index.html + web/page.js) with the real wasm engine and the bundled
 // model, served by tools/serve.mjs (see playwright.config.js). Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
-import { controls } from './page-controls.js';
+import { controls, fillSettings } from './page-controls.js';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../../web/gpt2.js';
 
@@ -37,16 +37,6 @@ async function openPageWithModel(page, path = '/') {
   await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
 }
 
-async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache = true }) {
-  if (prompt !== undefined) await controls(page).prompt.fill(prompt);
-  if (temperature !== undefined) await page.getByLabel('Temperature').fill(String(temperature));
-  if (topK !== undefined) await page.getByLabel('Top-k').fill(String(topK));
-  if (topP !== undefined) await page.getByLabel('Top-p').fill(String(topP));
-  if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
-  if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
-  await controls(page).kvCache.setChecked(useKVCache);
-}
-
 // Clicks Generate and waits for the run to finish; returns the generated text (the prompt excluded).
 async function generateText(page) {
   const { generate } = controls(page);
@@ -73,7 +63,7 @@ test('shows download progress, then generates the same greedy text as the Node A
   await expect(progress).toBeHidden();
   await expect(page.getByText(/Ready: Tiny Shakespeare/)).toBeVisible();
 
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(expected.length).toBeGreaterThan(0);
   expect(await generateText(page)).toBe(expected);
   await expect(alert).toBeEmpty();
@@ -102,7 +92,7 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   const int8Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
   expect(weightMegabytes(int8Status)).toBeLessThan(weightMegabytes(fp32Status) / 3);
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(await generateText(page)).toBe(expectedInt8);
 
   await page.reload();
@@ -110,7 +100,7 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await weights.selectOption('fp32');
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(await generateText(page)).toBe(expectedFp32);
 });
 
@@ -156,7 +146,7 @@ test('a bad model URL shows a clear error, and the page keeps working', async ({
   await model.selectOption({ label: BUNDLED_MODEL_LABEL });
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   await expect(alert).toBeEmpty();
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8 });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8, useKVCache: true });
   expect((await generateText(page)).length).toBeGreaterThan(0);
 });
 
@@ -171,7 +161,7 @@ test('a reload takes the model from the cache instead of the network', async ({ 
   await page.reload();
   await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   expect(weightRequests).toHaveLength(1);
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8 });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 8, useKVCache: true });
   expect((await generateText(page)).length).toBeGreaterThan(0);
 });
 
@@ -186,7 +176,7 @@ test('"Open local files…" loads a model from the four chosen files', async ({ 
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   await expect(page.getByText(/Ready: Local files \(model\.safetensors/)).toBeVisible();
   await expect(alert).toBeEmpty();
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(await generateText(page)).toBe(await nodeGreedyText());
 });
 
@@ -198,7 +188,7 @@ test('HTML in the prompt or the model URL stays text and never runs', async ({ p
   await model.selectOption({ label: BUNDLED_MODEL_LABEL });
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
 
-  await fillSettings(page, { prompt: payload, temperature: 0, maxNewTokens: 8 });
+  await fillSettings(page, { prompt: payload, temperature: 0, maxNewTokens: 8, useKVCache: true });
   await generateText(page);
   await expect(prompt).toHaveValue(payload);
   await expect(output.locator('.prompt-text')).toHaveText(payload);
@@ -208,7 +198,7 @@ test('HTML in the prompt or the model URL stays text and never runs', async ({ p
 
 test('hovering or focusing a token shows its probability and five alternatives', async ({ page }) => {
   await openPageWithModel(page);
-  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 10 });
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, maxNewTokens: 10, useKVCache: true });
   await generateText(page);
   const tokens = controls(page).output.locator('.token');
   const tooltip = page.getByRole('tooltip');

@@ -6,7 +6,7 @@ import { test, expect } from '@playwright/test';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';
-import { controls } from './page-controls.js';
+import { controls, fillSettings } from './page-controls.js';
 
 const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));
 const BUNDLED_MODEL_FOLDER = `${PUBLIC}models/tiny-shakespeare/`;
@@ -33,11 +33,9 @@ function singleThreadText() {
 // Opens the page at url, waits for the bundled model, generates greedily; -> { isolated, status, text }.
 async function generateOnPage(page, url) {
   await page.goto(url);
-  const { prompt, generate, output } = controls(page);
+  const { generate, output } = controls(page);
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
-  await prompt.fill(PROMPT);
-  await page.getByLabel('Temperature').fill('0');
-  await page.getByLabel('Max new tokens').fill(String(MAX_NEW_TOKENS));
+  await fillSettings(page, { prompt: PROMPT, temperature: 0, maxNewTokens: MAX_NEW_TOKENS });
   await generate.click();
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   return {

@@ -12,7 +12,7 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 const vocabDir = path.join(repoRoot, 'tests/fixtures/gpt2-vocab');
 const vocabText = readFileSync(path.join(vocabDir, 'vocab.json'), 'utf8');
 const mergesText = readFileSync(path.join(vocabDir, 'merges.txt'), 'utf8');
-const shakespeare = readFileSync(path.resolve(repoRoot, '../shared/data/tinyshakespeare.txt'), 'utf8');
+const shakespeare = readFileSync(path.join(repoRoot, 'tests/fixtures/tinyshakespeare/tinyshakespeare.txt'), 'utf8');
 
 const tokenizer = createTokenizer(JSON.parse(vocabText), mergesText);
 

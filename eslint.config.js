@@ -1,0 +1,52 @@
+// ESLint (flat config) for every JS file of the repository; `npm run lint` runs `eslint .`.
+// ESLint's recommended rules, plus rules the code already keeps that catch bugs (none is about layout), and the
+// globals each folder's code really runs with.
+import js from '@eslint/js';
+import globals from 'globals';
+
+// What the modules shared by the page, the workers and Node may touch (each checks where it runs).
+const everywhere = { ...globals.browser, ...globals.worker, ...globals.node };
+
+export default [
+  { ignores: ['node_modules/', 'build/', 'public/', 'test-results/', 'playwright-report/'] },
+  js.configs.recommended,
+  {
+    languageOptions: { ecmaVersion: 2022, sourceType: 'module' },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      'no-unused-vars': ['error', { varsIgnorePattern: '^_$' }],  // `for await (const _ of generation)`
+      'array-callback-return': 'error',
+      eqeqeq: 'error',
+      'no-duplicate-imports': 'error',
+      'no-eval': 'error',        // the page runs under a CSP without 'unsafe-eval'
+      'no-implied-eval': 'error',
+      'no-new-func': 'error',
+      'no-restricted-globals': ['error', 'event', 'name', 'length', 'status'],  // window.* read by mistake
+      'no-self-compare': 'error',
+      'no-shadow': 'error',
+      'no-template-curly-in-string': 'error',
+      'no-throw-literal': 'error',
+      'no-unmodified-loop-condition': 'error',
+      'no-var': 'error',
+      'prefer-const': 'error',
+      'prefer-promise-reject-errors': 'error',
+    },
+  },
+  { files: ['web/**/*.js'], languageOptions: { globals: everywhere } },
+  { files: ['web/page.js', 'web/chart.js'], languageOptions: { globals: globals.browser } },
+  { files: ['web/worker.js'], languageOptions: { globals: globals.worker } },
+  { files: ['web/cli.js'], languageOptions: { globals: globals.node } },
+  // A classic script (it reads document.currentScript): no import/export; 'use strict' inside its IIFE.
+  {
+    files: ['web/widget.js'],
+    languageOptions: { sourceType: 'script', globals: globals.browser },
+    rules: { strict: ['error', 'function'], 'no-implicit-globals': 'error' },
+  },
+  // Jest suites run in Node; Playwright specs run in Node and hand callbacks to the page (page.evaluate).
+  { files: ['tests/js/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.jest } } },
+  { files: ['tests/e2e/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
+  { files: ['tools/**/*.mjs', '*.config.js'], languageOptions: { globals: globals.node } },
+  { files: ['tools/bench.mjs'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
+  { files: ['tools/bench/browser_worker.mjs'], languageOptions: { globals: globals.worker } },
+  { files: ['tools/bench/measure.mjs', 'tools/bench/wasm_driver.mjs'], languageOptions: { globals: everywhere } },
+];
