@@ -21,8 +21,7 @@ struct IntKey {
     int64_t max;
 };
 
-bool read_int(const JsonValue& root, const IntKey& key, bool required, int* out, bool* present,
-              std::string* error) {
+bool read_int(const JsonValue& root, const IntKey& key, bool required, int* out, bool* present, std::string* error) {
     const JsonValue* v = root.find(key.name);
     *present = v != nullptr && v->type != JsonValue::Type::Null;
     if (!*present) {
@@ -75,8 +74,7 @@ bool parse_config(const uint8_t* json, size_t len, Config* out, std::string* err
     if (!read_int(root, {"n_inner", 1 << 18}, false, &n_inner, &present, error)) return false;
     if (present && n_inner != 4 * c.n_embd) {
         char buf[128];
-        std::snprintf(buf, sizeof buf, "\"n_inner\" %d is not supported (only 4 * n_embd = %d)", n_inner,
-                      4 * c.n_embd);
+        std::snprintf(buf, sizeof buf, "\"n_inner\" %d is not supported (only 4 * n_embd = %d)", n_inner, 4 * c.n_embd);
         return fail(error, buf);
     }
 

@@ -14,15 +14,15 @@ namespace gpt2 {
 // on its chunk, so the result is the same bit for bit), which keeps the steady-state memory close to weights +
 // KV cache.
 struct RunState {
-    int n_batch = 0;           // token rows of the activation buffers, min(n_ctx, kMaxBatch)
-    float* x = nullptr;        // (n_batch, n_embd) residual stream of the tokens being fed
-    float* xb = nullptr;       // (n_batch, n_embd) layernorm output
-    float* qkv = nullptr;      // (n_batch, 3 * n_embd) query | key | value per token
-    float* att = nullptr;      // (n_batch, n_embd) attention output, heads concatenated
-    float* proj = nullptr;     // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
-    float* fc = nullptr;       // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
-    float* scores = nullptr;   // (n_ctx) attention weights of one query row and head
-    float* logits = nullptr;   // (n_vocab) logits of the last fed token
+    int n_batch = 0;               // token rows of the activation buffers, min(n_ctx, kMaxBatch)
+    float* x = nullptr;            // (n_batch, n_embd) residual stream of the tokens being fed
+    float* xb = nullptr;           // (n_batch, n_embd) layernorm output
+    float* qkv = nullptr;          // (n_batch, 3 * n_embd) query | key | value per token
+    float* att = nullptr;          // (n_batch, n_embd) attention output, heads concatenated
+    float* proj = nullptr;         // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
+    float* fc = nullptr;           // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
+    float* scores = nullptr;       // (n_ctx) attention weights of one query row and head
+    float* logits = nullptr;       // (n_vocab) logits of the last fed token
     float* xq_scale = nullptr;     // (n_batch) int8 weights: scale of each quantized input row
     float* key_cache = nullptr;    // (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
     float* value_cache = nullptr;  // (n_layer, n_head, n_ctx, head_size)

@@ -70,7 +70,7 @@ class Model {
     const Config& config() const { return config_; }
     const Weights& weights() const { return *weights_; }
     ThreadPool* thread_pool() const { return thread_pool_.get(); }  // null when single-threaded
-    int n_threads() const;  // threads a forward pass uses, the caller included
+    int n_threads() const;                                          // threads a forward pass uses, the caller included
 
    private:
     Model() = default;
@@ -115,7 +115,7 @@ class ModelLoader {
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)
     std::string error_;                   // "" until something failed
     ErrorKind error_kind_ = ErrorKind::none;
-    uint64_t bytes_fed_ = 0;              // bytes of model.safetensors received
+    uint64_t bytes_fed_ = 0;  // bytes of model.safetensors received
 };
 
 // The whole file at once: one feed() of a ModelLoader; the input buffers may be freed afterwards. nullptr +
@@ -146,11 +146,13 @@ class Session {
     Session& operator=(const Session&) = delete;
 
     void set_sampling(const SamplingSettings& s);  // also reseeds the RNG
-    int prefill(const int32_t* ids, size_t n);     // clears, feeds the prompt, returns the sampled next token id, or -1 and error() set
-    int step(int32_t id);                          // feeds one token, returns the sampled next token id, or -1 and error() set
-    const float* logits() const;                   // (n_vocab) raw logits of the last fed position
+    // Clears, feeds the prompt, returns the sampled next token id, or -1 and error() set.
+    int prefill(const int32_t* ids, size_t n);
+    // Feeds one token, returns the sampled next token id, or -1 and error() set.
+    int step(int32_t id);
+    const float* logits() const;  // (n_vocab) raw logits of the last fed position
     void reset();
-    int n_cached() const;                          // positions currently in the window / cache
+    int n_cached() const;  // positions currently in the window / cache
     size_t kv_cache_bytes() const;
     const std::string& error() const;
     ErrorKind error_kind() const { return error_kind_; }  // input (token ids, lengths) or file (non-finite logits)

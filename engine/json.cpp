@@ -62,8 +62,7 @@ class Parser {
     }
 
     void skip_whitespace() {
-        while (pos_ < len_ && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                               text_[pos_] == '\r'))
+        while (pos_ < len_ && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
             pos_++;
     }
 
@@ -107,7 +106,7 @@ class Parser {
 
     bool parse_object(JsonValue* out, int depth) {
         out->type = JsonValue::Type::Object;
-        pos_++;  // '{'
+        pos_++;                                // '{'
         std::unordered_set<std::string> keys;  // duplicate check in O(1): a header may have ~10^5 tensors
         skip_whitespace();
         if (pos_ < len_ && text_[pos_] == '}') {

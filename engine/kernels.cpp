@@ -181,8 +181,8 @@ inline void panel_dot_q8(int32_t out[kPanelRows], const int16_t* xq, const int8_
 }
 
 // Two token rows against one panel: each 16-weight chunk is loaded and widened once for both tokens.
-inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0,
-                           const int16_t* xq1, const int8_t* panel, int n_in) {
+inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0, const int16_t* xq1,
+                           const int8_t* panel, int n_in) {
     const int n16 = n_in & ~15;
     const int8_t* p = panel;
     i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
@@ -221,8 +221,12 @@ constexpr int kTokenBlock = 64;
 
 }  // namespace
 
-void pack_panels(float* w, int n_out, int n_in, float* scratch) { pack_panels_impl<kChunkF32>(w, n_out, n_in, scratch); }
-void pack_panels(int8_t* w, int n_out, int n_in, int8_t* scratch) { pack_panels_impl<kChunkQ8>(w, n_out, n_in, scratch); }
+void pack_panels(float* w, int n_out, int n_in, float* scratch) {
+    pack_panels_impl<kChunkF32>(w, n_out, n_in, scratch);
+}
+void pack_panels(int8_t* w, int n_out, int n_in, int8_t* scratch) {
+    pack_panels_impl<kChunkQ8>(w, n_out, n_in, scratch);
+}
 
 void unpack_row(float* out, const float* w, int n_out, int n_in, int row) {
     unpack_row_impl<kChunkF32>(out, w, n_out, n_in, row);
@@ -257,7 +261,8 @@ void gemm(float* out, const float* x, const float* w, const float* bias, int n_t
         }
         for (int o = full_rows; o < n_out; o++)
             for (int t = t0; t < t1; t++)
-                out[size_t(t) * n_out + o] = with_bias(dot_impl(x + size_t(t) * n_in, w + size_t(o) * n_in, n_in), bias, o);
+                out[size_t(t) * n_out + o] =
+                    with_bias(dot_impl(x + size_t(t) * n_in, w + size_t(o) * n_in, n_in), bias, o);
     }
 }
 

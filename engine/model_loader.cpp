@@ -26,13 +26,13 @@ struct LoaderState {
     size_t front_fill = 0;                       // bytes of front received
     uint64_t header_len = 0;                     // from the length stage
     std::unique_ptr<uint8_t, decltype(&std::free)> header_bytes{nullptr, &std::free};  // (header_len) the JSON
-    size_t header_fill = 0;                      // bytes of header_bytes received
+    size_t header_fill = 0;                                                            // bytes of header_bytes received
 
-    std::unique_ptr<Weights> weights;  // allocated after the header has been checked
-    WeightsLayout layout;              // where each parameter goes in *weights (fixed by the config)
-    SafetensorsHeader header;          // the parsed header
-    std::vector<TensorRole> roles;     // (header.tensors) what becomes of each tensor
-    WeightStream stream;               // the data stage's conversion
+    std::unique_ptr<Weights> weights;          // allocated after the header has been checked
+    WeightsLayout layout;                      // where each parameter goes in *weights (fixed by the config)
+    SafetensorsHeader header;                  // the parsed header
+    std::vector<TensorRole> roles;             // (header.tensors) what becomes of each tensor
+    WeightStream stream;                       // the data stage's conversion
     ErrorKind failure_kind = ErrorKind::file;  // of a failure in feed(): the file's fault unless an allocation failed
 };
 
@@ -62,12 +62,14 @@ bool start_data(LoaderState& state, std::string* error) {
 // The length stage: gathers the first bytes into state.front. Returns the bytes used.
 size_t feed_length(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
     // 8 bytes, then (a text file) up to the end of its first line for the message
-    const size_t want = state.front_fill < kSafetensorsLengthBytes ? kSafetensorsLengthBytes : kSafetensorsQuotedTextBytes;
+    const size_t want = state.front_fill < kSafetensorsLengthBytes ? kSafetensorsLengthBytes
+                                                                   : kSafetensorsQuotedTextBytes;
     const size_t used = n < want - state.front_fill ? n : want - state.front_fill;
     std::memcpy(state.front + state.front_fill, bytes, used);
     state.front_fill += used;
     if (!safetensors_length_ready(state.front, state.front_fill)) return used;
-    if (!parse_safetensors_length(state.front, state.front_fill, state.file_size, &state.header_len, error)) return used;
+    if (!parse_safetensors_length(state.front, state.front_fill, state.file_size, &state.header_len, error))
+        return used;
     // + 1: an empty header, which is invalid JSON, still gets a buffer to be parsed from
     state.header_bytes.reset(static_cast<uint8_t*>(std::malloc(size_t(state.header_len) + 1)));
     if (!state.header_bytes) {
@@ -92,8 +94,7 @@ size_t feed_header(LoaderState& state, const uint8_t* bytes, size_t n, std::stri
 
 }  // namespace
 
-ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
-                         uint64_t file_size)
+ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options, uint64_t file_size)
     : state_(new (std::nothrow) LoaderState()) {
     if (!state_) {
         error_kind_ = ErrorKind::memory;
@@ -171,10 +172,10 @@ std::unique_ptr<Model> ModelLoader::finish() {
     error_kind_ = ErrorKind::file;  // until the file is known to be complete and valid
     switch (state->stage) {
         case LoaderState::Stage::length:
-            if (state->front_fill < kSafetensorsLengthBytes)
-                safetensors_ended_early(bytes_fed_, nullptr, &error_);
+            if (state->front_fill < kSafetensorsLengthBytes) safetensors_ended_early(bytes_fed_, nullptr, &error_);
             else  // a short text file, which this rejects
-                parse_safetensors_length(state->front, state->front_fill, state->file_size, &state->header_len, &error_);
+                parse_safetensors_length(state->front, state->front_fill, state->file_size, &state->header_len,
+                                         &error_);
             return nullptr;
         case LoaderState::Stage::header:
             safetensors_ended_early(bytes_fed_, &state->header_len, &error_);

@@ -48,8 +48,8 @@ void softmax(float* x, int n) {
     v *= 1.0f / v.sum();
 }
 
-void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys,
-                   int n_embd, int n_head, int n_ctx, float* scores) {
+void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys, int n_embd,
+                   int n_head, int n_ctx, float* scores) {
     const int head_size = n_embd / n_head;
     const float scale = 1.0f / std::sqrt(float(head_size));
     for (int h = 0; h < n_head; h++) {

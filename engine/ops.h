@@ -19,7 +19,7 @@ void softmax(float* x, int n);
 // Causal self-attention for ONE query row: out (n_embd) = per head h, softmax(q_h . k_h[j] / sqrt(head_size))
 // weighted sum of v_h[j] over the positions j < n_keys held in the layer's caches key_cache / value_cache
 // (n_head, n_ctx, head_size). scores is scratch (n_keys).
-void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys,
-                   int n_embd, int n_head, int n_ctx, float* scores);
+void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys, int n_embd,
+                   int n_head, int n_ctx, float* scores);
 
 }  // namespace gpt2

@@ -56,7 +56,7 @@ size_t first_invalid_utf8(const uint8_t* s, size_t len) {
             i++;
             continue;
         }
-        size_t n;  // continuation bytes
+        size_t n;                      // continuation bytes
         uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
         if (c >= 0xC2 && c <= 0xDF) n = 1;
         else if (c == 0xE0) n = 2, lo = 0xA0;
@@ -86,7 +86,8 @@ bool starts_with_text(const uint8_t* data) {
 // The first line of a text file, shortened, for an error message.
 std::string first_line(const uint8_t* data, size_t len) {
     std::string line;
-    for (size_t i = 0; i < len && line.size() < kSafetensorsQuotedTextBytes && data[i] >= 0x20 && data[i] < 0x7F; i++) line += char(data[i]);
+    for (size_t i = 0; i < len && line.size() < kSafetensorsQuotedTextBytes && data[i] >= 0x20 && data[i] < 0x7F; i++)
+        line += char(data[i]);
     return line;
 }
 
@@ -122,8 +123,8 @@ bool parse_tensor_entry(const std::string& name, const JsonValue& entry, uint64_
     const JsonValue* offsets = entry.find("data_offsets");
     if (!dtype || dtype->type != JsonValue::Type::String) return fail(error, who + ": missing or non-string \"dtype\"");
     if (!parse_dtype(dtype->string, &tensor->dtype))
-        return fail(error, who + " has unsupported dtype \"" + printable(dtype->string) +
-                               "\" (expected F32, F16 or BF16)");
+        return fail(error,
+                    who + " has unsupported dtype \"" + printable(dtype->string) + "\" (expected F32, F16 or BF16)");
     if (!shape || shape->type != JsonValue::Type::Array) return fail(error, who + ": missing or non-array \"shape\"");
     if (!offsets || offsets->type != JsonValue::Type::Array)
         return fail(error, who + ": missing or non-array \"data_offsets\"");
@@ -183,8 +184,8 @@ bool parse_safetensors_length(const uint8_t* data, size_t available, uint64_t fi
     uint64_t length = 0;
     for (int i = 7; i >= 0; i--) length = (length << 8) | data[i];
     if (length > kSafetensorsMaxHeaderBytes)
-        return fail(error, "header length " + u64(length) + " exceeds the " + u64(kSafetensorsMaxHeaderBytes) +
-                               "-byte limit");
+        return fail(error,
+                    "header length " + u64(length) + " exceeds the " + u64(kSafetensorsMaxHeaderBytes) + "-byte limit");
     if (file_size != kUnknownFileSize && length > file_size - kSafetensorsLengthBytes)
         return safetensors_ended_early(file_size, &length, error);
     *header_len = length;
@@ -192,8 +193,7 @@ bool parse_safetensors_length(const uint8_t* data, size_t available, uint64_t fi
 }
 
 bool safetensors_ended_early(uint64_t file_size, const uint64_t* header_len, std::string* error) {
-    if (!header_len)
-        return fail(error, "file is " + u64(file_size) + " bytes, too short for the 8-byte header length");
+    if (!header_len) return fail(error, "file is " + u64(file_size) + " bytes, too short for the 8-byte header length");
     return fail(error, "header length " + u64(*header_len) + " exceeds the file size (" + u64(file_size) + " bytes)");
 }
 
@@ -215,8 +215,7 @@ bool parse_safetensors_header(const uint8_t* data, size_t header_len, uint64_t d
 
     for (const auto& member : header.object) {
         if (member.first == "__metadata__") {
-            if (member.second.type != JsonValue::Type::Object)
-                return fail(error, "\"__metadata__\" is not an object");
+            if (member.second.type != JsonValue::Type::Object) return fail(error, "\"__metadata__\" is not an object");
             for (const auto& kv : member.second.object) {
                 if (kv.second.type != JsonValue::Type::String)
                     return fail(error, "\"__metadata__\" value for \"" + printable(kv.first) + "\" is not a string");
@@ -248,9 +247,8 @@ bool parse_safetensors_header(const uint8_t* data, size_t header_len, uint64_t d
             return fail(error, "tensors " + quoted(covering->name) + " and " + quoted(tensor->name) +
                                    " have overlapping data_offsets");
         if (tensor->begin > covered_end)
-            return fail(error, "the data section has a gap: bytes [" + u64(covered_end) + ", " +
-                                   u64(tensor->begin) + ") before tensor " + quoted(tensor->name) +
-                                   " belong to no tensor");
+            return fail(error, "the data section has a gap: bytes [" + u64(covered_end) + ", " + u64(tensor->begin) +
+                                   ") before tensor " + quoted(tensor->name) + " belong to no tensor");
         covered_end = tensor->end;
         covering = tensor;
     }

@@ -18,7 +18,7 @@ size_t dtype_size(DType dtype);
 
 // One tensor of the header. Its bytes are [begin, end) of the data section (the file after the header).
 struct TensorInfo {
-    std::string name;            // as in the file
+    std::string name;  // as in the file
     DType dtype = DType::F32;
     std::vector<int64_t> shape;  // dims, outermost first
     size_t n_elements = 0;       // product of shape (fits in size_t: checked against the file size or the config)

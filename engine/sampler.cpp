@@ -99,7 +99,9 @@ int Sampler::sample(const float* logits, const int32_t* window, int n_window, st
 
     // candidates: every token in id order, or the top k ordered by (score desc, id asc)
     const float* scores = scores_;
-    auto more_likely = [scores](int32_t a, int32_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; };
+    auto more_likely = [scores](int32_t a, int32_t b) {
+        return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+    };
     for (int i = 0; i < V; i++) candidates_[i] = i;
     int n = V;
     if (settings_.top_k > 0) {

@@ -44,7 +44,7 @@ class Sampler {
     int n_vocab_ = 0;
     SamplingSettings settings_;
     Rng rng_;
-    float* scores_ = nullptr;      // (n_vocab) penalized, temperature-scaled logits, then probabilities
+    float* scores_ = nullptr;        // (n_vocab) penalized, temperature-scaled logits, then probabilities
     int32_t* candidates_ = nullptr;  // (n_vocab) token ids still in the running
     uint8_t* in_window_ = nullptr;   // (n_vocab) marks tokens already penalized in this call
 };

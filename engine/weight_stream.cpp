@@ -112,7 +112,7 @@ bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* er
     const ParameterSlot* slot = parameter ? &layout_->slots[role_->slot] : nullptr;
     // A plain fp32 parameter is decoded straight into its place.
     float* values = slot && !slot->quantized && !slot->transpose ? weights_->memory + slot->offset + first
-                                                                  : decoded_.get();
+                                                                 : decoded_.get();
     decode_elements(tensor_->dtype, raw, count, values);
     if (parameter) {  // lm_head is not checked: only its equality with wte matters
         const size_t bad = first_non_finite(values, count);
@@ -129,8 +129,7 @@ bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* er
     if (slot && slot->quantized) {
         int8_t* const q = reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset;
         float* const scale = weights_->memory + slot->offset;
-        if (!slot->transpose)
-            quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
+        if (!slot->transpose) quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
         else if (rows_done_ + rows == n_rows_)  // the transposed matrix is complete: its rows are the file's columns
             quantize_rows(int8_matrix_.get(), row_length_, n_rows_, q, scale);
     }
@@ -152,16 +151,16 @@ void WeightStream::check_tied_head(const uint8_t* raw, const float* values, size
 bool WeightStream::finish(std::string* error) const {
     if (tensor_)
         return weights_file_error(error, "the file is truncated: it ends " + std::to_string(received_) +
-                               " bytes into the data section, inside tensor '" + tensor_->name + "' (bytes [" +
-                               std::to_string(tensor_->begin) + ", " + std::to_string(tensor_->end) + "))");
+                                             " bytes into the data section, inside tensor '" + tensor_->name +
+                                             "' (bytes [" + std::to_string(tensor_->begin) + ", " +
+                                             std::to_string(tensor_->end) + "))");
     if (trailing_) return safetensors_trailing_bytes(received_, trailing_, error);
     if (tied_differs_) {
-        const TensorInfo* lm_head = (*roles_)[size_t(tied_first_ - header_->tensors.data())].kind ==
-                                            TensorRole::Kind::lm_head
-                                        ? tied_first_
-                                        : tied_second_;
+        const TensorInfo* lm_head =
+            (*roles_)[size_t(tied_first_ - header_->tensors.data())].kind == TensorRole::Kind::lm_head ? tied_first_
+                                                                                                       : tied_second_;
         return weights_file_error(error, "tensor '" + lm_head->name +
-                               "' differs from 'wte.weight' (only a tied LM head is supported)");
+                                             "' differs from 'wte.weight' (only a tied LM head is supported)");
     }
     return true;
 }

@@ -55,24 +55,25 @@ class WeightStream {
     // The tensor being received (order_[next_]).
     const TensorInfo* tensor_ = nullptr;
     const TensorRole* role_ = nullptr;
-    size_t row_length_ = 0;    // elements per row: the last dimension (a 1-D tensor is one row)
-    size_t n_rows_ = 0;        // rows of the tensor
-    size_t rows_done_ = 0;     // rows converted so far
-    size_t block_fill_ = 0;    // bytes of the next block gathered in raw_block_
+    size_t row_length_ = 0;  // elements per row: the last dimension (a 1-D tensor is one row)
+    size_t n_rows_ = 0;      // rows of the tensor
+    size_t rows_done_ = 0;   // rows converted so far
+    size_t block_fill_ = 0;  // bytes of the next block gathered in raw_block_
 
     // Rows are converted kBlockRows at a time: a transpose then writes runs of kBlockRows floats instead of
     // single floats n_in apart. Every buffer is sized for the longest row of any tensor, 4 * n_embd.
-    Buffer raw_block_{nullptr, &std::free};        // (kBlockRows, 4 * n_embd) elements in the file's dtype, 4 bytes max
-    FloatBuffer decoded_{nullptr, &std::free};     // (kBlockRows, 4 * n_embd) decoded rows
-    FloatBuffer reference_{nullptr, &std::free};   // (kBlockRows, 4 * n_embd) decoded rows of tied_first_; tied pair only
+    Buffer raw_block_{nullptr, &std::free};     // (kBlockRows, 4 * n_embd) elements in the file's dtype, 4 bytes max
+    FloatBuffer decoded_{nullptr, &std::free};  // (kBlockRows, 4 * n_embd) decoded rows
+    // (kBlockRows, 4 * n_embd) decoded rows of tied_first_; tied pair only
+    FloatBuffer reference_{nullptr, &std::free};
     FloatBuffer int8_matrix_{nullptr, &std::free};  // int8: (4 * n_embd, n_embd) the Conv1D matrix being transposed
 
     // wte and lm_head, when both are in the file: the first of them (by offset) is kept raw until the second
     // has been compared with it, element by element, decoded.
-    const TensorInfo* tied_first_ = nullptr;   // null when the file has no lm_head
+    const TensorInfo* tied_first_ = nullptr;  // null when the file has no lm_head
     const TensorInfo* tied_second_ = nullptr;
-    Buffer tied_raw_{nullptr, &std::free};     // (tied_first_ bytes) its raw bytes, as they arrived
-    bool tied_differs_ = false;                // a compared element differed
+    Buffer tied_raw_{nullptr, &std::free};  // (tied_first_ bytes) its raw bytes, as they arrived
+    bool tied_differs_ = false;             // a compared element differed
 };
 
 }  // namespace gpt2

@@ -140,19 +140,20 @@ bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors,
         if (it != index.end()) {
             const ParameterSlot& slot = layout.slots[it->second];
             if (found[it->second])
-                return weights_file_error(error,
-                            "tensors '" + found[it->second]->name + "' and '" + tensor.name + "' are the same parameter");
+                return weights_file_error(error, "tensors '" + found[it->second]->name + "' and '" + tensor.name +
+                                                     "' are the same parameter");
             if (tensor.shape != slot.shape)
-                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
-                                       ", expected " + shape_string(slot.shape));
+                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " +
+                                                     shape_string(tensor.shape) + ", expected " +
+                                                     shape_string(slot.shape));
             found[it->second] = &tensor;
             (*roles)[t] = {TensorRole::Kind::parameter, it->second};
         } else if (is_mask_buffer(name, config.n_layer)) {
             continue;
         } else if (name == "lm_head.weight") {
             if (tensor.shape != std::vector<int64_t>{V, C})
-                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " + shape_string(tensor.shape) +
-                                       ", expected " + shape_string({V, C}));
+                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " +
+                                                     shape_string(tensor.shape) + ", expected " + shape_string({V, C}));
             (*roles)[t].kind = TensorRole::Kind::lm_head;
         } else {
             return weights_file_error(error, "unexpected tensor '" + tensor.name + "'");
@@ -233,7 +234,8 @@ size_t first_non_finite(const float* v, size_t n) {
 
 bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error) {
     const char* what = std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf";
-    return weights_file_error(error, "tensor '" + tensor + "' contains " + what + " at element " + std::to_string(element));
+    return weights_file_error(error,
+                              "tensor '" + tensor + "' contains " + what + " at element " + std::to_string(element));
 }
 
 void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale) {

@@ -14,8 +14,8 @@
 // Any error: one line on stderr and exit status 1.
 //
 // --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
-// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes> <threads>", then answers each
-// stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
+// timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes> <threads>", then answers
+// each stdin line with "<sampled next token> <ms>" (greedy sampling; cached and uncached sessions live side by side):
 //   prefill cached|uncached 464,3290
 //   step cached|uncached 464
 // and "release uncached" with "released" after freeing the uncached session (the benchmark then reads the RSS
@@ -86,8 +86,7 @@ std::vector<int32_t> parse_ids(const char* text) {
         char* end = nullptr;
         errno = 0;
         long v = std::strtol(p, &end, 10);
-        if (end == p || errno != 0 || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0') || *p == '+' ||
-            *p == ' ')
+        if (end == p || errno != 0 || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0') || *p == '+' || *p == ' ')
             die(std::string("--ids: expected comma-separated non-negative integers, got \"") + text + "\"");
         ids.push_back(int32_t(v));
         p = *end == ',' ? end + 1 : end;
@@ -107,8 +106,10 @@ Options parse_args(int argc, char** argv) {
             return argv[++i];
         };
         if (flag == "--model") o.model_dir = value();
-        else if (flag == "--ids") { o.ids = parse_ids(value()); o.have_ids = true; }
-        else if (flag == "-n") o.n_generate = parse_long(flag, value(), 0, 1000000000L);
+        else if (flag == "--ids") {
+            o.ids = parse_ids(value());
+            o.have_ids = true;
+        } else if (flag == "-n") o.n_generate = parse_long(flag, value(), 0, 1000000000L);
         else if (flag == "--temperature") o.sampling.temperature = parse_float(flag, value());
         else if (flag == "--top-k") o.sampling.top_k = int(parse_long(flag, value(), 0, INT32_MAX));
         else if (flag == "--top-p") o.sampling.top_p = parse_float(flag, value());
@@ -121,8 +122,7 @@ Options parse_args(int argc, char** argv) {
             if (*text < '0' || *text > '9' || *end != '\0' || errno != 0)
                 die(std::string("--seed: expected a non-negative integer, got \"") + text + "\"");
             o.sampling.seed = v;
-        }
-        else if (flag == "--no-cache") o.use_cache = false;
+        } else if (flag == "--no-cache") o.use_cache = false;
         else if (flag == "--no-stop") o.stop_at_eos = false;
         else if (flag == "--dump-logits") o.dump_logits_path = value();
         else if (flag == "--eval") o.eval_path = value();
@@ -230,8 +230,8 @@ void run_generate(gpt2::Session& session, const gpt2::Config& config, const Opti
     std::string line;
     for (size_t i = 0; i < generated.size(); i++) line += (i ? "," : "") + std::to_string(generated[i]);
     std::printf("%s\n", line.c_str());
-    std::fprintf(stderr, "prefill: %.3f ms (%zu tokens), decode: %.3f ms/token (%ld tokens), threads: %d\n",
-                 prefill_ms, o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps, n_threads);
+    std::fprintf(stderr, "prefill: %.3f ms (%zu tokens), decode: %.3f ms/token (%ld tokens), threads: %d\n", prefill_ms,
+                 o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps, n_threads);
 }
 
 void run_bench(const gpt2::Model& model) {
@@ -258,8 +258,7 @@ void run_bench(const gpt2::Model& model) {
         const char* command = std::strtok(line, " ");
         const char* mode = std::strtok(nullptr, " ");
         const char* argument = std::strtok(nullptr, " ");
-        if (!command || !mode || !argument ||
-            (std::strcmp(mode, "cached") != 0 && std::strcmp(mode, "uncached") != 0))
+        if (!command || !mode || !argument || (std::strcmp(mode, "cached") != 0 && std::strcmp(mode, "uncached") != 0))
             die("--bench: expected \"prefill|step cached|uncached IDS\" or \"release uncached\"");
         if (std::strcmp(mode, "uncached") == 0 && !uncached) die("--bench: the uncached session was released");
         gpt2::Session& session = std::strcmp(mode, "cached") == 0 ? *cached : *uncached;
@@ -297,9 +296,7 @@ int main(int argc, char** argv) {
     }
     std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, &error);
     if (!session) die(error);
-    if (!o.eval_path.empty())
-        run_eval(*session, model_config(*model), o.eval_path);
-    else
-        run_generate(*session, model_config(*model), o, model->n_threads());
+    if (!o.eval_path.empty()) run_eval(*session, model_config(*model), o.eval_path);
+    else run_generate(*session, model_config(*model), o, model->n_threads());
     return 0;
 }

@@ -83,8 +83,9 @@ class WasmModelLoader {
                            ? static_cast<uint8_t*>(std::malloc(size_t(staging_bytes)))
                            : nullptr);
         if (staging_) staging_size_ = size_t(staging_bytes);
-        else error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
-                                     " bytes for the loader's staging block"};
+        else
+            error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
+                                    " bytes for the loader's staging block"};
     }
 
     bool ok() const { return !loader_.failed() && staging_; }
@@ -196,7 +197,9 @@ class WasmSession {
         val alternatives = val::array();
         const int k = std::max(0, std::min(top_k, n_vocab));
         for (int i = 0; i < n_vocab; i++) order_[size_t(i)] = i;
-        auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+        auto more_likely = [&](int32_t a, int32_t b) {
+            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+        };
         std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
         for (int i = 0; i < k; i++) {
             val alternative = val::object();

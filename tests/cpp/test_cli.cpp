@@ -103,7 +103,8 @@ TEST_F(Cli, GeneratesTheSessionsGreedyTokens) {
 }
 
 TEST_F(Cli, SamplingIsSeeded) {
-    const std::string args = "--model " + dir_ + " --ids 5 -n 30 --temperature 1.2 --top-k 20 --top-p 0.95 "
+    const std::string args = "--model " + dir_ +
+                             " --ids 5 -n 30 --temperature 1.2 --top-k 20 --top-p 0.95 "
                              "--repetition-penalty 1.1 --seed ";
     const Result a = run(args + "7"), b = run(args + "7"), c = run(args + "8");
     EXPECT_EQ(a.status, 0) << a.err;
@@ -165,7 +166,7 @@ TEST_F(Cli, StopsAtEndOfText) {
         std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
         if (t.name == "ln_f.weight") std::fill(v.begin(), v.end(), 0.0f);
         if (t.name == "ln_f.bias") v = {1, 0, 0, 0, 0, 0, 0, 0};  // final hidden state = e0
-        if (t.name == "wte.weight") v[50256 * 8] = 1.0f;        // logit of 50256 = 1 > |others| <= 80/256
+        if (t.name == "wte.weight") v[50256 * 8] = 1.0f;          // logit of 50256 = 1 > |others| <= 80/256
         t.bytes = float_bytes(v);
     }
     write_model(dir_, spec, tensors);
@@ -193,7 +194,8 @@ TEST_F(Cli, ErrorsAreOneLineWithNonZeroStatus) {
 // The line protocol tools/bench.mjs drives: cached and uncached sessions answer "<next token> <ms>", and after
 // "release uncached" only the cached one is left (the benchmark then reads the steady-state RSS).
 TEST_F(Cli, BenchAnswersEachCommandAndReleasesTheUncachedSession) {
-    const std::string commands = "prefill cached 1,2\nprefill uncached 1,2\nrelease uncached\nstep cached 3\nstep uncached 3\n";
+    const std::string commands =
+        "prefill cached 1,2\nprefill uncached 1,2\nrelease uncached\nstep cached 3\nstep uncached 3\n";
     write(dir_ + "/commands", commands.data(), commands.size());
     const Result r = run("--model " + dir_ + " --bench <" + dir_ + "/commands");
     const std::string expected_next = run("--model " + dir_ + " --ids 1,2 -n 1 --no-stop").out;  // "<token>\n"

@@ -35,30 +35,30 @@ TEST(Session, NoMallocPerToken) {
     gpt2_test::ModelSpec odd;  // rows of 6 floats: most rows start off a 16-byte boundary (Eigen's unaligned paths)
     odd.n_embd = 6;
     odd.n_head = 3;
-    odd.n_ctx = 16;  // slides the window below
+    odd.n_ctx = 16;                                                         // slides the window below
     for (const gpt2_test::ModelSpec& spec : {gpt2_test::ModelSpec(), odd})  // x both weight formats
-    for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
-        auto model = gpt2_test::make_model(spec, format);
-        ASSERT_TRUE(model);
-        const long at_load = g_engine_mallocs;
-        EXPECT_GT(at_load, 0) << "the malloc wrappers are not linked in";
-        for (bool cache : {true, false}) {
-            std::string error;
-            auto session = gpt2::Session::create(*model, cache, &error);
-            ASSERT_TRUE(session) << error;
-            gpt2::SamplingSettings settings;
-            settings.top_k = 10;
-            settings.top_p = 0.9f;
-            settings.repetition_penalty = 1.2f;
-            session->set_sampling(settings);
-            const int32_t prompt[5] = {1, 2, 3, 4, 5};
-            const long before = g_engine_mallocs;
-            int next = session->prefill(prompt, 5);
-            for (int i = 0; i < 40 && next >= 0; i++) next = session->step(next);
-            EXPECT_GE(next, 0) << session->error();
-            EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
+        for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
+            auto model = gpt2_test::make_model(spec, format);
+            ASSERT_TRUE(model);
+            const long at_load = g_engine_mallocs;
+            EXPECT_GT(at_load, 0) << "the malloc wrappers are not linked in";
+            for (bool cache : {true, false}) {
+                std::string error;
+                auto session = gpt2::Session::create(*model, cache, &error);
+                ASSERT_TRUE(session) << error;
+                gpt2::SamplingSettings settings;
+                settings.top_k = 10;
+                settings.top_p = 0.9f;
+                settings.repetition_penalty = 1.2f;
+                session->set_sampling(settings);
+                const int32_t prompt[5] = {1, 2, 3, 4, 5};
+                const long before = g_engine_mallocs;
+                int next = session->prefill(prompt, 5);
+                for (int i = 0; i < 40 && next >= 0; i++) next = session->step(next);
+                EXPECT_GE(next, 0) << session->error();
+                EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
+            }
         }
-    }
 }
 
 TEST(Session, NoMallocPerTokenWithThreads) {

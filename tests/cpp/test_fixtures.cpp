@@ -66,7 +66,8 @@ TEST(Fixtures, LogitsMatchTheFloat64Reference) {
             std::memcpy(expected.data(), bytes.data(), bytes.size());
             ASSERT_TRUE(session->prefill_logits(ids.data(), ids.size(), logits.data())) << session->error();
             float max_diff = 0;
-            for (size_t i = 0; i < logits.size(); i++) max_diff = std::max(max_diff, std::fabs(logits[i] - expected[i]));
+            for (size_t i = 0; i < logits.size(); i++)
+                max_diff = std::max(max_diff, std::fabs(logits[i] - expected[i]));
             std::printf("case %-6s (%3zu tokens): max |logit diff| = %.3g\n", name.c_str(), ids.size(), max_diff);
             EXPECT_LE(max_diff, 1e-4f) << name;
             // the cached path (prefill then steps) reproduces the same rows

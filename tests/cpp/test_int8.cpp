@@ -121,7 +121,8 @@ TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
     for (int n_in : {1, 3, 6, 8, 16, 20, 64, 67}) {
         for (int n_out : {1, 2, 5, 9}) {
             for (int n_tok : {1, 2, 3, 7, 130}) {
-                std::vector<float> x(size_t(n_tok) * n_in), scale(static_cast<size_t>(n_out)), bias(static_cast<size_t>(n_out));
+                std::vector<float> x(size_t(n_tok) * n_in), scale(static_cast<size_t>(n_out)),
+                    bias(static_cast<size_t>(n_out));
                 std::vector<int8_t> w(size_t(n_out) * n_in);
                 for (float& v : x) v = uni(rng) * float(1 + rng() % 100);
                 std::fill(x.begin(), x.begin() + n_in, 0.0f);  // an all-zero row
@@ -134,7 +135,8 @@ TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
                 gpt2::quantize_activations(xq.data(), x_scale.data(), x.data(), n_tok, n_in);
                 for (const float* b : {(const float*)nullptr, (const float*)bias.data()}) {
                     std::vector<float> batched(size_t(n_tok) * n_out), single(static_cast<size_t>(n_out));
-                    gpt2::gemm_q8(batched.data(), xq.data(), x_scale.data(), wp.data(), scale.data(), b, n_tok, n_in, n_out);
+                    gpt2::gemm_q8(batched.data(), xq.data(), x_scale.data(), wp.data(), scale.data(), b, n_tok, n_in,
+                                  n_out);
                     for (int t = 0; t < n_tok; t++) {
                         const int16_t* xt = xq.data() + size_t(t) * n_in;
                         gpt2::gemv_q8(single.data(), xt, x_scale[t], wp.data(), scale.data(), b, n_in, n_out);
@@ -189,8 +191,8 @@ TEST(Int8, WeightBytesAreTheQuantizedSize) {
     auto int8 = make_model(spec, kInt8);
     ASSERT_TRUE(fp32 && int8);
     const size_t V = size_t(spec.n_vocab), T = size_t(spec.n_ctx), C = size_t(spec.n_embd), L = size_t(spec.n_layer);
-    const size_t matrices = V * C + L * 12 * C * C;          // wte + qkv + attn proj + fc + mlp proj
-    const size_t rows = V + L * (3 * C + C + 4 * C + C);      // one scale per row
+    const size_t matrices = V * C + L * 12 * C * C;                            // wte + qkv + attn proj + fc + mlp proj
+    const size_t rows = V + L * (3 * C + C + 4 * C + C);                       // one scale per row
     const size_t other = T * C + L * (4 * C + 3 * C + C + 4 * C + C) + 2 * C;  // wpe, layernorms, biases, ln_f
     EXPECT_EQ(gpt2::model_weight_bytes(*fp32), (matrices + other) * sizeof(float));
     EXPECT_EQ(gpt2::model_weight_bytes(*int8), matrices + (rows + other) * sizeof(float));
@@ -203,7 +205,8 @@ TEST(Int8, CachedAndUncachedAreBitIdentical) {
     ASSERT_TRUE(model);
     for (float temperature : {0.0f, 0.9f}) {
         std::string error;
-        auto cached = gpt2::Session::create(*model, true, &error), uncached = gpt2::Session::create(*model, false, &error);
+        auto cached = gpt2::Session::create(*model, true, &error),
+             uncached = gpt2::Session::create(*model, false, &error);
         ASSERT_TRUE(cached && uncached) << error;
         gpt2::SamplingSettings settings;
         settings.temperature = temperature;

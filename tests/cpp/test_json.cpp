@@ -26,8 +26,8 @@ std::string parse_error(const std::string& text) {
 TEST(Json, ParsesAllValueTypes) {
     JsonValue v;
     std::string error;
-    ASSERT_TRUE(parse(" {\"a\": [1, -2.5e1, true, false, null], \"b\": {\"c\": \"x\\n\\u00e9\\ud83d\\ude00\"}} ",
-                      &v, &error))
+    ASSERT_TRUE(
+        parse(" {\"a\": [1, -2.5e1, true, false, null], \"b\": {\"c\": \"x\\n\\u00e9\\ud83d\\ude00\"}} ", &v, &error))
         << error;
     ASSERT_EQ(v.type, JsonValue::Type::Object);
     const JsonValue* a = v.find("a");

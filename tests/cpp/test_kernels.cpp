@@ -44,9 +44,11 @@ TEST(Kernels, PanelPackingRoundTrips) {
             gpt2::pack_panels(q_packed.data(), n_out, n_in, q_scratch.data());
             for (int o = 0; o < n_out; o++) {
                 gpt2::unpack_row(row.data(), packed.data(), n_out, n_in, o);
-                ASSERT_EQ(std::memcmp(row.data(), w.data() + size_t(o) * n_in, sizeof(float) * n_in), 0) << n_out << " " << n_in << " " << o;
+                ASSERT_EQ(std::memcmp(row.data(), w.data() + size_t(o) * n_in, sizeof(float) * n_in), 0)
+                    << n_out << " " << n_in << " " << o;
                 gpt2::unpack_row(q_row.data(), q_packed.data(), n_out, n_in, o);
-                ASSERT_EQ(std::memcmp(q_row.data(), q.data() + size_t(o) * n_in, size_t(n_in)), 0) << n_out << " " << n_in << " " << o;
+                ASSERT_EQ(std::memcmp(q_row.data(), q.data() + size_t(o) * n_in, size_t(n_in)), 0)
+                    << n_out << " " << n_in << " " << o;
             }
         }
     }
@@ -71,7 +73,8 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
                     << "n_tok " << n_tok << " n_in " << n_in << " n_out " << n_out << " row " << t;
                 for (int o = 0; o < n_out; o++) {
                     double expected = b ? b[o] : 0.0;
-                    for (int i = 0; i < n_in; i++) expected += double(x[size_t(t) * n_in + i]) * w[size_t(o) * n_in + i];
+                    for (int i = 0; i < n_in; i++)
+                        expected += double(x[size_t(t) * n_in + i]) * w[size_t(o) * n_in + i];
                     ASSERT_NEAR(single[size_t(o)], expected, 1e-4 * (1 + n_in));
                     // every element is also exactly dot() over the unpacked row (+ bias)
                     float d = gpt2::dot(x.data() + size_t(t) * n_in, w.data() + size_t(o) * n_in, n_in);
@@ -94,7 +97,8 @@ TEST(Ops, LayerNormGeluSoftmax) {
     gpt2::gelu(g.data(), 5);
     for (int i = 0; i < 5; i++) {
         const double x = std::vector<double>{-3, -0.5, 0, 0.5, 3}[size_t(i)];
-        const double expected = 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+        const double expected = 0.5 * x *
+                                (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
         EXPECT_NEAR(g[size_t(i)], expected, 1e-6);
     }
 
@@ -124,7 +128,8 @@ TEST(Ops, AttentionRowIsCausalAndNormalized) {
     std::vector<float> k = {0, 0, /**/ 50, 0, /**/ 0, 0, /* head 1 */ 0, 0, /**/ 0, 0, /**/ 0, 0};
     std::vector<float> v = {1, 2, /**/ 5, 6, /**/ 100, 100, /* head 1 */ 3, 4, /**/ 7, 8, /**/ 100, 100};
     std::vector<float> q = {1, 0, 0, 0}, out(4), scores(3);
-    gpt2::attention_row(out.data(), q.data(), k.data(), v.data(), 2, n_embd, n_head, n_ctx, scores.data());  // ignores pos 2
+    gpt2::attention_row(out.data(), q.data(), k.data(), v.data(), 2, n_embd, n_head, n_ctx,
+                        scores.data());  // ignores pos 2
     EXPECT_NEAR(out[0], 5, 1e-4);
     EXPECT_NEAR(out[1], 6, 1e-4);
     EXPECT_NEAR(out[2], 5, 1e-4);  // head 1: uniform over positions 0 and 1

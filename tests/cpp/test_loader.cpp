@@ -50,11 +50,11 @@ TEST(Float16, ConvertsNormalsSubnormalsInfNan) {
     EXPECT_EQ(gpt2::f16_to_float(0x3C00), 1.0f);
     EXPECT_EQ(gpt2::f16_to_float(0xC000), -2.0f);
     EXPECT_EQ(gpt2::f16_to_float(0x7BFF), 65504.0f);
-    EXPECT_EQ(gpt2::f16_to_float(0x0400), std::ldexp(1.0f, -14));       // smallest normal
-    EXPECT_EQ(gpt2::f16_to_float(0x0001), std::ldexp(1.0f, -24));       // smallest subnormal
-    EXPECT_EQ(gpt2::f16_to_float(0x03FF), std::ldexp(1023.0f, -24));    // largest subnormal
+    EXPECT_EQ(gpt2::f16_to_float(0x0400), std::ldexp(1.0f, -14));     // smallest normal
+    EXPECT_EQ(gpt2::f16_to_float(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
+    EXPECT_EQ(gpt2::f16_to_float(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
     EXPECT_EQ(gpt2::f16_to_float(0x8200), -std::ldexp(512.0f, -24));
-    EXPECT_EQ(float_bits(gpt2::f16_to_float(0x8000)), 0x80000000u);          // -0
+    EXPECT_EQ(float_bits(gpt2::f16_to_float(0x8000)), 0x80000000u);  // -0
     EXPECT_EQ(gpt2::f16_to_float(0x7C00), INFINITY);
     EXPECT_EQ(gpt2::f16_to_float(0xFC00), -INFINITY);
     EXPECT_TRUE(std::isnan(gpt2::f16_to_float(0x7E00)));
@@ -98,7 +98,7 @@ TEST(Loader, StoresConv1DWeightsTransposed) {
     auto model = load(config_json(kSpec), build_safetensors(tensors), &error);
     ASSERT_TRUE(model) << error;
     const TensorSpec& fc = find_tensor(tensors, "h.1.mlp.c_fc.weight");  // file: [in=20][out=80]
-    const gpt2::Linear& engine_fc = model->weights().layers[1].mlp_fc;  // [out][in] in panels
+    const gpt2::Linear& engine_fc = model->weights().layers[1].mlp_fc;   // [out][in] in panels
     ASSERT_EQ(engine_fc.format, gpt2::WeightFormat::fp32);
     ASSERT_EQ(engine_fc.n_out, 80);
     ASSERT_EQ(engine_fc.n_in, 20);
@@ -129,7 +129,9 @@ TEST(Loader, F16AndBF16LoadBitIdenticalToF32) {
 TEST(Loader, AcceptsTransformerPrefixMaskBuffersAndTiedHead) {
     auto tensors = random_tensors(kSpec, "F32", "transformer.");
     for (int l = 0; l < kSpec.n_layer; l++) {
-        tensors.push_back({"transformer.h." + std::to_string(l) + ".attn.bias", "F32", {1, 1, 40, 40},
+        tensors.push_back({"transformer.h." + std::to_string(l) + ".attn.bias",
+                           "F32",
+                           {1, 1, 40, 40},
                            std::vector<uint8_t>(40 * 40 * 4)});
         tensors.push_back({"h." + std::to_string(l) + ".attn.masked_bias", "F32", {}, std::vector<uint8_t>(4)});
     }
@@ -145,8 +147,9 @@ TEST(Loader, RejectsAnUntiedLmHead) {
     lm_head.name = "lm_head.weight";
     lm_head.bytes[4 * 100] ^= 1;  // one element differs in its lowest bit
     tensors.push_back(lm_head);
-    EXPECT_EQ(load_error(tensors),
-              "model.safetensors: tensor 'lm_head.weight' differs from 'wte.weight' (only a tied LM head is supported)");
+    EXPECT_EQ(
+        load_error(tensors),
+        "model.safetensors: tensor 'lm_head.weight' differs from 'wte.weight' (only a tied LM head is supported)");
     tensors.back().shape = {66, 20};
     tensors.back().bytes.resize(66 * 20 * 4);
     EXPECT_CONTAINS(load_error(tensors), "tensor 'lm_head.weight' has shape [66, 20], expected [67, 20]");
@@ -171,7 +174,8 @@ TEST(Loader, NamesAMisShapedTensor) {
     TensorSpec& fc = find_tensor(tensors, "h.1.mlp.c_fc.weight");
     fc.shape = {20, 79};
     fc.bytes.resize(20 * 79 * 4);
-    EXPECT_EQ(load_error(tensors), "model.safetensors: tensor 'h.1.mlp.c_fc.weight' has shape [20, 79], expected [20, 80]");
+    EXPECT_EQ(load_error(tensors),
+              "model.safetensors: tensor 'h.1.mlp.c_fc.weight' has shape [20, 79], expected [20, 80]");
     fc.shape = {80, 20};  // right size, wrong layout (not Conv1D)
     fc.bytes.resize(80 * 20 * 4);
     EXPECT_CONTAINS(load_error(tensors), "'h.1.mlp.c_fc.weight' has shape [80, 20], expected [20, 80]");
@@ -182,13 +186,13 @@ TEST(Loader, RejectsTheSameParameterTwice) {
     TensorSpec copy = find_tensor(tensors, "wpe.weight");
     copy.name = "transformer.wpe.weight";
     tensors.push_back(copy);
-    EXPECT_EQ(load_error(tensors), "model.safetensors: tensors 'wpe.weight' and 'transformer.wpe.weight' are the same parameter");
+    EXPECT_EQ(load_error(tensors),
+              "model.safetensors: tensors 'wpe.weight' and 'transformer.wpe.weight' are the same parameter");
 }
 
 TEST(Loader, RejectsDuplicateNames) {
-    const std::string header =
-        "{\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-        "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+    const std::string header = "{\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                               "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
     EXPECT_CONTAINS(load_error_raw(safetensors_from_header(header, std::vector<uint8_t>(8))),
                     "duplicate key \"ln_f.bias\"");
 }
@@ -229,8 +233,9 @@ TEST(Loader, ValidatesDataOffsets) {
               "model.safetensors: tensor 'wte.weight': \"data_offsets\" must be [begin, end]");
     EXPECT_EQ(load_error_raw(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]")),
               "model.safetensors: tensor 'wte.weight': data_offsets [8, 0] are inverted");
-    EXPECT_EQ(load_error_raw(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[60,68]")),
-              "model.safetensors: tensor 'wte.weight': data_offsets [60, 68] run past the end of the data section (64 bytes)");
+    EXPECT_EQ(
+        load_error_raw(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[60,68]")),
+        "model.safetensors: tensor 'wte.weight': data_offsets [60, 68] run past the end of the data section (64 bytes)");
     EXPECT_EQ(load_error_raw(entry("\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]")),
               "model.safetensors: tensor 'wte.weight': data_offsets cover 8 bytes, but shape and dtype F32 need 12");
     EXPECT_EQ(load_error_raw(entry("\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-1,7]")),
@@ -254,10 +259,9 @@ TEST(Loader, ShapeProductsCannotOverflow) {
 }
 
 TEST(Loader, RejectsOverlappingTensors) {
-    const std::string header =
-        "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-        "\"b\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
-        "\"c\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}";
+    const std::string header = "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                               "\"b\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                               "\"c\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}";
     EXPECT_EQ(load_error_raw(safetensors_from_header(header, std::vector<uint8_t>(16))),
               "model.safetensors: tensors 'a' and 'c' have overlapping data_offsets");
 }
@@ -270,7 +274,8 @@ TEST(Loader, ChecksShapesAgainstTheConfig) {
               "model.safetensors: tensor 'wpe.weight' has shape [40, 20], expected [41, 20]");
     other = kSpec;
     other.n_layer = 3;
-    EXPECT_EQ(load_error(random_tensors(kSpec), config_json(other)), "model.safetensors: missing tensor 'h.2.ln_1.weight'");
+    EXPECT_EQ(load_error(random_tensors(kSpec), config_json(other)),
+              "model.safetensors: missing tensor 'h.2.ln_1.weight'");
 }
 
 TEST(Config, ErrorsNameTheKey) {
@@ -278,7 +283,8 @@ TEST(Config, ErrorsNameTheKey) {
               "config.json: missing key \"n_embd\"");
     EXPECT_EQ(config_error("{\"vocab_size\": 67, \"n_embd\": 20, \"n_head\": 4, \"n_layer\": 2}"),
               "config.json: missing key \"n_positions\" (or \"n_ctx\")");
-    EXPECT_EQ(config_error("{\"vocab_size\": 67, \"n_positions\": 40, \"n_embd\": \"20\", \"n_head\": 4, \"n_layer\": 2}"),
+    EXPECT_EQ(config_error(
+                  "{\"vocab_size\": 67, \"n_positions\": 40, \"n_embd\": \"20\", \"n_head\": 4, \"n_layer\": 2}"),
               "config.json: \"n_embd\" must be an integer");
     EXPECT_EQ(config_error("{\"vocab_size\": 67, \"n_positions\": 40, \"n_embd\": 20, \"n_head\": 0, \"n_layer\": 2}"),
               "config.json: \"n_head\" is 0, expected 1..4096");
@@ -298,7 +304,8 @@ TEST(Config, ContextKeysAndEpsilon) {
     const auto tensors = build_safetensors(random_tensors(kSpec));
     std::string error;
     // only the old "n_ctx" key
-    auto model = load("{\"vocab_size\": 67, \"n_ctx\": 40, \"n_embd\": 20, \"n_head\": 4, \"n_layer\": 2}", tensors, &error);
+    auto model =
+        load("{\"vocab_size\": 67, \"n_ctx\": 40, \"n_embd\": 20, \"n_head\": 4, \"n_layer\": 2}", tensors, &error);
     ASSERT_TRUE(model) << error;
     EXPECT_EQ(gpt2::model_config(*model).n_ctx, 40);
     EXPECT_FLOAT_EQ(gpt2::model_config(*model).layer_norm_epsilon, 1e-5f);  // default
@@ -345,7 +352,8 @@ TEST(ErrorKind, NamesWhatEachLoaderAndSessionErrorIsAbout) {
     EXPECT_EQ(loader_kind(config_json(kSpec), file), gpt2::ErrorKind::none);
     EXPECT_EQ(loader_kind("{\"vocab_size\": 67,", file), gpt2::ErrorKind::config);
     EXPECT_EQ(loader_kind(config_json(kSpec), file, 0), gpt2::ErrorKind::input);
-    EXPECT_EQ(loader_kind(config_json(kSpec), std::vector<uint8_t>(file.begin(), file.end() - 4)), gpt2::ErrorKind::file);
+    EXPECT_EQ(loader_kind(config_json(kSpec), std::vector<uint8_t>(file.begin(), file.end() - 4)),
+              gpt2::ErrorKind::file);
     EXPECT_EQ(loader_kind(config_json(kSpec), std::vector<uint8_t>(64, 'A')), gpt2::ErrorKind::file);
 
     std::string error;

@@ -170,8 +170,7 @@ void check_seeds(const std::string& dir, const std::map<std::string, std::string
             ASSERT_TRUE(model) << error;
             if (name == "ok_overflowing_weights_f32")  // finite weights, but the activations overflow
                 EXPECT_EQ(generate(*model), "the model produced non-finite logits (NaN/Inf) at position 2");
-            else
-                EXPECT_EQ(generate(*model), "");
+            else EXPECT_EQ(generate(*model), "");
         } else {
             n_bad++;
             ASSERT_EQ(name.compare(0, 4, "bad_"), 0) << "seed names start with ok_ or bad_";
@@ -180,8 +179,7 @@ void check_seeds(const std::string& dir, const std::map<std::string, std::string
             auto expected = errors.find(name);
             if (expected == errors.end())
                 ADD_FAILURE() << "no expected message for this seed; it fails with: " << error;
-            else
-                EXPECT_EQ(error, expected->second);
+            else EXPECT_EQ(error, expected->second);
         }
     }
     EXPECT_GE(n_ok, 1);

@@ -1,8 +1,8 @@
 // The sampler on hand-made logits: greedy, determinism, top-k / top-p sets, repetition penalty.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 

@@ -2,15 +2,15 @@
 // errors, and no allocation per token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <algorithm>
 #include <vector>
 
-#include "gpt2.h"
 #include "alloc_counter.h"
+#include "gpt2.h"
 #include "test_util.h"
 
 using namespace gpt2_test;
@@ -37,7 +37,8 @@ class Reference {
         const size_t n = ids.size(), C = size_t(s_.n_embd), H = size_t(s_.n_head), hs = C / H;
         std::vector<double> x(n * C);
         for (size_t t = 0; t < n; t++)
-            for (size_t i = 0; i < C; i++) x[t * C + i] = p("wte.weight")[size_t(ids[t]) * C + i] + p("wpe.weight")[t * C + i];
+            for (size_t i = 0; i < C; i++)
+                x[t * C + i] = p("wte.weight")[size_t(ids[t]) * C + i] + p("wpe.weight")[t * C + i];
         for (int l = 0; l < s_.n_layer; l++) {
             const std::string h = "h." + std::to_string(l) + ".";
             auto a = linear(layernorm(x, h + "ln_1"), h + "attn.c_attn", C, 3 * C);
@@ -48,17 +49,20 @@ class Reference {
                     double max = -1e300, sum = 0;
                     for (size_t j = 0; j <= t; j++) {
                         double d = 0;
-                        for (size_t i = 0; i < hs; i++) d += a[t * 3 * C + head * hs + i] * a[j * 3 * C + C + head * hs + i];
+                        for (size_t i = 0; i < hs; i++)
+                            d += a[t * 3 * C + head * hs + i] * a[j * 3 * C + C + head * hs + i];
                         w[j] = d / std::sqrt(double(hs));
                         max = std::max(max, w[j]);
                     }
                     for (double& v : w) sum += (v = std::exp(v - max));
                     for (size_t j = 0; j <= t; j++)
-                        for (size_t i = 0; i < hs; i++) att[t * C + head * hs + i] += w[j] / sum * a[j * 3 * C + 2 * C + head * hs + i];
+                        for (size_t i = 0; i < hs; i++)
+                            att[t * C + head * hs + i] += w[j] / sum * a[j * 3 * C + 2 * C + head * hs + i];
                 }
             add(&x, linear(att, h + "attn.c_proj", C, C));
             auto f = linear(layernorm(x, h + "ln_2"), h + "mlp.c_fc", C, 4 * C);
-            for (double& v : f) v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+            for (double& v : f)
+                v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
             add(&x, linear(f, h + "mlp.c_proj", 4 * C, C));
         }
         auto xf = layernorm(x, "ln_f");
@@ -85,7 +89,8 @@ class Reference {
             for (size_t i = 0; i < C; i++) mean += x[t * C + i] / double(C);
             for (size_t i = 0; i < C; i++) var += (x[t * C + i] - mean) * (x[t * C + i] - mean) / double(C);
             for (size_t i = 0; i < C; i++)
-                out[t * C + i] = (x[t * C + i] - mean) / std::sqrt(var + 1e-5) * p(name + ".weight")[i] + p(name + ".bias")[i];
+                out[t * C + i] = (x[t * C + i] - mean) / std::sqrt(var + 1e-5) * p(name + ".weight")[i] +
+                                 p(name + ".bias")[i];
         }
         return out;
     }

@@ -28,9 +28,9 @@ const char* chunking_name(Chunking chunking) {
 }
 
 // Feeds file to a loader in pieces; nullptr + *error on failure.
-std::unique_ptr<gpt2::Model> stream_load(const std::string& config, const std::vector<uint8_t>& file,
-                                         Chunking chunking, bool size_known, gpt2::WeightFormat format,
-                                         std::string* error, uint32_t seed = 1) {
+std::unique_ptr<gpt2::Model> stream_load(const std::string& config, const std::vector<uint8_t>& file, Chunking chunking,
+                                         bool size_known, gpt2::WeightFormat format, std::string* error,
+                                         uint32_t seed = 1) {
     gpt2::LoadOptions options;
     options.format = format;
     gpt2::ModelLoader loader(reinterpret_cast<const uint8_t*>(config.data()), config.size(), options,
@@ -76,8 +76,8 @@ std::vector<TensorSpec> shuffled_tensors(const std::string& dtype) {
     TensorSpec lm_head = find_tensor(tensors, "transformer.wte.weight");
     lm_head.name = "lm_head.weight";
     tensors.insert(tensors.begin(), lm_head);
-    tensors.push_back({"transformer.h.0.attn.bias", dtype, {1, 1, 40, 40},
-                       std::vector<uint8_t>(40 * 40 * (dtype == "F32" ? 4 : 2))});
+    tensors.push_back(
+        {"transformer.h.0.attn.bias", dtype, {1, 1, 40, 40}, std::vector<uint8_t>(40 * 40 * (dtype == "F32" ? 4 : 2))});
     return tensors;
 }
 
@@ -100,7 +100,8 @@ TEST(StreamingLoader, EveryChunkingGivesBitIdenticalWeightsAndLogits) {
                 ASSERT_TRUE(whole) << error;
                 for (Chunking chunking : {Chunking::whole, Chunking::one_byte, Chunking::random})
                     for (bool size_known : {true, false}) {
-                        SCOPED_TRACE(std::string(dtype) + ", " + (tensors[0].name == "lm_head.weight" ? "shuffled" : "in order") +
+                        SCOPED_TRACE(std::string(dtype) + ", " +
+                                     (tensors[0].name == "lm_head.weight" ? "shuffled" : "in order") +
                                      (format == gpt2::WeightFormat::int8 ? ", int8, " : ", fp32, ") +
                                      chunking_name(chunking) + (size_known ? ", size known" : ", size unknown"));
                         auto streamed = stream_load(config, file, chunking, size_known, format, &error);
@@ -117,7 +118,8 @@ TEST(StreamingLoader, ManyRandomChunkingsAgree) {
     auto whole = load(config, file, &error, gpt2::WeightFormat::int8);
     ASSERT_TRUE(whole) << error;
     for (uint32_t seed = 2; seed < 22; seed++) {
-        auto streamed = stream_load(config, file, Chunking::random, seed % 2 == 0, gpt2::WeightFormat::int8, &error, seed);
+        auto streamed =
+            stream_load(config, file, Chunking::random, seed % 2 == 0, gpt2::WeightFormat::int8, &error, seed);
         ASSERT_TRUE(streamed) << error;
         expect_identical(*whole, *streamed);
     }
@@ -137,8 +139,8 @@ TEST(StreamingLoader, ATruncatedStreamNamesWhereItEnded) {
     };
     EXPECT_EQ(cut(0), "model.safetensors: file is 0 bytes, too short for the 8-byte header length");
     EXPECT_EQ(cut(7), "model.safetensors: file is 7 bytes, too short for the 8-byte header length");
-    EXPECT_EQ(cut(100), "model.safetensors: header length " + std::to_string(header_len) +
-                            " exceeds the file size (100 bytes)");
+    EXPECT_EQ(cut(100),
+              "model.safetensors: header length " + std::to_string(header_len) + " exceeds the file size (100 bytes)");
     // wte is the first tensor: 67 x 20 floats
     EXPECT_EQ(cut(data_start), "model.safetensors: the file is truncated: it ends 0 bytes into the data section, "
                                "inside tensor 'wte.weight' (bytes [0, 5360))");
@@ -158,13 +160,14 @@ TEST(StreamingLoader, EverySeedFailsWithTheSameMessageWhenStreamed) {
     const std::string past_end =
         "model.safetensors: tensor 'wte.weight': data_offsets cover 32 bytes, but shape and dtype F32 need 1024";
     int n_seeds = 0;
-    for (const char* seed :
-         {"bad_0_byte_file", "bad_5_byte_file", "bad_html_error_page", "bad_git_lfs_pointer", "bad_json_error_body",
-          "bad_header_longer_than_file", "bad_header_over_cap", "bad_header_truncated_json", "bad_header_not_utf8",
-          "bad_duplicate_tensor", "bad_unknown_dtype", "bad_offsets_past_end", "bad_offsets_size_mismatch",
-          "bad_overlapping_offsets", "bad_gap_between_tensors", "bad_trailing_bytes", "bad_shape_overflow",
-          "bad_missing_layer", "bad_untied_lm_head", "bad_nan_weight_f32", "bad_inf_weight_f16",
-          "bad_neg_inf_weight_bf16"}) {
+    for (const char* seed : {"bad_0_byte_file",           "bad_5_byte_file",           "bad_html_error_page",
+                             "bad_git_lfs_pointer",       "bad_json_error_body",       "bad_header_longer_than_file",
+                             "bad_header_over_cap",       "bad_header_truncated_json", "bad_header_not_utf8",
+                             "bad_duplicate_tensor",      "bad_unknown_dtype",         "bad_offsets_past_end",
+                             "bad_offsets_size_mismatch", "bad_overlapping_offsets",   "bad_gap_between_tensors",
+                             "bad_trailing_bytes",        "bad_shape_overflow",        "bad_missing_layer",
+                             "bad_untied_lm_head",        "bad_nan_weight_f32",        "bad_inf_weight_f16",
+                             "bad_neg_inf_weight_bf16"}) {
         SCOPED_TRACE(seed);
         const std::vector<uint8_t> file = read_file(dir + seed + ".safetensors");
         const std::string expected = load_whole_error(config, file);
@@ -238,7 +241,8 @@ TEST(StreamingLoader, ErrorsAreFinalAndReportedAtOnce) {
     // an empty header is parsed (and rejected) as soon as its length is in
     const std::vector<uint8_t> empty_header(8, 0);
     std::string streamed_error;
-    EXPECT_FALSE(stream_load(config, empty_header, Chunking::one_byte, false, gpt2::WeightFormat::fp32, &streamed_error));
+    EXPECT_FALSE(
+        stream_load(config, empty_header, Chunking::one_byte, false, gpt2::WeightFormat::fp32, &streamed_error));
     EXPECT_EQ(streamed_error, load_whole_error(config, empty_header));
     EXPECT_EQ(streamed_error.find("model.safetensors: header is not valid JSON: "), 0u);
 

@@ -19,7 +19,9 @@ inline void fail(const char* what, const std::string& detail) {
     std::abort();
 }
 
-inline bool starts_with(const std::string& s, const char* prefix) { return s.compare(0, std::strlen(prefix), prefix) == 0; }
+inline bool starts_with(const std::string& s, const char* prefix) {
+    return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
 
 inline void check_load_error(const std::string& error) {
     if (error.empty()) fail("load failed without a message", "");

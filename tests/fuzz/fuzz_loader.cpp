@@ -52,9 +52,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto announced = load_in_pieces(data, size, true, &announced_error);
     auto unannounced = load_in_pieces(data, size, false, &unannounced_error);
     if (bool(announced) != bool(model) || announced_error != error)
-        gpt2_fuzz::fail("a load in pieces (size announced) differs from the whole-buffer load", announced_error + " / " + error);
+        gpt2_fuzz::fail("a load in pieces (size announced) differs from the whole-buffer load",
+                        announced_error + " / " + error);
     if (bool(unannounced) != bool(model))
-        gpt2_fuzz::fail("a load in pieces (size not announced) differs from the whole-buffer load", unannounced_error + " / " + error);
+        gpt2_fuzz::fail("a load in pieces (size not announced) differs from the whole-buffer load",
+                        unannounced_error + " / " + error);
     if (!unannounced) gpt2_fuzz::check_load_error(unannounced_error);
 
     gpt2::LoadOptions int8;

@@ -241,7 +241,7 @@ describe('public API on the bundled tiny-shakespeare model', () => {
     const controller = new AbortController();
     const generation = model.generate('HAMLET:', { maxNewTokens: 5000, stopAtEndOfText: false, signal: controller.signal });
     let count = 0;
-    for await (const piece of generation) if (++count === 5) controller.abort();
+    for await (const _ of generation) if (++count === 5) controller.abort();
     expect(count).toBe(5);
     expect(generation.stats.stopReason).toBe('abort');
   });
