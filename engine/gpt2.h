@@ -69,8 +69,9 @@ class Model {
 
     const Config& config() const { return config_; }
     const Weights& weights() const { return *weights_; }
-    ThreadPool* thread_pool() const { return thread_pool_.get(); }  // null when single-threaded
-    int n_threads() const;                                          // threads a forward pass uses, the caller included
+    // null when single-threaded
+    ThreadPool* thread_pool() const { return thread_pool_.get(); }
+    int n_threads() const;  // threads a forward pass uses, the caller included
 
    private:
     Model() = default;

@@ -25,8 +25,9 @@ struct LoaderState {
     uint8_t front[kSafetensorsQuotedTextBytes];  // the first bytes: the header length (a text file: its first line)
     size_t front_fill = 0;                       // bytes of front received
     uint64_t header_len = 0;                     // from the length stage
-    std::unique_ptr<uint8_t, decltype(&std::free)> header_bytes{nullptr, &std::free};  // (header_len) the JSON
-    size_t header_fill = 0;                                                            // bytes of header_bytes received
+    // (header_len) the JSON
+    std::unique_ptr<uint8_t, decltype(&std::free)> header_bytes{nullptr, &std::free};
+    size_t header_fill = 0;  // bytes of header_bytes received
 
     std::unique_ptr<Weights> weights;          // allocated after the header has been checked
     WeightsLayout layout;                      // where each parameter goes in *weights (fixed by the config)
