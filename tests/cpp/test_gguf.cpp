@@ -1,9 +1,11 @@
 // gpt2::GgufReader, the streaming GGUF v3 reader: what it keeps of a valid file, that every chunking (1 byte,
 // random sizes, the whole file) gives the same result, and the exact error of each kind of bad file.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -477,4 +479,32 @@ TEST(Gguf, SkippedStringsAndArraysMayBeLongAndNamesInMessagesStayOneLine) {
     spec.tensors[2].name = "bad\nname";
     spec.tensors[2].type = 10;
     expect_error(spec, "model.gguf: unsupported tensor type 10 (Q2_K) in tensor 'bad\\u000Aname'");
+}
+
+// The fuzz seeds (tests/fuzz/corpus/gguf, written by tests/fuzz/make_gguf_corpus.py): every ok_* seed is read,
+// every bad_* seed fails with exactly the message listed here; a seed without an entry fails the test.
+TEST(Gguf, TheFuzzSeedsReadOrFailWithTheirMessages) {
+    const std::map<std::string, std::string> bad = {
+        {"bad_version_2", "model.gguf: unsupported GGUF version 2 (only 3 is read)"},
+        {"bad_llama", "model.gguf: architecture 'llama' is not supported (only gpt2 is read)"},
+        {"bad_q2_k", "model.gguf: unsupported tensor type 10 (Q2_K) in tensor 'x'"},
+        {"bad_truncated",
+         "model.gguf: the file ended at byte 1112, inside tensor 'output_norm.weight' (88 of 128 bytes)"},
+    };
+    const std::string dir = GPT2_FUZZ_CORPUS_DIR "/gguf/";
+    DIR* listing = opendir(dir.c_str());
+    ASSERT_NE(listing, nullptr) << dir;
+    size_t seeds = 0;
+    while (const dirent* entry = readdir(listing)) {
+        const std::string file = entry->d_name;
+        if (file.size() < 5 || file.compare(file.size() - 5, 5, ".gguf") != 0) continue;
+        seeds++;
+        const std::string name = file.substr(0, file.size() - 5);
+        const std::string error = read_gguf(read_file(dir + file), Chunking::random, false).error;
+        if (name.compare(0, 3, "ok_") == 0) EXPECT_EQ(error, "") << file;
+        else if (bad.count(name)) EXPECT_EQ(error, bad.at(name)) << file;
+        else ADD_FAILURE() << "no expected message for " << file << ": " << error;
+    }
+    closedir(listing);
+    EXPECT_EQ(seeds, 8u);
 }
