@@ -269,7 +269,6 @@ bool GgufReader::finish() {
 
 std::string GgufReader::current_key() const { return quoted(keys_[keys_.size() - 1]); }
 
-// The part of the file being read, for the error of a file that ends there.
 std::string GgufReader::where() const {
     switch (step_) {
         case Step::magic:
@@ -612,7 +611,12 @@ bool GgufReader::start_data() {
     }
     step_ = Step::data;
     mode_ = Mode::data;
-    return sink_->on_header(info_, &error_);
+    return sink_->on_header(info_, &error_) || sink_failed();
+}
+
+bool GgufReader::sink_failed() {
+    if (error_.empty()) fail("the tensor data was refused");  // a sink that gave no reason
+    return false;
 }
 
 bool GgufReader::trailing_bytes() {
@@ -629,7 +633,10 @@ size_t GgufReader::feed_data(const uint8_t* bytes, size_t n) {
     const uint64_t start = info_.data_offset + tensor.offset;
     if (fed_ < start) return size_t(std::min<uint64_t>(n, start - fed_));  // padding before the tensor
     const size_t used = size_t(std::min<uint64_t>(n, tensor.bytes - tensor_pos_));
-    if (!sink_->on_tensor_bytes(index, tensor_pos_, bytes, used, &error_)) return used;
+    if (!sink_->on_tensor_bytes(index, tensor_pos_, bytes, used, &error_)) {
+        sink_failed();
+        return used;
+    }
     tensor_pos_ += used;
     if (tensor_pos_ == tensor.bytes) {
         next_++;

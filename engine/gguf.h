@@ -156,36 +156,42 @@ class GgufReader {
    private:
     // What the next bytes of the file are.
     enum class Step {
+        // the header
         magic,
         version,
         tensor_count,
-        metadata_count,  // the header
+        metadata_count,
+        // a metadata entry: its key, its value (a scalar, a string or an array of either)
         key_length,
         key,
-        value_type,  // a metadata entry
+        value_type,
         scalar,
         string_length,
-        string,  // a value
+        string,
         array_type,
         array_count,
         array_skip,
         element_length,
-        element,  // an array value
+        element,
+        // a tensor info
         name_length,
         name,
         n_dims,
         dim,
         tensor_type,
-        tensor_offset,  // a tensor info
-        data,           // the data section
+        tensor_offset,
+        // the data section: padding and tensor bytes
+        data
     };
     // How the bytes of the current step are taken: a little-endian field of up to 8 bytes, bytes kept into a
     // string list, or bytes skipped.
     enum class Mode { field, keep, skip, data };
 
+    // The next step reads a field of `bytes` bytes / `bytes` bytes kept into keep_into (nullptr: skipped).
     void expect_field(Step step, size_t bytes);
     void expect_bytes(Step step, uint64_t bytes, GgufStringList* keep_into);
     bool fail(const std::string& message);
+    // The current step's field (its value) or bytes are complete: check them and choose the next step.
     bool on_field(uint64_t value);
     bool on_bytes_done();
     bool next_entry();
@@ -199,7 +205,10 @@ class GgufReader {
     bool end_tensor_infos();
     bool start_data();
     bool trailing_bytes();
+    bool sink_failed();
+    // The data section: delivers what belongs to the current tensor. Returns the bytes used.
     size_t feed_data(const uint8_t* bytes, size_t n);
+    // The part of the file being read, for the error of a file that ends there.
     std::string where() const;
     std::string current_key() const;
 
