@@ -165,6 +165,7 @@ uint32_t ggml_block_bytes(GgmlType type) {
 template <typename T>
 bool GgufArray<T>::append(const T* values, size_t n) {
     static_assert(std::is_trivially_copyable<T>::value, "GgufArray holds plain data");
+    if (n == 0) return true;  // data_ may still be null, which memcpy/memset must not see
     if (n > SIZE_MAX / sizeof(T) - size_) return false;
     if (size_ + n > capacity_) {
         size_t capacity = std::max<size_t>(16, size_ + n);

@@ -240,7 +240,6 @@ class GgufReader {
     uint32_t dims_read_ = 0;     // of tensor_
     GgufArray<uint32_t> order_;  // (tensors) indices by data offset
     size_t next_ = 0;            // position in order_ of the tensor being received
-    uint64_t data_pos_ = 0;      // bytes of the data section consumed
     uint64_t tensor_pos_ = 0;    // bytes of the current tensor delivered
     uint64_t data_end_ = 0;      // the file ends by here: the last tensor's end, padded to the alignment
 };
