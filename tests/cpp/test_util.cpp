@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -182,6 +183,134 @@ std::vector<uint8_t> read_file(const std::string& path) {
     while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + got);
     std::fclose(f);
     return data;
+}
+
+std::vector<uint8_t> gguf_u32_bytes(uint32_t v) {
+    std::vector<uint8_t> out(4);
+    std::memcpy(out.data(), &v, 4);
+    return out;
+}
+
+std::vector<uint8_t> gguf_u64_bytes(uint64_t v) {
+    std::vector<uint8_t> out(8);
+    std::memcpy(out.data(), &v, 8);
+    return out;
+}
+
+std::vector<uint8_t> gguf_string_bytes(const std::string& s) {
+    std::vector<uint8_t> out(8 + s.size());
+    const uint64_t length = s.size();
+    std::memcpy(out.data(), &length, 8);
+    if (length) std::memcpy(out.data() + 8, s.data(), s.size());
+    return out;
+}
+
+GgufKeyValue gguf_u32(const std::string& key, uint32_t v) { return {key, 4, gguf_u32_bytes(v)}; }
+
+GgufKeyValue gguf_f32(const std::string& key, float v) { return {key, 6, float_bytes({v})}; }
+
+GgufKeyValue gguf_string(const std::string& key, const std::string& v) { return {key, 8, gguf_string_bytes(v)}; }
+
+GgufKeyValue gguf_strings(const std::string& key, const std::vector<std::string>& v) {
+    std::vector<uint8_t> elements;
+    for (const std::string& s : v) {
+        const std::vector<uint8_t> e = gguf_string_bytes(s);
+        elements.insert(elements.end(), e.begin(), e.end());
+    }
+    return gguf_array(key, 8, v.size(), elements);
+}
+
+GgufKeyValue gguf_array(const std::string& key, uint32_t element_type, uint64_t count,
+                        const std::vector<uint8_t>& elements) {
+    std::vector<uint8_t> value = gguf_u32_bytes(element_type);
+    const std::vector<uint8_t> n = gguf_u64_bytes(count);
+    value.insert(value.end(), n.begin(), n.end());
+    value.insert(value.end(), elements.begin(), elements.end());
+    return {key, 9, value};
+}
+
+std::vector<uint8_t> build_gguf(const GgufFile& file, bool with_data) {
+    std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
+    auto put = [&out](const std::vector<uint8_t>& bytes) { out.insert(out.end(), bytes.begin(), bytes.end()); };
+    put(gguf_u32_bytes(file.version));
+    put(gguf_u64_bytes(file.tensors.size()));
+    put(gguf_u64_bytes(file.metadata.size()));
+    for (const GgufKeyValue& kv : file.metadata) {
+        put(gguf_string_bytes(kv.key));
+        put(gguf_u32_bytes(kv.type));
+        put(kv.value);
+    }
+    auto pad = [&file](uint64_t n) { return (n + file.alignment - 1) / file.alignment * file.alignment; };
+    std::vector<uint64_t> offsets;
+    uint64_t next = 0;
+    for (const GgufTensorSpec& t : file.tensors) {
+        offsets.push_back(t.offset == UINT64_MAX ? next : t.offset);
+        next = pad(offsets.back() + t.bytes.size());
+        put(gguf_string_bytes(t.name));
+        put(gguf_u32_bytes(uint32_t(t.ne.size())));
+        for (uint64_t d : t.ne) put(gguf_u64_bytes(d));
+        put(gguf_u32_bytes(t.type));
+        put(gguf_u64_bytes(offsets.back()));
+    }
+    if (!with_data) return out;
+    const size_t data_start = pad(out.size());
+    for (size_t i = 0; i < file.tensors.size(); i++) {
+        const std::vector<uint8_t>& bytes = file.tensors[i].bytes;
+        if (out.size() < data_start + offsets[i] + bytes.size()) out.resize(data_start + offsets[i] + bytes.size());
+        std::memcpy(out.data() + data_start + offsets[i], bytes.data(), bytes.size());
+    }
+    out.resize(pad(std::max<size_t>(out.size(), data_start)));
+    return out;
+}
+
+namespace {
+
+// n bytes 0, 7, 14, ... (mod 251) from seed: every tensor's bytes differ.
+std::vector<uint8_t> patterned_bytes(size_t n, uint8_t seed) {
+    std::vector<uint8_t> out(n);
+    for (size_t i = 0; i < n; i++) out[i] = uint8_t((seed + 7 * i) % 251);
+    return out;
+}
+
+}  // namespace
+
+GgufFile tiny_gguf() {
+    GgufFile file;
+    file.metadata = {
+        gguf_string("general.architecture", "gpt2"),
+        gguf_string("general.name", "tiny"),
+        gguf_u32("gpt2.context_length", 8),
+        gguf_u32("gpt2.embedding_length", 32),
+        gguf_u32("gpt2.block_count", 1),
+        gguf_u32("gpt2.attention.head_count", 2),
+        gguf_f32("gpt2.attention.layer_norm_epsilon", 1e-5f),
+        gguf_u32("gpt2.feed_forward_length", 128),
+        {"skipped.u8", 0, {1}},
+        {"skipped.i8", 1, {0xFF}},
+        {"skipped.u16", 2, {1, 2}},
+        {"skipped.i16", 3, {3, 4}},
+        {"skipped.i32", 5, gguf_u32_bytes(7)},
+        {"skipped.bool", 7, {1}},
+        {"skipped.u64", 10, gguf_u64_bytes(9)},
+        {"skipped.i64", 11, gguf_u64_bytes(10)},
+        {"skipped.f64", 12, gguf_u64_bytes(11)},
+        gguf_array("skipped.empty_array", 4, 0, {}),
+        gguf_array("tokenizer.ggml.token_type", 5, 4, patterned_bytes(16, 1)),
+        gguf_strings("skipped.strings", {"x", "", "yz"}),
+        gguf_string("tokenizer.ggml.model", "gpt2"),
+        gguf_strings("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>"}),
+        gguf_strings("tokenizer.ggml.merges", {"a b", "ab ab"}),
+        gguf_u32("tokenizer.ggml.bos_token_id", 3),
+        gguf_u32("tokenizer.ggml.eos_token_id", 3),
+    };
+    file.tensors = {
+        {"token_embd.weight", {32, 4}, 8, patterned_bytes(4 * 34, 1)},       // Q8_0
+        {"position_embd.weight", {32, 8}, 0, patterned_bytes(8 * 128, 2)},   // F32
+        {"output_norm.weight", {32}, 1, patterned_bytes(64, 3)},             // F16
+        {"blk.0.ffn_up.weight", {256, 2}, 12, patterned_bytes(2 * 144, 4)},  // Q4_K
+        {"blk.0.ffn_down.weight", {256, 1}, 14, patterned_bytes(210, 5)},    // Q6_K
+    };
+    return file;
 }
 
 }  // namespace gpt2_test

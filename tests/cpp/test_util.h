@@ -54,4 +54,42 @@ uint32_t float_bits(float f);
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 std::vector<uint8_t> read_file(const std::string& path);
 
+// GGUF v3 files written field by field (little-endian), for the GGUF reader's tests.
+struct GgufKeyValue {
+    std::string key;
+    uint32_t type;               // GGUF value type: 0 u8 ... 4 u32, 5 i32, 6 f32, 8 string, 9 array, 10 u64 ...
+    std::vector<uint8_t> value;  // the value's encoding after its type
+};
+struct GgufTensorSpec {
+    std::string name;
+    std::vector<uint64_t> ne;  // ggml order, ne[0] innermost
+    uint32_t type;             // ggml type number
+    std::vector<uint8_t> bytes;
+    uint64_t offset = UINT64_MAX;  // UINT64_MAX: right after the previous tensor, padded to the alignment
+};
+struct GgufFile {
+    uint32_t version = 3;
+    std::vector<GgufKeyValue> metadata;
+    std::vector<GgufTensorSpec> tensors;
+    uint32_t alignment = 32;  // of the layout (general.alignment must be in metadata to differ from 32)
+};
+
+std::vector<uint8_t> gguf_u32_bytes(uint32_t v);
+std::vector<uint8_t> gguf_u64_bytes(uint64_t v);
+std::vector<uint8_t> gguf_string_bytes(const std::string& s);  // u64 length, bytes
+GgufKeyValue gguf_u32(const std::string& key, uint32_t v);
+GgufKeyValue gguf_f32(const std::string& key, float v);
+GgufKeyValue gguf_string(const std::string& key, const std::string& v);
+GgufKeyValue gguf_strings(const std::string& key, const std::vector<std::string>& v);  // array of strings
+// An array of count elements of element_type whose encodings are elements (concatenated).
+GgufKeyValue gguf_array(const std::string& key, uint32_t element_type, uint64_t count,
+                        const std::vector<uint8_t>& elements);
+// The header, metadata and tensor infos; then, with_data, the padding and each tensor's bytes at its offset and
+// the last tensor's padding.
+std::vector<uint8_t> build_gguf(const GgufFile& file, bool with_data = true);
+// A valid GPT-2 GGUF: 4 tokens, 2 merges, context 8, embedding 32, 1 block, 2 heads, ffn 128, epsilon 1e-5, and
+// tensors of several types (F32, F16, Q8_0, Q4_K, Q6_K) with patterned bytes; plus skipped keys of every value
+// type.
+GgufFile tiny_gguf();
+
 }  // namespace gpt2_test

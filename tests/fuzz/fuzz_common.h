@@ -26,8 +26,8 @@ inline bool starts_with(const std::string& s, const char* prefix) {
 inline void check_load_error(const std::string& error) {
     if (error.empty()) fail("load failed without a message", "");
     if (error.find('\n') != std::string::npos) fail("error message is not one line", error);
-    if (!starts_with(error, "model.safetensors: ") && !starts_with(error, "config.json: ") &&
-        !starts_with(error, "out of memory: "))
+    if (!starts_with(error, "model.safetensors: ") && !starts_with(error, "model.gguf: ") &&
+        !starts_with(error, "config.json: ") && !starts_with(error, "out of memory: "))
         fail("error message does not name the file", error);
 }
 
