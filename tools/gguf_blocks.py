@@ -259,7 +259,8 @@ def _quantize_q8_0(x):
 def _make_qkx2_quants(x, weights, nmax, rmin, rdelta, nstep):
     """ggml's make_qkx2_quants for every row of x [n, 32] at once (use_mad false): the scale and -min of
     an affine fit q * scale + min, searched over nstep candidate scales, minimising the weighted squared
-    error. Sums run element by element in float32, in ggml's order. Returns (scale [n], -min [n], L [n, 32])."""
+    error; candidates step 0..nstep inclusive. Sums run element by element in float32, in ggml's order.
+    Returns (scale [n], -min [n], L [n, 32])."""
     n, count = x.shape
     lo, hi = x[:, 0].copy(), x[:, 0].copy()
     sum_w = weights[:, 0].copy()
@@ -269,11 +270,12 @@ def _make_qkx2_quants(x, weights, nmax, rmin, rdelta, nstep):
         sum_w = (sum_w + weights[:, i]).astype(F32)
         sum_x = (sum_x + weights[:, i] * x[:, i]).astype(F32)
     lo = np.minimum(lo, F32(0))
-    flat = hi == lo
-    span = np.where(flat, F32(1), hi - lo).astype(F32)
+    flat = hi <= lo
 
-    def quantize_at(iscale):
-        return np.clip(_nearest_int(iscale[:, None] * (x - lo[:, None])), 0, nmax)
+    def quantize_at(iscale, at):
+        # ggml clamps before rounding so that an infinite or NaN value (when `at` is near max) gives 0 or nmax.
+        v = (iscale[:, None] * (x - at[:, None])).astype(F32)
+        return np.where(v > 0, _nearest_int(np.minimum(v, F32(nmax))), 0)
 
     def weighted_error(scale, mins, levels):
         err = np.zeros(n, F32)
@@ -282,14 +284,16 @@ def _make_qkx2_quants(x, weights, nmax, rmin, rdelta, nstep):
             err = (err + weights[:, i] * (diff * diff)).astype(F32)
         return err
 
-    iscale = (F32(nmax) / span).astype(F32)
+    iscale = (F32(nmax) / np.where(flat, F32(1), hi - lo)).astype(F32)
     scale = (F32(1) / iscale).astype(F32)
     mins = lo.copy()
-    levels = quantize_at(iscale)
+    levels = np.clip(_nearest_int(iscale[:, None] * (x - lo[:, None])), 0, nmax)
     best = weighted_error(scale, mins, levels)
-    for step in range(nstep):
-        iscale = ((F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / span).astype(F32)
-        aux = quantize_at(iscale)
+    for step in range(nstep + 1):
+        # ggml divides by max minus the best min so far, which moves as candidates win.
+        with np.errstate(divide="ignore"):
+            iscale = ((F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (hi - mins)).astype(F32)
+        aux = quantize_at(iscale, mins)
         sum_l, sum_l2, sum_xl = np.zeros(n, F32), np.zeros(n, F32), np.zeros(n, F32)
         for i in range(count):
             wl = (weights[:, i] * aux[:, i].astype(F32)).astype(F32)
