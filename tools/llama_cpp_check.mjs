@@ -2,6 +2,8 @@
 // a model to each GGUF type, loads every file with llama.cpp, and prints a table of file size, whether it loads,
 // and llama.cpp's greedy tokens for a prompt next to our native engine's fp32 tokens on the Hugging Face folder.
 // The prompt is tokenized by llama.cpp from the GGUF's own tokenizer and by web/tokenizer.js; both must agree.
+// Each file is also dequantized back to a Hugging Face folder (tools/gguf_to_safetensors.py) and run by the
+// native engine, so llama.cpp's tokens can be compared with ours on exactly the weights the file holds.
 //
 // node-llama-cpp is not a dependency of this project; install it in a scratch folder:
 //   mkdir -p /tmp/llama-check && cd /tmp/llama-check && npm init -y && npm install node-llama-cpp
@@ -63,10 +65,8 @@ function nativeTokens(modelDir, ids, n) {
   return execFileSync(binary, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split(',').map(Number);
 }
 
-function convert(modelDir, type, outFile) {
-  const script = path.join(repoRoot, 'tools/convert_to_gguf.py');
-  execFileSync('/usr/bin/python3', [script, modelDir, '--type', type, '-o', outFile, '--quiet'], { stdio: 'inherit' });
-}
+const python = (script, args) =>
+  execFileSync('/usr/bin/python3', [path.join(repoRoot, 'tools', script), ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
 
 // llama.cpp's prompt ids and greedy continuation of n tokens (temperature 0, no stop) from one GGUF file.
 async function llamaGreedy(llama, file, prompt, n) {
@@ -100,23 +100,27 @@ async function main() {
   const native = nativeTokens(options.model, ourIds, options.n);
   console.log(`prompt ${JSON.stringify(options.prompt)}: web/tokenizer.js ids ${ourIds.join(',')}`);
   console.log(`native engine (fp32, safetensors): ${native ? native.join(',') : 'not built (build/native/gpt2)'}\n`);
-  console.log('| type | file size | loads | prompt ids match | greedy tokens (llama.cpp) | = native |');
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log('| type | file size | loads | prompt ids match | greedy tokens (llama.cpp) | = native fp32 | = native on the file |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
   mkdirSync(options.outDir, { recursive: true });
   let failures = 0;
   for (const type of options.types) {
     const file = path.join(options.outDir, `${path.basename(options.model)}-${type}.gguf`);
-    convert(options.model, type, file);
+    python('convert_to_gguf.py', [options.model, '--type', type, '-o', file, '--quiet']);
+    const dequantizedDir = file.replace(/\.gguf$/, '-dequantized');
+    python('gguf_to_safetensors.py', [file, '-o', dequantizedDir]);
+    const engineOnFile = nativeTokens(dequantizedDir, ourIds, options.n);
     const size = `${(statSync(file).size / 2 ** 20).toFixed(2)} MiB`;
     try {
       const { promptIds, generated } = await llamaGreedy(llama, file, options.prompt, options.n);
       const idsMatch = promptIds.join(',') === ourIds.join(',');
-      const same = native ? `${agreeing(generated, native)}/${options.n}` : 'n/a';
+      const agree = (tokens) => (tokens ? `${agreeing(generated, tokens)}/${options.n}` : 'n/a');
       failures += idsMatch ? 0 : 1;
-      console.log(`| ${type} | ${size} | yes | ${idsMatch ? 'yes' : `no (${promptIds})`} | ${generated.join(',')} | ${same} |`);
+      const ids = idsMatch ? 'yes' : `no (${promptIds})`;
+      console.log(`| ${type} | ${size} | yes | ${ids} | ${generated.join(',')} | ${agree(native)} | ${agree(engineOnFile)} |`);
     } catch (error) {
       failures++;
-      console.log(`| ${type} | ${size} | error: ${String(error.message).split('\n')[0]} | | | |`);
+      console.log(`| ${type} | ${size} | error: ${String(error.message).split('\n')[0]} | | | | |`);
     }
   }
   await llama.dispose();
