@@ -81,8 +81,10 @@ def main():
                         for raw in (theirs, random_raw))
         ok = bad_blocks.size == 0 and decode_ok
         failures += not ok
-        print(f"{name:5} quantize: {'identical bytes' if bad_blocks.size == 0 else f'{bad_blocks.size} of {len(theirs) // block_bytes} blocks differ'}"
-              f"; dequantize: {'identical bits' if decode_ok else 'DIFFERENT'} ({x.size} values)")
+        n_blocks = len(theirs) // block_bytes
+        quantized = "identical bytes" if bad_blocks.size == 0 else f"{bad_blocks.size} of {n_blocks} blocks differ"
+        decoded = "identical bits" if decode_ok else "DIFFERENT"
+        print(f"{name:5} quantize: {quantized}; dequantize: {decoded} ({x.size} values)")
     print("all identical to ggml" if not failures else f"{failures} types differ from ggml")
     sys.exit(1 if failures else 0)
 

@@ -97,7 +97,8 @@ def check_round_trip(name, x):
     assert worst <= max_bound, f"{name}: block error {worst:.4g} of its scale exceeds {max_bound:.4g}"
     assert rms <= rms_bound, f"{name}: relative RMS error {rms:.4g} exceeds {rms_bound:.4g}"
     assert gb.quantize(name, x) == raw, f"{name}: quantize is not deterministic"
-    return f"{name:5} max block error {worst:.4f} of its scale (bound {max_bound:.4f}), rms {rms:.4f} (bound {rms_bound})"
+    return (f"{name:5} max block error {worst:.4f} of its scale (bound {max_bound:.4f}), "
+            f"rms {rms:.4f} (bound {rms_bound})")
 
 
 def random_data(seed):

@@ -54,7 +54,8 @@ def main():
     tokens = value(metadata, "tokenizer.ggml.tokens")
     n_ctx = value(metadata, "gpt2.context_length")
     config = {"model_type": "gpt2", "vocab_size": len(tokens), "n_positions": n_ctx, "n_ctx": n_ctx,
-              "n_embd": value(metadata, "gpt2.embedding_length"), "n_head": value(metadata, "gpt2.attention.head_count"),
+              "n_embd": value(metadata, "gpt2.embedding_length"),
+              "n_head": value(metadata, "gpt2.attention.head_count"),
               "n_layer": value(metadata, "gpt2.block_count"),
               "layer_norm_epsilon": value(metadata, "gpt2.attention.layer_norm_epsilon"),
               "bos_token_id": value(metadata, "tokenizer.ggml.bos_token_id"),
