@@ -21,8 +21,8 @@
 // INT8_UNCACHED_MAX_CONTEXT: the uncached runs at long contexts are most of a run's time, and fp32 covers them.
 // ort (onnxruntime-web) runs fp32, cached only, on the 124m model's export (tools/export_onnx.py); when it was
 // not asked for explicitly and the export is missing, it is skipped with the command that creates it.
-// Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the testing build of the wasm engine
-// (build/wasm-testing: the engine with the bandwidth probe and the heap size), public/js.
+// Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the shipped wasm engine (public/wasm: what
+// is timed), its testing build (build/wasm-testing: the same engine with the bandwidth probe), public/js.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

@@ -230,9 +230,11 @@ class WasmSession {
 // over 2 GB).
 double heap_used_bytes() { return double(static_cast<unsigned>(mallinfo().uordblks)); }
 
-#ifdef GPT2_WASM_TESTING
-// The wasm memory's size, which never shrinks, so also its peak so far (tools/bench).
+// The wasm memory's size, which never shrinks, so also its peak so far (the benchmark's peak memory, measured on
+// the shipped build).
 double heap_bytes() { return double(__builtin_wasm_memory_size(0)) * 65536.0; }
+
+#ifdef GPT2_WASM_TESTING
 
 // A block of the heap of any requested size (the benchmark's bandwidth probe reads one as large as a model's
 // weights): ok() false with an out-of-memory error when it cannot be allocated, never a wrapped-around size.
@@ -318,10 +320,10 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
+    emscripten::function("heapBytes", &heap_bytes);
 
 #ifdef GPT2_WASM_TESTING
     session.function("logits", &WasmSession::logits);
-    emscripten::function("heapBytes", &heap_bytes);
     emscripten::class_<HeapBlock>("HeapBlock")
         .constructor<double>()
         .function("ok", &HeapBlock::ok)

@@ -44,7 +44,7 @@ const enginePromises = new Map();  // build name -> Promise of the WasmEngine bu
 // an aborted wasm instance cannot run again. If the threaded build fails to start, the single-thread one is
 // used instead (with a console warning): engine.threads says which one it is.
 // testing: the testing build (build/wasm-testing/, for tests and tools/bench), which adds session.logits(),
-// engine.allocate() (a heap block with the bandwidth probe) and engine.heapBytes().
+// engine.allocate() (a heap block with the bandwidth probe).
 export function loadEngine({ threads = 1, testing = false } = {}) {
   const name = `${threads > 1 ? 'gpt2-mt' : 'gpt2'}${testing ? '-testing' : ''}`;
   const key = `${name}/${threads}`;
@@ -216,7 +216,7 @@ export class WasmEngine {
     return this.call((module) => module.heapUsedBytes());
   }
 
-  // Testing build only: the wasm memory's size (never shrinks, so also its peak so far).
+  // The wasm memory's size (it never shrinks, so also its peak so far).
   heapBytes() {
     return this.call((module) => module.heapBytes());
   }

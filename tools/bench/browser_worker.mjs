@@ -18,11 +18,11 @@ onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) =
     const start = performance.now();
     let weights = await fetchBytes(new URL('model.safetensors', modelUrl));
     const config = await fetchBytes(new URL('config.json', modelUrl));
-    const engine = await loadEngine({ threads, testing: true });
+    const engine = await loadEngine({ threads });
     const { model } = await loadEngineModel(engine, { config, weights }, { withTokenizer: false, weights: format });
     weights = null;  // collectable: the engine holds its own converted copy
     postMessage({ type: 'log', text: `model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s` });
-    const driver = createWasmDriver(engine, model);
+    const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }));
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));
     driver.dispose();
     model.dispose();

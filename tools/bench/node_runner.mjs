@@ -10,10 +10,10 @@ import { createWasmDriver } from './wasm_driver.mjs';
 
 const [modelDir, weights, planJson, threads = '1'] = process.argv.slice(2);
 const start = performance.now();
-const engine = await loadEngine({ threads: Number(threads), testing: true });
+const engine = await loadEngine({ threads: Number(threads) });
 const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false, weights });
 console.error(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
-const driver = createWasmDriver(engine, model);
+const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }));
 const result = await measureModel(driver, JSON.parse(planJson), (text) => console.error(text));
 driver.dispose();
 model.dispose();

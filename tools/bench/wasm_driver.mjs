@@ -1,8 +1,9 @@
 // The measure.mjs driver over the wasm engine (web/engine.js objects), for Node and the Chromium worker.
-// engine: from loadEngine({ testing: true }) (the testing build, for the bandwidth probe and the heap size);
-// model: an EngineModel. Creates a cached and an uncached greedy session.
+// engine: from loadEngine({ threads }), the shipped build, which is what gets timed; model: an EngineModel on it.
+// Creates a cached and an uncached greedy session. The bandwidth probe is a testing-build hook: it runs in a
+// testing instance of its own (probeEngine(): loadEngine({ testing: true })), beside the timed one.
 
-export function createWasmDriver(engine, model) {
+export function createWasmDriver(engine, model, probeEngine) {
   const sessions = {
     cached: model.createSession({ useKVCache: true }),
     uncached: model.createSession({ useKVCache: false }),
@@ -25,7 +26,7 @@ export function createWasmDriver(engine, model) {
     async step(mode, id) {
       return timed(() => sessions[mode].step(id));
     },
-    streamWeights: async (repeats) => streamReadMs(engine, model.weightBytes, repeats),
+    streamWeights: async (repeats) => streamReadMs(await probeEngine(), model.weightBytes, repeats),
     // heapBytes: the wasm memory's size, which never shrinks, so it is also the peak so far;
     // heapUsedBytes: what malloc holds now.
     async memory() {
