@@ -37,7 +37,7 @@ export class WeightsSink {
   #loader;
   length = 0;
 
-  constructor(engine, name, total, configJson, format) {
+  constructor(engine, configJson, format) {
     // Without fileSize: a Content-Length may be wrong (a cut or lying server), which must stay a network error
     // (see readModelFile), not become a header that disagrees with the file; the engine checks the tensors'
     // extent against the bytes that arrived when the file ends.

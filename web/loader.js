@@ -33,7 +33,7 @@ export async function loadEngineModel(engine, source, { onProgress, signal, with
     const vocab = text.vocab ? parseJson(MODEL_FILES.vocab, text.vocab) : null;
     const merges = text.merges ? decodeText(MODEL_FILES.merges, text.merges) : null;
     const model = await readModelFile(files.weights, context,
-      (total) => new WeightsSink(engine, files.weights.name, total, configJson, weights));
+      () => new WeightsSink(engine, configJson, weights));
     await commitCacheCopies(context.cacheCopies);
     return { model, vocab, merges };
   } catch (error) {
