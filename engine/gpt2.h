@@ -35,7 +35,9 @@ struct SamplingSettings {
 // take about a quarter of the fp32 memory; everything else (wpe, layernorms, biases, scales) stays fp32. The
 // inputs of those matrices are quantized per token to int16 (at least 11 bits of range, see kernels.h), so the
 // dot products run exactly in integers.
-enum class WeightFormat { fp32, int8 };
+// The ggml block formats (f16 .. q6_k) are the storage of a GGUF file's matrices, run as the file stores them
+// (engine/block_formats.h): a GGUF model's Linears each have the format of their tensor in the file.
+enum class WeightFormat { fp32, int8, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k };
 
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;

@@ -12,8 +12,9 @@ namespace gpt2 {
 // The input rows of a linear layer, in every form a format multiplies.
 struct LinearInput {
     const float* x;   // (n_tok, n_in)
-    int16_t* xq;      // (n_tok, n_in) int8 weights: x quantized by prepare_linear_input
-    float* xq_scale;  // (n_tok) int8 weights: the scales of xq's rows
+    int16_t* xq;      // (n_tok, n_in) int8 and block formats: x quantized by prepare_linear_input
+    float* xq_scale;  // int8: (n_tok) the scales of xq's rows; block formats: (n_tok, n_in / 32) per block
+    int32_t* xq_sum;  // block formats: (n_tok, n_in / 32) the sum of each block's xq (block_formats.h)
 };
 
 // Brings the rows x (n_tok, linear.n_in) into the form linear's format multiplies, once for all the parts of a
