@@ -58,7 +58,7 @@ beforeAll(async () => {
 
 afterAll(() => server.close());
 
-const hubUrl = (route, file = 'model-q8_0.gguf') => `${server.baseUrl}/${route}/tiny-random-GGUF/resolve/main/${file}`;
+const hubUrl = (route, file = 'model-f32.gguf') => `${server.baseUrl}/${route}/tiny-random-GGUF/resolve/main/${file}`;
 
 async function greedyText(source, options) {
   const model = await loadModel(source, options);
@@ -88,7 +88,7 @@ describe('a GGUF file is a whole model', () => {
     expect(gguf.text).toBe(expected.text);
     expect(gguf.config).toEqual(expected.config);
     expect(expected.weightTypes).toBe('fp32');
-    expect(gguf.weightTypes).toBe('F32');
+    expect(gguf.weightTypes).toBe('fp32');
   });
 
   test('its tokenizer comes from the file: the same ids as the folder\'s vocab.json and merges.txt', async () => {
@@ -98,7 +98,7 @@ describe('a GGUF file is a whole model', () => {
       const text = 'ROMEO: the thing in the end, and the rest <|endoftext|>';
       expect(await fromFile.encode(text)).toEqual(await fromFolder.encode(text));
       expect(await fromFile.decode(await fromFile.encode(text))).toBe(text);
-      expect(fromFile.weightTypes).toMatch(/Q8_0/);
+      expect(fromFile.weightTypes).toBe('q8_0');
     } finally {
       fromFile.dispose();
       fromFolder.dispose();
@@ -121,12 +121,12 @@ describe('a GGUF file is a whole model', () => {
   });
 
   test('loads from a URL, streaming with progress to 100%, with or without Content-Length', async () => {
-    const { text } = await greedyText(Q8_PATH);
+    const { text } = await greedyText(F32_PATH);
     const events = [];
     expect((await greedyText(hubUrl('ok'), { onProgress: (event) => events.push(event) })).text).toBe(text);
-    expect(events[0]).toEqual({ file: 'model-q8_0.gguf', loaded: 0, total: bytes.q8.length, fraction: 0 });
-    expect(events.at(-1)).toEqual({ file: 'model-q8_0.gguf', loaded: bytes.q8.length, total: bytes.q8.length, fraction: 1 });
-    expect(events.every((event) => event.file === 'model-q8_0.gguf')).toBe(true);
+    expect(events[0]).toEqual({ file: 'model-f32.gguf', loaded: 0, total: bytes.f32.length, fraction: 0 });
+    expect(events.at(-1)).toEqual({ file: 'model-f32.gguf', loaded: bytes.f32.length, total: bytes.f32.length, fraction: 1 });
+    expect(events.every((event) => event.file === 'model-f32.gguf')).toBe(true);
     expect((await greedyText(hubUrl('chunked'))).text).toBe(text);
   });
 
@@ -134,7 +134,7 @@ describe('a GGUF file is a whole model', () => {
     const requests = server.requestCount();
     const error = await loadModel(hubUrl('ok'), { weights: 'int8' }).then(() => null, (e) => e);
     expect(error).toBeInstanceOf(TypeError);
-    expect(error.message).toBe('weights: "int8" applies to safetensors models; model-q8_0.gguf is a GGUF file, which runs ' +
+    expect(error.message).toBe('weights: "int8" applies to safetensors models; model-f32.gguf is a GGUF file, which runs ' +
       'in its own types (leave weights out)');
     expect(server.requestCount()).toBe(requests);
     const int8 = await loadModel(folder, { weights: 'int8' });
@@ -145,34 +145,38 @@ describe('a GGUF file is a whole model', () => {
 
 describe('GGUF errors name the file', () => {
   test('a file that is not GGUF, named .gguf, gets the engine\'s message under its own name', async () => {
-    await expectLoadError(new File([bytes.safetensors], 'fake.gguf'), (error) => {
+    await expectLoadError(new File(['hello, not a model'], 'fake.gguf'), (error) => {
       expect(error).toBeInstanceOf(ModelLoadError);
       expect(error).toMatchObject({ file: 'fake.gguf', kind: 'invalid' });
-      expect(error.message).toMatch(/^fake\.gguf: .*magic/);
+      expect(error.message).toBe("fake.gguf: not a GGUF file: it starts with 'hell', not 'GGUF'");
+    });
+    await expectLoadError(new File([bytes.safetensors], 'model.safetensors.gguf'), (error) => {
+      expect(error.message).toMatch(/^model\.safetensors\.gguf: not a GGUF file: it starts with /);
     });
   });
 
-  test('a truncated file is reported as such, named', async () => {
-    const half = new File([bytes.q8.subarray(0, bytes.q8.length >> 1)], 'half.gguf');
+  test('a truncated file is reported where it ends, named (an unnamed Blob as model.gguf)', async () => {
+    const half = new File([bytes.f32.subarray(0, bytes.f32.length >> 1)], 'half.gguf');
     await expectLoadError(half, (error) => {
       expect(error).toMatchObject({ file: 'half.gguf', kind: 'invalid' });
-      expect(error.message).toMatch(/^half\.gguf: /);
+      expect(error.message).toBe("half.gguf: the file ended at byte 294912, inside tensor 'blk.0.ffn_up.weight' (37888 of 65536 bytes)");
     });
-    await expectLoadError(new Blob([bytes.q8.subarray(0, 100)]), (error) => {
+    await expectLoadError(new Blob([bytes.f32.subarray(0, 100)]), (error) => {
       expect(error).toMatchObject({ file: 'model.gguf', kind: 'invalid' });
+      expect(error.message).toBe("model.gguf: the file ended at byte 100, inside the value of key 'general.type'");
     });
   });
 
   test('over HTTP: 404, an HTML page and a cut connection', async () => {
     await expectLoadError(hubUrl('missing'), (error) => {
-      expect(error.message).toMatch(/^model-q8_0\.gguf: HTTP 404 Not Found from http:\/\/127\.0\.0\.1:\d+\/missing\/tiny-random-GGUF\/resolve\/main\/model-q8_0\.gguf$/);
+      expect(error.message).toMatch(/^model-f32\.gguf: HTTP 404 Not Found from http:\/\/127\.0\.0\.1:\d+\/missing\/tiny-random-GGUF\/resolve\/main\/model-f32\.gguf$/);
       expect(error.kind).toBe('http');
     });
     await expectLoadError(hubUrl('html'), (error) => {
-      expect(error.message).toMatch(/^model-q8_0\.gguf: got an HTML page instead of the file/);
+      expect(error.message).toMatch(/^model-f32\.gguf: got an HTML page instead of the file/);
     });
     await expectLoadError(hubUrl('cut'), (error) => {
-      expect(error.message).toMatch(/^model-q8_0\.gguf: network error/);
+      expect(error.message).toMatch(/^model-f32\.gguf: network error/);
       expect(error.kind).toBe('network');
     });
   });
@@ -182,7 +186,7 @@ describe('GGUF errors name the file', () => {
     const onProgress = ({ loaded }) => loaded > 0 && controller.abort();
     await expectLoadError(hubUrl('slow'), (error) => {
       expect(error.name).toBe('AbortError');
-      expect(error.message).toBe('loading model-q8_0.gguf was aborted');
+      expect(error.message).toBe('loading model-f32.gguf was aborted');
     }, { signal: controller.signal, onProgress });
   });
 
@@ -217,12 +221,12 @@ describe('GGUF with a Cache API (an in-memory stand-in for the browser\'s)', () 
   test('a loaded file is cached and loads again without a request; a corrupt cached copy is evicted', async () => {
     const url = hubUrl('ok');
     (await loadEngineModel(engine, url)).model.dispose();
-    expect(Buffer.from(stored.get(url)).equals(bytes.q8)).toBe(true);
+    expect(Buffer.from(stored.get(url)).equals(bytes.f32)).toBe(true);
     const requests = server.requestCount();
     (await loadEngineModel(engine, url)).model.dispose();
     expect(server.requestCount()).toBe(requests);
     stored.set(url, bytes.safetensors);
-    await expect(loadEngineModel(engine, url)).rejects.toThrow(/^model-q8_0\.gguf: /);
+    await expect(loadEngineModel(engine, url)).rejects.toThrow(/^model-f32\.gguf: /);
     expect(stored.has(url)).toBe(false);
   });
 });
