@@ -3,7 +3,8 @@
 // openers ({ name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(),
 // cacheCopy? } }), plus evict() for cached URLs. Sources: a base URL or a .gguf URL (through the Cache API in
 // browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one object alone: a
-// GGUF file); an array or FileList of Files (the folder's files, or one .gguf); or (Node) a folder or file path.
+// GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf, or starting with
+// its magic); or (Node) a folder or file path.
 import { MODEL_FILES, isGgufName } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache } from './model_cache.js';
 import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
@@ -11,6 +12,7 @@ import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const NODE_READ_CHUNK_BYTES = 4 << 20;
 const UNNAMED_GGUF = 'model.gguf';
+const GGUF_MAGIC = 'GGUF';  // a GGUF file's first 4 bytes
 
 export async function openModelFiles(source) {
   if (typeof source === 'string' || source instanceof URL) {
@@ -18,7 +20,10 @@ export async function openModelFiles(source) {
     if (/^https?:/i.test(text) || !IS_NODE) return openUrl(absoluteUrl(text));
     return openNodePath(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
   }
-  if (isFileList(source)) return openNamedFiles(Array.from(source));
+  if (isFileList(source)) {
+    const list = Array.from(source);
+    return openNamedFiles(list, await startsLikeGguf(list));
+  }
   if (isFileObject(source)) return { format: 'gguf', model: localFile(source, source.name ?? UNNAMED_GGUF) };
   if (source && typeof source === 'object') return openLocalObjects(source);
   throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
@@ -50,6 +55,15 @@ function fileNameOf(url) {
 
 function isFileList(source) {
   return Array.isArray(source) || (typeof FileList !== 'undefined' && source instanceof FileList);
+}
+
+// Whether a list of files is one GGUF file: named .gguf, or a Blob whose first bytes are GGUF's magic.
+async function startsLikeGguf(list) {
+  if (list.length !== 1) return false;
+  const [file] = list;
+  if (isGgufName(file?.name)) return true;
+  if (typeof Blob === 'undefined' || !(file instanceof Blob)) return false;
+  return new TextDecoder().decode(await file.slice(0, GGUF_MAGIC.length).arrayBuffer()) === GGUF_MAGIC;
 }
 
 // One File, Blob, ArrayBuffer or typed array: the bytes of one file.
@@ -130,10 +144,10 @@ function openLocalObjects(objects) {
 }
 
 // An array or FileList of Files (e.g. from <input type=file multiple> or a dropped folder), matched by name:
-// the folder's files, or one .gguf file.
-function openNamedFiles(list) {
+// the folder's files, or one .gguf file (or one file of another name that starts with GGUF's magic).
+function openNamedFiles(list, isOneGguf) {
   const ggufs = list.filter((file) => isGgufName(file?.name));
-  if (ggufs.length === 1 && list.length === 1) return { format: 'gguf', model: localFile(ggufs[0], ggufs[0].name) };
+  if (isOneGguf) return { format: 'gguf', model: localFile(list[0], list[0].name ?? UNNAMED_GGUF) };
   if (ggufs.length > 0) {
     throw new ModelLoadError(ggufs[0].name, 'invalid', `give one .gguf file alone (got ${list.map((file) => file.name).join(', ')})`);
   }

@@ -141,7 +141,9 @@ function onLocalFilesChosen() {
   }
   const weights = files.find((file) => isGgufName(file.name)) ?? files.find((file) => file.name.endsWith('.safetensors'));
   const label = `Local files${weights ? ` (${weights.name}, ${formatBytes(weights.size)})` : ''}`;
-  const choice = { value: LOADED_LOCAL_VALUE, label, source: files, gguf: files.some((file) => isGgufName(file.name)) };
+  // One file alone cannot be a folder's: it is loaded as a GGUF file (see model_sources.js).
+  const gguf = files.length === 1 || files.some((file) => isGgufName(file.name));
+  const choice = { value: LOADED_LOCAL_VALUE, label, source: files, gguf };
   state.localChoice = choice;
   elements.model.querySelector(`option[value="${LOADED_LOCAL_VALUE}"]`)?.remove();
   const option = new Option(label, LOADED_LOCAL_VALUE);

@@ -105,7 +105,7 @@ describe('a GGUF file is a whole model', () => {
     }
   });
 
-  test('loads from a Node path, a file: URL, a File, an unnamed Blob, an ArrayBuffer and a one-File list', async () => {
+  test('loads from a Node path, a file: URL, a File, an unnamed Blob, an ArrayBuffer and one-File lists (named .gguf, or not but starting with GGUF\'s magic)', async () => {
     const { text } = await greedyText(F32_PATH);
     const arrayBuffer = bytes.f32.buffer.slice(bytes.f32.byteOffset, bytes.f32.byteOffset + bytes.f32.length);
     for (const source of [
@@ -115,6 +115,7 @@ describe('a GGUF file is a whole model', () => {
       arrayBuffer,
       new Uint8Array(arrayBuffer),
       [new File([bytes.f32], 'tiny.gguf')],
+      [new File([bytes.f32], 'tiny-weights.bin')],  // one file of another name, with GGUF's magic
     ]) {
       expect((await greedyText(source)).text).toBe(text);
     }
@@ -199,6 +200,9 @@ describe('GGUF errors name the file', () => {
     await expectLoadError(list, (error) => expect(error.message).toBe('a.gguf: give one .gguf file alone (got a.gguf, b.gguf)'));
     await expectLoadError([new File([bytes.q8], 'a.gguf'), new File([folder.config], 'config.json')], (error) => {
       expect(error.message).toBe('a.gguf: give one .gguf file alone (got a.gguf, config.json)');
+    });
+    await expectLoadError([new File([bytes.safetensors], 'model.safetensors')], (error) => {
+      expect(error.message).toBe('config.json: file not given');  // a folder's file, not a GGUF file
     });
   });
 });
