@@ -2,8 +2,8 @@
 // URL, the model menu's GGUF entries, and a widget whose data-model is a .gguf URL; each must generate the
 // Node API's greedy text for the same file. The file is tests/fixtures/tiny-random-gguf/model-f32.gguf (the
 // tiny-random model with a tokenizer of its 384 ids, tools/make_tiny_gguf_fixture.py), served here on another
-// origin than the page's, with the Hub's /REPO/resolve/main/FILE layout and CORS, as huggingface.co serves it.
-// Run after `bash tools/build.sh`.
+// origin than the page's, with the Hub's /REPO/resolve/main/FILE layout and CORS, as huggingface.co serves it;
+// and tests/fixtures/tiny-gguf/model.gguf (every quantized type the engine runs). Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
@@ -13,6 +13,8 @@ import { loadModel } from '../../web/gpt2.js';
 import { controls, fillSettings } from './page-controls.js';
 
 const GGUF_PATH = fileURLToPath(new URL('../fixtures/tiny-random-gguf/model-f32.gguf', import.meta.url));
+// A tiny model whose matrices use every type the engine runs (F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
+const EVERY_TYPE_PATH = fileURLToPath(new URL('../fixtures/tiny-gguf/model.gguf', import.meta.url));
 const GGUF_BYTES = readFileSync(GGUF_PATH);
 const GGUF_FILE_PATH = '/tiny/tiny-random-GGUF/resolve/main/model-f32.gguf';
 const ASSETS_ROOT = fileURLToPath(new URL('../../public/', import.meta.url));
@@ -65,19 +67,21 @@ function closeServer(server) {
   return new Promise((resolve) => server.close(resolve));
 }
 
-let nodeText = null;
-async function nodeGreedyText() {
-  nodeText ??= (async () => {
-    const model = await loadModel(GGUF_PATH);
-    try {
-      let text = '';
-      for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
-      return text;
-    } finally {
-      model.dispose();
-    }
-  })();
-  return nodeText;
+const nodeTexts = new Map();  // path -> Promise of the Node API's greedy text
+async function nodeGreedyText(path = GGUF_PATH) {
+  if (!nodeTexts.has(path)) {
+    nodeTexts.set(path, (async () => {
+      const model = await loadModel(path);
+      try {
+        let text = '';
+        for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
+        return text;
+      } finally {
+        model.dispose();
+      }
+    })());
+  }
+  return nodeTexts.get(path);
 }
 
 async function generateText(page) {
@@ -100,6 +104,17 @@ test('"Open local files…" loads one .gguf file and generates the Node API\'s t
     .toBeVisible({ timeout: READY });
   await expect(alert).toBeEmpty();
   expect(await generateText(page)).toBe(await nodeGreedyText());
+});
+
+test('a file with every quantized type runs in Chromium\'s wasm as in Node\'s: the same greedy text', async ({ page }) => {
+  await page.goto('/');
+  const { model, generate } = controls(page);
+  await expect(generate).toBeEnabled({ timeout: READY });
+  const fileChooser = page.waitForEvent('filechooser');
+  await model.selectOption({ label: 'Open local files…' });
+  await (await fileChooser).setFiles(EVERY_TYPE_PATH);
+  await expect(page.getByText(/ of f16, fp32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k weights, /)).toBeVisible({ timeout: READY });
+  expect(await generateText(page)).toBe(await nodeGreedyText(EVERY_TYPE_PATH));
 });
 
 test('?model= takes a .gguf URL on another origin: it loads, generates, and is cached', async ({ page }) => {

@@ -105,6 +105,18 @@ describe('a GGUF file is a whole model', () => {
     }
   });
 
+  test('a file with every type the engine runs (tests/fixtures/tiny-gguf) loads and generates, its types listed', async () => {
+    const model = await loadModel(fileURLToPath(new URL('../fixtures/tiny-gguf/model.gguf', import.meta.url)));
+    try {
+      expect(model.weightTypes).toBe('f16, fp32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k');
+      const run = model.generate(PROMPT, GREEDY);
+      for await (const piece of run) expect(typeof piece.text).toBe('string');
+      expect(run.stats.generatedTokens).toBe(GREEDY.maxNewTokens);
+    } finally {
+      model.dispose();
+    }
+  });
+
   test('loads from a Node path, a file: URL, a File, an unnamed Blob, an ArrayBuffer and one-File lists (named .gguf, or not but starting with GGUF\'s magic)', async () => {
     const { text } = await greedyText(F32_PATH);
     const arrayBuffer = bytes.f32.buffer.slice(bytes.f32.byteOffset, bytes.f32.byteOffset + bytes.f32.length);
