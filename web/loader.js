@@ -30,15 +30,12 @@ export async function loadEngineModel(engine, source, { onProgress, signal, with
   let model = null;
   try {
     const loaded = files.format === 'gguf'
-      ? await loadGguf(engine, files.model, context, { withTokenizer, weights })
-      : await loadFolder(engine, files, context, { withTokenizer, weights });
+      ? await readGguf(engine, files.model, context, weights)
+      : await readFolder(engine, files, context, { withTokenizer, weights });
     model = loaded.model;
-    if (loaded.tokenizer && loaded.tokenizer.vocabSize > model.config.n_vocab) {
-      throw new ModelLoadError(loaded.tokenizerFile, 'invalid',
-        `has ${loaded.tokenizer.vocabSize} tokens but the model only ${model.config.n_vocab}: files of different models?`);
-    }
+    const tokenizer = withTokenizer ? checkedTokenizer(loaded, model.config) : null;
     await commitCacheCopies(context.cacheCopies);
-    return { model, tokenizer: loaded.tokenizer };
+    return { model, tokenizer };
   } catch (error) {
     model?.dispose();
     for (const copy of context.cacheCopies) copy.discard();
@@ -47,7 +44,10 @@ export async function loadEngineModel(engine, source, { onProgress, signal, with
   }
 }
 
-async function loadFolder(engine, files, context, { withTokenizer, weights }) {
+// What reading a model gives: { model, tokenizerFile (the file(s) its tokenizer comes from, for errors),
+// buildTokenizer() -> tokenizer (throws what tokenizer.js finds wrong) }.
+
+async function readFolder(engine, files, context, { withTokenizer, weights }) {
   const text = {};
   for (const key of withTokenizer ? ['config', 'vocab', 'merges'] : ['config']) {
     text[key] = await readModelFile(files[key], context, (total) => new BytesSink(files[key].name, total));
@@ -57,39 +57,32 @@ async function loadFolder(engine, files, context, { withTokenizer, weights }) {
   const vocab = text.vocab ? parseJson(MODEL_FILES.vocab, text.vocab) : null;
   const merges = text.merges ? decodeText(MODEL_FILES.merges, text.merges) : null;
   const model = await readModelFile(files.weights, context, () => WeightsSink.safetensors(engine, configJson, weights));
-  const tokenizerFile = `${MODEL_FILES.vocab} + ${MODEL_FILES.merges}`;
-  try {
-    const tokenizer = withTokenizer ? checkedTokenizer(tokenizerFile, 'invalid tokenizer files', () => createTokenizer(vocab, merges)) : null;
-    return { model, tokenizer, tokenizerFile: MODEL_FILES.vocab };
-  } catch (error) {
-    model.dispose();
-    throw error;
-  }
+  return { model, tokenizerFile: `${MODEL_FILES.vocab} + ${MODEL_FILES.merges}`, buildTokenizer: () => createTokenizer(vocab, merges) };
 }
 
-async function loadGguf(engine, file, context, { withTokenizer, weights }) {
+// A GGUF file runs in its own types: weights 'int8' (re-quantizing) is refused before anything is read.
+async function readGguf(engine, file, context, weights) {
   if (weights !== 'fp32') {
     throw new TypeError(`weights: ${JSON.stringify(weights)} applies to safetensors models; ${file.name} is a GGUF file, ` +
       'which runs in its own types (leave weights out)');
   }
   const model = await readModelFile(file, context, () => WeightsSink.gguf(engine, file.name));
-  try {
-    const tokenizer = withTokenizer
-      ? checkedTokenizer(file.name, 'invalid tokenizer (tokenizer.ggml.*)', () => createTokenizerFromVocabulary(model.readVocabulary()))
-      : null;
-    return { model, tokenizer, tokenizerFile: file.name };
-  } catch (error) {
-    model.dispose();
-    throw error;
-  }
+  return { model, tokenizerFile: file.name, buildTokenizer: () => createTokenizerFromVocabulary(model.readVocabulary()) };
 }
 
-function checkedTokenizer(fileName, problem, create) {
+// The tokenizer of a model read, checked against its config; problems are the files' (ModelLoadError 'invalid').
+function checkedTokenizer({ tokenizerFile, buildTokenizer }, config) {
+  let tokenizer;
   try {
-    return create();
+    tokenizer = buildTokenizer();
   } catch (error) {
-    throw new ModelLoadError(fileName, 'invalid', `${problem}: ${error.message}`);
+    throw new ModelLoadError(tokenizerFile, 'invalid', `invalid tokenizer: ${error.message}`);
   }
+  if (tokenizer.vocabSize > config.n_vocab) {
+    throw new ModelLoadError(tokenizerFile, 'invalid',
+      `has ${tokenizer.vocabSize} tokens but the model only ${config.n_vocab}: files of different models?`);
+  }
+  return tokenizer;
 }
 
 // ---- reading one file into memory (text files) or into the engine's loader (weights) ----

@@ -251,3 +251,20 @@ describe('loader from local sources', () => {
     });
   });
 });
+
+describe('the tokenizer the loader builds', () => {
+  test('vocab.json and merges.txt make the tokenizer; a larger vocabulary than the model\'s, or a bad one, is named', async () => {
+    const { model, tokenizer } = await loadEngineModel(engine, `${baseUrl}/ok/`);
+    model.dispose();
+    expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');
+    const gpt2 = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
+    const folder = { config: files['config.json'], weights: files['model.safetensors'], merges: files['merges.txt'] };
+    await expectLoadError({ ...folder, vocab: readFileSync(`${gpt2}vocab.json`), merges: readFileSync(`${gpt2}merges.txt`) }, (error) => {
+      expect(error).toMatchObject({ file: 'vocab.json + merges.txt', kind: 'invalid' });
+      expect(error.message).toBe('vocab.json + merges.txt: has 50257 tokens but the model only 384: files of different models?');
+    }, { withTokenizer: true });
+    await expectLoadError({ ...folder, vocab: '{"a": 0}' }, (error) => {
+      expect(error.message).toBe('vocab.json + merges.txt: invalid tokenizer: createTokenizer: merges line 2 "Ġ t" uses a token that is not in the vocab');
+    }, { withTokenizer: true });
+  });
+});
