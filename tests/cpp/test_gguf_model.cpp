@@ -202,22 +202,11 @@ TEST(GgufModel, ASafetensorsModelHasNoVocabularyOfItsOwn) {
     EXPECT_EQ(gpt2::model_weight_types(*model), "fp32");
 }
 
-// A valid gpt2 GGUF of F32 tensors (embedding 32, 1 block, 2 heads, 4 tokens, context 8), for the errors below.
+// A valid gpt2 GGUF of F32 tensors with tiny_gguf()'s metadata (embedding 32, 1 block, 2 heads, 4 tokens,
+// context 8), for the errors below.
 GgufFile small_model() {
     GgufFile file;
-    file.metadata = {
-        gguf_string("general.architecture", "gpt2"),
-        gguf_u32("gpt2.context_length", 8),
-        gguf_u32("gpt2.embedding_length", 32),
-        gguf_u32("gpt2.block_count", 1),
-        gguf_u32("gpt2.attention.head_count", 2),
-        gguf_f32("gpt2.attention.layer_norm_epsilon", 1e-5f),
-        gguf_u32("gpt2.feed_forward_length", 128),
-        gguf_string("tokenizer.ggml.model", "gpt2"),
-        gguf_strings("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>"}),
-        gguf_strings("tokenizer.ggml.merges", {"a b"}),
-        gguf_u32("tokenizer.ggml.eos_token_id", 3),
-    };
+    file.metadata = tiny_gguf().metadata;
     auto floats = [](uint64_t n) { return float_bytes(std::vector<float>(size_t(n), 0.01f)); };
     auto add = [&](const std::string& name, std::vector<uint64_t> ne) {
         uint64_t n = 1;
@@ -249,9 +238,9 @@ GgufTensorSpec& tensor(GgufFile& file, const std::string& name) {
     return file.tensors[0];
 }
 
-void set_u32(GgufFile& file, const std::string& key, uint32_t value) {
+void set_value(GgufFile& file, const GgufKeyValue& value) {
     for (GgufKeyValue& kv : file.metadata)
-        if (kv.key == key) kv = gguf_u32(key, value);
+        if (kv.key == value.key) kv = value;
 }
 
 TEST(GgufModel, TheSmallF32ModelLoadsWithAFileOfItsOwnTiedHead) {
@@ -286,7 +275,7 @@ TEST(GgufModel, AMisShapedTensorIsNamedWithBothShapes) {
 
 TEST(GgufModel, TheTokenEmbeddingMustHaveOneRowPerToken) {
     GgufFile file = small_model();
-    file.metadata[8] = gguf_strings("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>", "extra"});
+    set_value(file, gguf_strings("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>", "extra"}));
     EXPECT_EQ(load_error(build_gguf(file)),
               "model.gguf: tensor 'token_embd.weight' has shape [32, 4], expected [32, 5]");
 }
@@ -302,17 +291,17 @@ TEST(GgufModel, AQuantizedVectorIsRefused) {
 
 TEST(GgufModel, AnMlpWidthOtherThanFourTimesTheEmbeddingIsRefused) {
     GgufFile file = small_model();
-    set_u32(file, "gpt2.feed_forward_length", 96);
+    set_value(file, gguf_u32("gpt2.feed_forward_length", 96));
     EXPECT_EQ(load_error(build_gguf(file)),
               "model.gguf: gpt2.feed_forward_length 96 is not supported (only 4 * embedding_length = 128)");
 }
 
 TEST(GgufModel, HyperParametersOutOfRangeAreRefusedBeforeAnyAllocation) {
     GgufFile file = small_model();
-    set_u32(file, "gpt2.block_count", 0);
+    set_value(file, gguf_u32("gpt2.block_count", 0));
     EXPECT_EQ(load_error(build_gguf(file)), "model.gguf: gpt2.block_count is 0, expected 1..4096");
     file = small_model();
-    set_u32(file, "gpt2.attention.head_count", 3);
+    set_value(file, gguf_u32("gpt2.attention.head_count", 3));
     EXPECT_EQ(load_error(build_gguf(file)),
               "model.gguf: gpt2.embedding_length 32 is not divisible by gpt2.attention.head_count 3");
 }
