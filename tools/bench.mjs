@@ -59,6 +59,8 @@ const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort:
 // Runtimes of other engines (cached decoding only), and the weights each runs.
 const OTHER_ENGINES = { ort: ['fp32'], wllama: GGUF_TYPES, llamacpp: GGUF_TYPES };
 const WEIGHTS = ['fp32', 'int8', ...GGUF_TYPES];
+// The GGUF types are measured when --weights names them.
+const DEFAULT_WEIGHTS = ['fp32', 'int8'];
 const CACHED_DECODE_STEPS = 16;
 const CEILING_REPEATS = 20;
 const INT8_UNCACHED_MAX_CONTEXT = 256;
@@ -68,7 +70,7 @@ const TARGETS_OVER_INT8 = { q8_0: 1, q4_0: 1.5, q4_k: 1.5 };
 const TARGET_OVER_WLLAMA = 3;
 
 function parseArgs(argv) {
-  const options = { models: ['tiny', '124m'], runtimes: Object.keys(RUNTIMES), weights: WEIGHTS, contexts: [16, 64, 256, 512, 1000],
+  const options = { models: ['tiny', '124m'], runtimes: Object.keys(RUNTIMES), weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
     runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
