@@ -80,23 +80,29 @@ TEST(GgufModel, AFileWithEveryTensorTypeMatchesTheFloat64ReferenceOfItsDequantiz
     const std::vector<float> logits = prompt_logits(*model, f.prompt);
     ASSERT_EQ(logits.size(), f.logits.size());
     const size_t V = size_t(model->config().n_vocab);
-    double max_diff = 0.0, sum_sq = 0.0;
+    double max_diff = 0.0, sum_diff = 0.0, sum_sq = 0.0;
     int same_top1 = 0;
     for (size_t t = 0; t < f.prompt.size(); t++) {
         const float* ours = logits.data() + t * V;
         const float* ref = f.logits.data() + t * V;
         for (size_t v = 0; v < V; v++) {
             max_diff = std::max(max_diff, std::fabs(double(ours[v]) - ref[v]));
+            sum_diff += std::fabs(double(ours[v]) - ref[v]);
             sum_sq += double(ref[v]) * ref[v];
         }
         same_top1 += std::max_element(ours, ours + V) - ours == std::max_element(ref, ref + V) - ref;
     }
     const double ref_rms = std::sqrt(sum_sq / double(f.logits.size()));
-    std::printf("GGUF (every type) vs float64 reference: max |logit diff| %.4f (logit rms %.3f), top-1 %d/%zu\n",
-                max_diff, ref_rms, same_top1, f.prompt.size());
-    // What remains is the activations' quantization to 8 bits per 32-value block (block_formats.h): a few
-    // hundredths of the logits' spread.
-    EXPECT_LT(max_diff, 0.02 * ref_rms);
+    const double mean_diff = sum_diff / double(f.logits.size());
+    std::printf("GGUF (every type) vs float64 reference: |logit diff| max %.4f, mean %.4f (logit rms %.3f), "
+                "top-1 %d/%zu\n",
+                max_diff, mean_diff, ref_rms, same_top1, f.prompt.size());
+    // What remains is the activations' quantization to 8 bits per 32-value block (block_formats.h), as in
+    // llama.cpp. The same quantization simulated in NumPy on the reference's matmul inputs moves these logits by
+    // 0.12 on average and 0.78 at most (this fixture's weights are wide: logit rms 8.1); measured here: 0.08 and
+    // 0.57. Bounds: 2 % and 10 % of the logits' rms.
+    EXPECT_LT(mean_diff, 0.02 * ref_rms);
+    EXPECT_LT(max_diff, 0.1 * ref_rms);
     EXPECT_GE(same_top1, int(f.prompt.size()) - 1);
 }
 
@@ -168,7 +174,8 @@ TEST(GgufModel, TheModelKeepsTheFilesTokenizerAndHyperParameters) {
     const gpt2::Vocabulary* vocabulary = model->vocabulary();
     ASSERT_NE(vocabulary, nullptr);
     ASSERT_EQ(vocabulary->tokens.size(), 384u);
-    EXPECT_EQ(vocabulary->tokens[0], "!");
+    EXPECT_EQ(vocabulary->tokens[0], "\xC4\x80");  // byte 0 as GPT-2's byte-level character U+0100
+    EXPECT_EQ(vocabulary->tokens[33], "!");
     EXPECT_EQ(vocabulary->tokens[383], "<|endoftext|>");
     EXPECT_EQ(vocabulary->merges.size(), 383u - 256u);
     EXPECT_EQ(vocabulary->eos_token_id, 383u);
