@@ -491,9 +491,9 @@ const ratio = (value, base) => (value && base ? `${fixed(value / base, 2)}×` : 
 const speed = (value) => (value ? fixed(value) : '—');
 const oneThreadRun = (runs, model, runtime, weights) =>
   runs.find((run) => run.threads === 1 && run.model === model && run.baseRuntime === runtime && run.weights === weights);
-// The GGUF types measured on a model by any of runtimes, in GGUF_TYPES's order.
+// The GGUF types measured on a model on one thread by any of runtimes, in GGUF_TYPES's order.
 const ggufTypesMeasured = (runs, model, runtimes) =>
-  GGUF_TYPES.filter((type) => runs.some((run) => run.model === model && run.weights === type && runtimes.includes(run.baseRuntime)));
+  GGUF_TYPES.filter((type) => runs.some((run) => run.threads === 1 && run.model === model && run.weights === type && runtimes.includes(run.baseRuntime)));
 const contextTokens = (run, context) => run?.result.contexts.find((entry) => entry.context === context && !entry.skipped)?.cached.tokens;
 
 // How many greedy tokens of another engine's run equal those of the first of our runs given (same file, same
@@ -529,7 +529,7 @@ function ggufTables(runs, contexts) {
 // Per model and context: ours natively (build/native/gpt2) against llama.cpp (node-llama-cpp) on each GGUF file.
 function nativeTables(runs, contexts) {
   const tables = [];
-  for (const model of [...new Set(runs.filter((run) => run.baseRuntime === 'llamacpp').map((run) => run.model))]) {
+  for (const model of [...new Set(runs.filter((run) => run.baseRuntime === 'llamacpp' && run.threads === 1).map((run) => run.model))]) {
     for (const context of contexts) {
       const rows = ggufTypesMeasured(runs, model, ['native', 'llamacpp']).map((type) => {
         const [ours, llama] = ['native', 'llamacpp'].map((runtime) => oneThreadRun(runs, model, runtime, type));
