@@ -8,8 +8,18 @@
 // loudly if not. Prints markdown tables and writes bench-results.json. The measurement sequence itself is
 // tools/bench/measure.mjs, shared by all runtimes.
 //
-//   node tools/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort] [--weights fp32,int8]
-//                        [--contexts 16,64,256,512,1000] [--runs 5] [--quick] [--threads 1,2]
+//   node tools/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort,wllama,llamacpp]
+//                        [--weights fp32,int8,gguf|GGUF types] [--contexts 16,64,256,512,1000] [--runs 5] [--quick]
+//                        [--threads 1,2] [--node-llama-cpp DIR]
+//
+// GGUF weights (--weights f16,q8_0,q4_k,... or gguf for all of tools/bench/gguf_files.mjs's types): each type is a
+// GGUF file converted from the model's folder on first use (tools/convert_to_gguf.py), loaded as such by our
+// runtimes (gpt2 --model FILE.gguf; loadModel of the file in Node and Chromium), by wllama (npm @wllama/wllama,
+// llama.cpp's wasm, in Chromium: tools/bench/wllama_driver.mjs) and by native llama.cpp through node-llama-cpp
+// (tools/bench/llama_cpp_runner.mjs; not a dependency: measured only when --node-llama-cpp or NODE_LLAMA_CPP names
+// its folder, e.g. /tmp/llama-check/node_modules/node-llama-cpp, else skipped with a note). wllama and llamacpp
+// run GGUF weights only, cached only. Tables then compare each type with our int8 and with wllama on the same file
+// (and natively with llama.cpp), and check issue #12's targets at context 16 on one thread.
 //
 // --threads runs everything at each thread count (gpt2 --threads N; the threaded wasm build in Node and in the
 // cross-origin-isolated Chromium page; onnxruntime-web always runs on one thread) and adds a scaling table of
@@ -29,27 +39,39 @@ import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { GGUF_TYPES, ensureGguf, ggufDecodeBytes, isGguf } from './bench/gguf_files.mjs';
 import { measureModel, median } from './bench/measure.mjs';
+import { promptPool } from './bench/prompt_pool.mjs';
 import { startServer } from './serve.mjs';
 
 const REPO = dirname(dirname(fileURLToPath(import.meta.url)));
 const CHROMIUM = '/usr/bin/chromium';
+// ForceEagerMeasureMemory: performance.measureUserAgentSpecificMemory() (the wllama page's memory figure) answers
+// at once instead of at the next garbage collection.
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--disable-quic', '--no-first-run'];
+  '--disable-sync', '--disable-quic', '--no-first-run', '--enable-blink-features=ForceEagerMeasureMemory'];
 const MODELS = {
   tiny: { dir: 'public/models/tiny-shakespeare', missing: 'the bundled model is missing (train it with tools/train_tiny.py, or run with --models 124m)' },
   '124m': { dir: 'build/models/gpt2-124m-random', generate: ['make_random_gpt2.py'], onnx: 'build/onnx/gpt2-124m-random/decoder.onnx' },
 };
 const ONNX_EXPORT_COMMAND = '/usr/bin/python3 tools/export_onnx.py';
-const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort: runOrt };
-const WEIGHTS = ['fp32', 'int8'];
+const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort: runOrt, wllama: runWllama, llamacpp: runLlamaCpp };
+// Runtimes of other engines (cached decoding only), and the weights each runs.
+const OTHER_ENGINES = { ort: ['fp32'], wllama: GGUF_TYPES, llamacpp: GGUF_TYPES };
+const WEIGHTS = ['fp32', 'int8', ...GGUF_TYPES];
+// The GGUF types are measured when --weights names them.
+const DEFAULT_WEIGHTS = ['fp32', 'int8'];
 const CACHED_DECODE_STEPS = 16;
 const CEILING_REPEATS = 20;
 const INT8_UNCACHED_MAX_CONTEXT = 256;
+// Issue #12's targets: cached decode tokens/s at this context on one thread, in Node and Chromium.
+const TARGET_CONTEXT = 16;
+const TARGETS_OVER_INT8 = { q8_0: 1, q4_0: 1.5, q4_k: 1.5 };
+const TARGET_OVER_WLLAMA = 3;
 
 function parseArgs(argv) {
-  const options = { models: ['tiny', '124m'], runtimes: Object.keys(RUNTIMES), weights: WEIGHTS, contexts: [16, 64, 256, 512, 1000],
-    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1] };
+  const options = { models: ['tiny', '124m'], runtimes: Object.keys(RUNTIMES), weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
+    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
     const n = Number(item);
@@ -65,17 +87,19 @@ function parseArgs(argv) {
     };
     if (flag === '--models') options.models = list(value());
     else if (flag === '--runtimes') [options.runtimes, options.runtimesGiven] = [list(value()), true];
-    else if (flag === '--weights') options.weights = list(value());
+    else if (flag === '--weights') options.weights = list(value()).flatMap((weights) => (weights === 'gguf' ? GGUF_TYPES : [weights]));
     else if (flag === '--contexts') options.contexts = positiveIntegers(flag, value());
     else if (flag === '--runs') [options.runs, runsGiven] = [positiveIntegers(flag, value())[0], true];
     else if (flag === '--quick') Object.assign(options, { contexts: [16, 64], decodeSteps: 8, quick: true });
     else if (flag === '--threads') options.threads = positiveIntegers(flag, value());
-    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads)`);
+    else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
+    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --node-llama-cpp)`);
   }
   if (options.quick && !runsGiven) options.runs = 3;
   for (const model of options.models) if (!MODELS[model]) throw new Error(`--models: unknown model "${model}" (tiny, 124m)`);
   for (const runtime of options.runtimes) if (!RUNTIMES[runtime]) throw new Error(`--runtimes: unknown runtime "${runtime}" (${Object.keys(RUNTIMES).join(', ')})`);
-  for (const weights of options.weights) if (!WEIGHTS.includes(weights)) throw new Error(`--weights: unknown weights "${weights}" (${WEIGHTS.join(', ')})`);
+  for (const weights of options.weights) if (!WEIGHTS.includes(weights)) throw new Error(`--weights: unknown weights "${weights}" (${WEIGHTS.join(', ')}, gguf)`);
+  options.weights = [...new Set(options.weights)];
   // Each uncached run decodes one token that is checked against the cached run's tokens.
   options.decodeSteps = Math.max(options.decodeSteps, options.runs);
   return options;
@@ -88,7 +112,7 @@ function machineInfo(runtimes) {
     cores: os.availableParallelism?.() ?? os.cpus().length,
     memoryBytes: os.totalmem(),
     node: process.version,
-    chromium: runtimes.includes('chromium') ? execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() : null,
+    chromium: runtimes.some((runtime) => ['chromium', 'wllama'].includes(runtime)) ? execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() : null,
     loadAverage: os.loadavg().map((load) => Number(load.toFixed(2))),
   };
 }
@@ -96,7 +120,9 @@ function machineInfo(runtimes) {
 function checkBuild(runtimes, threads) {
   const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
     chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js'],
-    ort: ['build/wasm-testing/gpt2-testing.wasm', 'node_modules/onnxruntime-web/package.json'] };
+    ort: ['build/wasm-testing/gpt2-testing.wasm', 'node_modules/onnxruntime-web/package.json'],
+    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js', 'node_modules/@wllama/wllama/package.json'],
+    llamacpp: ['build/native/gpt2_bandwidth'] };
   if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm ci for node_modules)`);
@@ -113,43 +139,90 @@ function ensureModel(name) {
 }
 
 // Every (model, runtime, weights, threads) to measure, in order, and notes on the combinations left out. An explicitly
-// requested ort whose ONNX export is missing is an error before anything runs.
+// requested ort whose ONNX export is missing is an error before anything runs; llamacpp without node-llama-cpp is
+// skipped with a note.
 function planJobs(options, modelDirs) {
   const jobs = [];
   const notes = [];
   for (const model of options.models) {
     for (const runtime of options.runtimes) {
-      if (runtime !== 'ort') {
-        for (const weights of options.weights) {
-          for (const threads of options.threads) jobs.push({ model, runtime, weights, threads, modelDir: modelDirs[model] });
-        }
+      const supported = OTHER_ENGINES[runtime];
+      const weightsList = supported ? options.weights.filter((weights) => supported.includes(weights)) : options.weights;
+      if (weightsList.length === 0) {
+        notes.push(`${model} ${runtime}: it runs ${runtime === 'ort' ? 'fp32' : 'GGUF'} weights only, and --weights has none`);
         continue;
       }
-      const onnx = MODELS[model].onnx;
-      if (!options.weights.includes('fp32')) notes.push(`${model} ort: onnxruntime-web runs fp32 weights only, and --weights has no fp32`);
-      else if (!onnx) notes.push(`${model} ort: onnxruntime-web is measured on the 124m model only`);
-      else if (!existsSync(join(REPO, onnx))) {
-        const message = `${model} ort: ${onnx} is missing; create it with ${ONNX_EXPORT_COMMAND} (PyTorch)`;
-        if (options.runtimesGiven) throw new Error(message);
-        notes.push(`skipped ${message}`);
-      } else jobs.push({ model, runtime, weights: 'fp32', threads: 1, modelDir: modelDirs[model], onnxPath: join(REPO, onnx) });
+      const skipped = skipReason(runtime, model, options);
+      if (skipped) {
+        notes.push(`skipped ${model} ${runtime}: ${skipped}`);
+        continue;
+      }
+      // onnxruntime-web runs one thread only
+      const threadCounts = runtime === 'ort' ? [1] : options.threads;
+      for (const weights of weightsList) {
+        for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, modelDir: modelDirs[model] });
+      }
     }
   }
+  for (const job of jobs.filter((j) => j.runtime === 'ort')) job.onnxPath = join(REPO, MODELS[job.model].onnx);
   return { jobs, notes };
 }
 
-// Contexts with uncached runs: every context for fp32, up to INT8_UNCACHED_MAX_CONTEXT for int8, none for ort.
-function uncachedContexts(job, contexts) {
-  if (job.runtime === 'ort') return [];
-  return job.weights === 'int8' ? contexts.filter((c) => c <= INT8_UNCACHED_MAX_CONTEXT) : contexts;
+// Why a runtime cannot measure a model in this run (null when it can).
+function skipReason(runtime, model, options) {
+  if (runtime === 'ort') {
+    const onnx = MODELS[model].onnx;
+    if (!onnx) return 'onnxruntime-web is measured on the 124m model only';
+    if (existsSync(join(REPO, onnx))) return null;
+    const message = `${onnx} is missing; create it with ${ONNX_EXPORT_COMMAND} (PyTorch)`;
+    if (options.runtimesGiven) throw new Error(`${model} ort: ${message}`);
+    return message;
+  }
+  if (runtime === 'llamacpp') {
+    if (!options.nodeLlamaCpp) return 'node-llama-cpp is not a dependency; name its folder with --node-llama-cpp DIR or NODE_LLAMA_CPP=DIR';
+    if (!existsSync(join(options.nodeLlamaCpp, 'dist/index.js'))) return `no node-llama-cpp in ${options.nodeLlamaCpp} (dist/index.js)`;
+  }
+  return null;
 }
 
-// ---- runtimes: each returns measure.mjs's result for one job ({ modelDir, weights, onnxPath? }) ----
+// Contexts with uncached runs: every context for fp32, up to INT8_UNCACHED_MAX_CONTEXT for int8 and the GGUF types,
+// none for the other engines.
+function uncachedContexts(job, contexts) {
+  if (OTHER_ENGINES[job.runtime]) return [];
+  return job.weights === 'fp32' ? contexts : contexts.filter((c) => c <= INT8_UNCACHED_MAX_CONTEXT);
+}
+
+// Converts the GGUF files the jobs need (only those) and reads what a decode step reads from each: job.gguf =
+// { file, fileBytes, decodeBytes, types }.
+function prepareGguf(jobs) {
+  const files = new Map();
+  for (const job of jobs.filter((j) => isGguf(j.weights))) {
+    const key = `${job.model} ${job.weights}`;
+    if (!files.has(key)) {
+      const file = ensureGguf(REPO, job.modelDir, job.model, job.weights, (text) => console.error(`${job.model}: ${text}`));
+      files.set(key, { file, ...ggufDecodeBytes(REPO, file) });
+    }
+    job.gguf = files.get(key);
+  }
+}
+
+// ---- runtimes: each returns measure.mjs's result for one job ({ modelDir, weights, threads, onnxPath?, gguf? }) ----
+
+// The model's hyper-parameters in measure.mjs's names, from its Hugging Face config.json (a GGUF file converted
+// from the folder has the same).
+function modelConfig(modelDir) {
+  const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8'));
+  return { n_vocab: config.vocab_size, n_ctx: config.n_positions ?? config.n_ctx, n_embd: config.n_embd, n_head: config.n_head, n_layer: config.n_layer };
+}
+
+// What our runtimes load: the GGUF file, or the folder (fp32 or int8 weights).
+const modelSource = ({ modelDir, gguf }) => gguf?.file ?? modelDir;
 
 // build/native/gpt2 --bench answers one line per command (see tools/gpt2_cli.cpp).
-async function runNative({ modelDir, weights, threads }, plan, log) {
+async function runNative(job, plan, log) {
+  const { modelDir, weights, threads } = job;
   const start = performance.now();
-  const args = ['--model', modelDir, '--bench', '--threads', String(threads), ...(weights === 'int8' ? ['--int8'] : [])];
+  const args = ['--model', modelSource(job), '--bench', '--threads', String(threads), ...(weights === 'int8' ? ['--int8'] : [])];
   const child = spawn(join(REPO, 'build/native/gpt2'), args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk) => (stderr += chunk));
@@ -167,15 +240,9 @@ async function runNative({ modelDir, weights, threads }, plan, log) {
   };
   const [, weightBytes, kvCacheBytes, threadsUsed] = (await answer()).map(Number);
   log(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
-  const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8'));
   const driver = {
     async info() {
-      return {
-        config: { n_vocab: config.vocab_size, n_ctx: config.n_positions ?? config.n_ctx, n_embd: config.n_embd, n_head: config.n_head, n_layer: config.n_layer },
-        weightBytes,
-        kvCacheBytes,
-        threads: threadsUsed,
-      };
+      return { config: modelConfig(modelDir), weightBytes, kvCacheBytes, threads: threadsUsed };
     },
     prefill: (mode, ids) => command(`prefill ${mode} ${ids.join(',')}`),
     step: (mode, id) => command(`step ${mode} ${id}`),
@@ -204,8 +271,15 @@ async function runNative({ modelDir, weights, threads }, plan, log) {
 }
 
 // One Node process per job (tools/bench/node_runner.mjs), so every model starts from a fresh wasm heap.
-function runNode({ modelDir, weights, threads }, plan, log) {
-  return runNodeScript([join(REPO, 'tools/bench/node_runner.mjs'), modelDir, weights, JSON.stringify(plan), String(threads)], log);
+function runNode(job, plan, log) {
+  return runNodeScript([join(REPO, 'tools/bench/node_runner.mjs'), modelSource(job), job.weights, JSON.stringify(plan), String(job.threads)], log);
+}
+
+// Native llama.cpp (node-llama-cpp) on the job's GGUF file, in its own Node process too.
+function runLlamaCpp({ modelDir, gguf, threads }, plan, log, options) {
+  const args = [join(REPO, 'tools/bench/llama_cpp_runner.mjs'), options.nodeLlamaCpp, gguf.file, JSON.stringify(modelConfig(modelDir)),
+    JSON.stringify(plan), String(threads)];
+  return runNodeScript(args, log);
 }
 
 // onnxruntime-web in its own Node process too; --expose-gc lets it collect the model file before reading RSS.
@@ -231,9 +305,10 @@ async function runNodeScript(args, log) {
 
 let chromium = null;  // { browser, server }, started on first use
 
-// One page (and so one worker with a fresh wasm heap) per model; the server's root is the repository, served
-// cross-origin isolated, so the worker can run the threaded build.
-async function runChromium({ modelDir, weights, threads }, plan, log) {
+// A new page of the bench's Chromium at path (under the repository root, which the server serves cross-origin
+// isolated, so workers can run threaded builds); run(page, origin) -> its result. One page per job, so every job
+// starts from fresh wasm heaps.
+async function inChromiumPage(path, log, run) {
   if (!chromium) {
     const { chromium: launcher } = await import('@playwright/test');
     const server = await startServer({ port: 0, root: REPO });
@@ -245,12 +320,24 @@ async function runChromium({ modelDir, weights, threads }, plan, log) {
   page.on('console', (message) => log(message.text()));
   page.setDefaultTimeout(0);
   try {
-    await page.goto(`${origin}/tools/bench/browser.html`);
-    const modelUrl = `${origin}/${relative(REPO, modelDir)}/`;
-    return await page.evaluate(([url, format, workerPlan, workerThreads]) => window.runBench(url, format, workerPlan, workerThreads), [modelUrl, weights, plan, threads]);
+    await page.goto(`${origin}/${path}`);
+    return await run(page, origin);
   } finally {
     await page.close();
   }
+}
+
+// Our engine in a worker of tools/bench/browser.html: the folder's URL (with a trailing slash) or the GGUF file's.
+function runChromium(job, plan, log) {
+  const source = job.gguf ? relative(REPO, job.gguf.file) : `${relative(REPO, job.modelDir)}/`;
+  return inChromiumPage('tools/bench/browser.html', log, (page, origin) => page.evaluate(([url, format, workerPlan, workerThreads]) =>
+    window.runBench(url, format, workerPlan, workerThreads), [`${origin}/${source}`, job.weights, plan, job.threads]));
+}
+
+// wllama in tools/bench/wllama.html, on the job's GGUF file; its prompts are the text of the prompt pool's words.
+function runWllama({ modelDir, gguf, threads, promptWords }, plan, log) {
+  return inChromiumPage('tools/bench/wllama.html', log, (page, origin) => page.evaluate((bench) => window.runWllamaBench(bench),
+    { fileUrl: `${origin}/${relative(REPO, gguf.file)}`, config: modelConfig(modelDir), threads, words: promptWords, plan }));
 }
 
 async function closeChromium() {
@@ -277,8 +364,7 @@ function decodeWeightBytes(config, weights) {
 const tokensPerSecond = (tokens, ms) => (1000 * tokens) / ms;
 const range = (values) => [Math.min(...values), Math.max(...values)];
 
-function toRecords({ model, runtime, weights, threads, result }) {
-  const decodeBytes = decodeWeightBytes(result.config, weights);
+function toRecords({ model, runtime, weights, threads, result, decodeBytes }) {
   const ceilingBytesPerSecond = tokensPerSecond(result.weightBytes, median(result.ceilingMs));
   const records = [];
   for (const context of result.contexts.filter((c) => !c.skipped)) {
@@ -399,14 +485,101 @@ function sideBySideTables(runs, contexts) {
   return tables;
 }
 
+// ---- GGUF: ours against our int8, wllama and llama.cpp (one thread) ----
+
+const ratio = (value, base) => (value && base ? `${fixed(value / base, 2)}×` : '—');
+const speed = (value) => (value ? fixed(value) : '—');
+const oneThreadRun = (runs, model, runtime, weights) =>
+  runs.find((run) => run.threads === 1 && run.model === model && run.baseRuntime === runtime && run.weights === weights);
+// The GGUF types measured on a model on one thread by any of runtimes, in GGUF_TYPES's order.
+const ggufTypesMeasured = (runs, model, runtimes) =>
+  GGUF_TYPES.filter((type) => runs.some((run) => run.threads === 1 && run.model === model && run.weights === type && runtimes.includes(run.baseRuntime)));
+const contextTokens = (run, context) => run?.result.contexts.find((entry) => entry.context === context && !entry.skipped)?.cached.tokens;
+
+// How many greedy tokens of another engine's run equal those of the first of our runs given (same file, same
+// prompt ids) before the first difference, and which of ours it was compared with.
+function tokensAgreement(other, ours, context) {
+  const theirs = contextTokens(other, context);
+  const reference = ours.find((run) => contextTokens(run, context));
+  return theirs && reference ? `${agreement(theirs, contextTokens(reference, context))} (vs ${reference.baseRuntime})` : '—';
+}
+
+// Per model and context: each GGUF type in our Node and Chromium runtimes, against our int8 in the same runtime and
+// wllama on the same file (cached decode tokens/s, medians).
+function ggufTables(runs, contexts) {
+  const tables = [];
+  for (const model of [...new Set(runs.map((run) => run.model))]) {
+    const types = ggufTypesMeasured(runs, model, ['node', 'chromium', 'wllama']);
+    if (types.length === 0) continue;
+    for (const context of contexts) {
+      const decode = (runtime, weights) => cachedDecode(oneThreadRun(runs, model, runtime, weights), context);
+      const rows = types.map((type) => {
+        const [node, inChromium, wllama] = ['node', 'chromium', 'wllama'].map((runtime) => decode(runtime, type));
+        const ours = ['node', 'chromium', 'native'].map((runtime) => oneThreadRun(runs, model, runtime, type)).filter(Boolean);
+        return [type, speed(node), ratio(node, decode('node', 'int8')), speed(inChromium), ratio(inChromium, decode('chromium', 'int8')), speed(wllama),
+          ratio(node, wllama), ratio(inChromium, wllama), tokensAgreement(oneThreadRun(runs, model, 'wllama', type), ours, context)];
+      });
+      tables.push(`### ${model}, context ${context}\n\n${table(['type', 'ours Node tok/s', 'Node ÷ our int8', 'ours Chromium tok/s',
+        'Chromium ÷ our int8', 'wllama tok/s', 'Node ÷ wllama', 'Chromium ÷ wllama', 'wllama greedy tokens equal to ours before the first difference'], rows)}`);
+    }
+  }
+  return tables;
+}
+
+// Per model and context: ours natively (build/native/gpt2) against llama.cpp (node-llama-cpp) on each GGUF file.
+function nativeTables(runs, contexts) {
+  const tables = [];
+  for (const model of [...new Set(runs.filter((run) => run.baseRuntime === 'llamacpp' && run.threads === 1).map((run) => run.model))]) {
+    for (const context of contexts) {
+      const rows = ggufTypesMeasured(runs, model, ['native', 'llamacpp']).map((type) => {
+        const [ours, llama] = ['native', 'llamacpp'].map((runtime) => oneThreadRun(runs, model, runtime, type));
+        const [oursRecord, llamaRecord] = [ours, llama].map((run) => run?.records.find((r) => r.mode === 'cached' && r.context === context));
+        return [type, speed(oursRecord?.decode_tok_s), speed(llamaRecord?.decode_tok_s), ratio(oursRecord?.decode_tok_s, llamaRecord?.decode_tok_s),
+          speed(oursRecord?.prefill_tok_s), speed(llamaRecord?.prefill_tok_s), ratio(oursRecord?.prefill_tok_s, llamaRecord?.prefill_tok_s),
+          tokensAgreement(llama, [ours].filter(Boolean), context)];
+      });
+      tables.push(`### ${model}, context ${context}\n\n${table(['type', 'ours decode tok/s', 'llama.cpp decode tok/s', 'decode ours ÷ llama.cpp',
+        'ours prefill tok/s', 'llama.cpp prefill tok/s', 'prefill ours ÷ llama.cpp', 'llama.cpp greedy tokens equal to ours before the first difference'], rows)}`);
+    }
+  }
+  return tables;
+}
+
+// Issue #12's targets, per model measured with GGUF types, in Node and Chromium at TARGET_CONTEXT on one thread:
+// [{ model, runtime, target, ratio (null when a side was not measured), met }].
+function targetResults(runs) {
+  const results = [];
+  for (const model of [...new Set(runs.map((run) => run.model))]) {
+    for (const runtime of ['node', 'chromium']) {
+      const types = ggufTypesMeasured(runs, model, [runtime]);
+      const decode = (engine, weights) => cachedDecode(oneThreadRun(runs, model, engine, weights), TARGET_CONTEXT);
+      const check = (target, value, base, minimum) => {
+        const measured = value && base ? value / base : null;
+        results.push({ model, runtime, target, ratio: measured, met: measured === null ? null : measured >= minimum });
+      };
+      for (const [type, minimum] of Object.entries(TARGETS_OVER_INT8)) {
+        if (types.includes(type)) check(`${type} ≥ ${minimum}× our int8`, decode(runtime, type), decode(runtime, 'int8'), minimum);
+      }
+      for (const type of types) check(`${type} ≥ ${TARGET_OVER_WLLAMA}× wllama`, decode(runtime, type), decode('wllama', type), TARGET_OVER_WLLAMA);
+    }
+  }
+  return results;
+}
+
+function targetsTable(results) {
+  const verdict = (result) => (result.met === null ? 'not measured' : result.met ? 'met' : 'NOT met');
+  return table(['model', 'runtime', 'target', 'measured', 'verdict'],
+    results.map((result) => [result.model, result.runtime, result.target, result.ratio === null ? '—' : `${fixed(result.ratio, 2)}×`, verdict(result)]));
+}
+
 function bandwidthTable(runs) {
-  const rows = runs.map(({ model, runtime, weights, result, records }) => {
+  const rows = runs.map(({ model, runtime, weights, result, records, decodeBytes }) => {
     const gigabytesPerSecond = (ms) => result.weightBytes / ms / 1e6;
     const ceiling = result.ceilingMs.map(gigabytesPerSecond);
     const cached = records.filter((r) => r.mode === 'cached');
     const best = cached.reduce((a, b) => (b.decode_tok_s > a.decode_tok_s ? b : a));
-    const achieved = (decodeWeightBytes(result.config, weights) * best.decode_tok_s) / 1e9;
-    return [model, runtime, weights, megabytes(decodeWeightBytes(result.config, weights)), withRange(median(ceiling), range(ceiling), 2),
+    const achieved = (decodeBytes * best.decode_tok_s) / 1e9;
+    return [model, runtime, weights, megabytes(decodeBytes), withRange(median(ceiling), range(ceiling), 2),
       `${fixed(achieved, 2)} (context ${best.context})`, fixed(best.bandwidth_fraction * 100) + ' %'];
   });
   return table(['model', 'runtime', 'weights', 'weights read per token', 'streaming ceiling GB/s median (min–max)',
@@ -414,19 +587,21 @@ function bandwidthTable(runs) {
 }
 
 // Peak and steady memory per job. wasm: the heap's size (it never shrinks, so it is the peak) and what malloc
-// holds; native and onnxruntime-web: the process's peak RSS (VmHWM) and RSS. Steady = after generation, with
-// the model and one cached session alive.
+// holds; native, onnxruntime-web and llama.cpp: the process's peak RSS (VmHWM) and RSS; wllama: what Chromium
+// measures of the page (its wasm memory never shrinks either: peak = the largest of the three figures). Steady =
+// after generation, with the model and one cached session alive.
 function memoryRecords(runs) {
   return runs.map(({ model, runtime, weights, result }) => {
     const { steady } = result.memory;
-    const wasm = 'heapBytes' in steady;
-    const steadyBytes = wasm ? steady.heapUsedBytes : steady.rssBytes;
+    const [wasm, page] = ['heapBytes' in steady, 'pageBytes' in steady];
+    const steadyBytes = page ? steady.pageBytes : wasm ? steady.heapUsedBytes : steady.rssBytes;
+    const pagePeak = () => Math.max(...Object.values(result.memory).map((figures) => figures.pageBytes));
     return {
       model, runtime, weights,
-      measure: wasm ? 'wasm heap' : 'process RSS',
+      measure: page ? 'page (Chromium)' : wasm ? 'wasm heap' : 'process RSS',
       weight_bytes: result.weightBytes,
       kv_cache_bytes: result.kvCacheBytes,
-      peak_bytes: wasm ? steady.heapBytes : steady.peakRssBytes,
+      peak_bytes: page ? pagePeak() : wasm ? steady.heapBytes : steady.peakRssBytes,
       steady_bytes: steadyBytes,
       steady_fraction: steadyBytes / (result.weightBytes + result.kvCacheBytes),
       raw: result.memory,
@@ -462,13 +637,16 @@ async function main() {
     `Node ${machine.node}; ${machine.chromium ?? 'Chromium not used'}; load average ${machine.loadAverage.join(' ')}\n`);
   const plan = { contexts: options.contexts, runs: options.runs, decodeSteps: options.decodeSteps, ceilingRepeats: CEILING_REPEATS };
   console.log(`plan: contexts ${plan.contexts.join(', ')}; weights ${options.weights.join(', ')}; per context ${plan.runs} cached runs ` +
-    `(prefill + ${plan.decodeSteps} decoded tokens) interleaved with ${plan.runs} uncached steps (int8: contexts up to ` +
-    `${INT8_UNCACHED_MAX_CONTEXT} only; onnxruntime-web: none), after a warm-up; greedy\n`);
+    `(prefill + ${plan.decodeSteps} decoded tokens) interleaved with ${plan.runs} uncached steps (int8 and GGUF: contexts up to ` +
+    `${INT8_UNCACHED_MAX_CONTEXT} only; onnxruntime-web, wllama, llama.cpp: none), after a warm-up; greedy\n`);
 
   const modelDirs = Object.fromEntries(options.models.map((name) => [name, ensureModel(name)]));
   const { jobs, notes } = planJobs(options, modelDirs);
   for (const note of notes) console.log(`note: ${note}`);
   if (jobs.length === 0) throw new Error('nothing to measure with these --models, --runtimes and --weights');
+  prepareGguf(jobs);
+  // Prompts drawn from whole words (tools/bench/prompt_pool.mjs), the same in every runtime, wllama's text included.
+  const pools = Object.fromEntries(options.models.map((name) => [name, promptPool(modelDirs[name])]));
   const runs = [];
   const started = Date.now();
   try {
@@ -477,17 +655,20 @@ async function main() {
       // with several thread counts, the rows of more than one thread name their count
       const runtime = threads > 1 ? `${job.runtime}, ${threads} threads` : job.runtime;
       const log = (text) => console.error(`[${model} ${runtime} ${weights} ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
-      log(`starting (${relative(REPO, job.onnxPath ?? job.modelDir)})`);
+      log(`starting (${relative(REPO, job.onnxPath ?? job.gguf?.file ?? job.modelDir)})`);
+      job.promptWords = pools[model].words;
+      const jobPlan = { ...plan, uncachedContexts: uncachedContexts(job, plan.contexts), promptPool: pools[model].ids };
       let result;
       try {
-        result = await RUNTIMES[job.runtime](job, { ...plan, uncachedContexts: uncachedContexts(job, plan.contexts) }, log);
+        result = await RUNTIMES[job.runtime](job, jobPlan, log, options);
       } catch (error) {
         throw new Error(`${model} on ${runtime} with ${weights} weights: ${error.message}`);
       }
       if (job.runtime !== 'ort' && result.threads !== threads) {
         throw new Error(`${model} on ${runtime}: the engine ran on ${result.threads} threads, not ${threads}`);
       }
-      const run = { model, runtime, baseRuntime: job.runtime, weights, threads, result };
+      const decodeBytes = job.gguf?.decodeBytes ?? decodeWeightBytes(result.config, weights);
+      const run = { model, runtime, baseRuntime: job.runtime, weights, threads, result, decodeBytes };
       runs.push({ ...run, records: toRecords(run) });
     }
   } finally {
@@ -496,15 +677,19 @@ async function main() {
 
   const records = runs.flatMap((run) => run.records);
   const skipped = runs.flatMap(({ model, runtime, weights, result }) => result.contexts.filter((c) => c.skipped).map((c) => ({ model, runtime, weights, context: c.context, reason: c.skipped })));
-  const ceilings = runs.map(({ model, runtime, weights, result }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeWeightBytes(result.config, weights) }));
+  const ceilings = runs.map(({ model, runtime, weights, result, decodeBytes }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeBytes }));
   const memory = memoryRecords(runs);
   machine.loadAverageAtEnd = os.loadavg().map((load) => Number(load.toFixed(2)));
   const planWritten = { ...plan, weights: options.weights, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
-  writeFileSync(join(REPO, 'bench-results.json'), `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory }, null, 2)}\n`);
+  const targets = targetResults(runs);
+  const gguf = Object.fromEntries(jobs.filter((job) => job.gguf).map((job) => [relative(REPO, job.gguf.file),
+    { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
+  writeFileSync(join(REPO, 'bench-results.json'),
+    `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets }, null, 2)}\n`);
 
-  const decodeBytesNote = 'weight bandwidth = bytes of the weight matrices read per decode step (all layers + LM head; fp32, or int8 with ' +
-    'per-row scales) × tokens/s, as a fraction of the streaming-read ceiling measured in the same runtime (median ÷ median; ' +
-    'onnxruntime-web: our engine\'s probe in the same Node)';
+  const decodeBytesNote = 'weight bandwidth = bytes of the weight matrices read per decode step (all layers + LM head; fp32, int8 with ' +
+    'per-row scales, or a GGUF file\'s matrices as stored) × tokens/s, as a fraction of the streaming-read ceiling measured in the ' +
+    'same runtime (median ÷ median; onnxruntime-web and wllama: our engine\'s probe in the same Node or page; llama.cpp: the native probe)';
   console.log(`## Prefill and decode\n\n${speedTable(runs)}\n\n` +
     `prefill is the same batched code path in both modes; the uncached mode prefills once per context. ${decodeBytesNote}. ` +
     `A context whose decoding would pass n_ctx gets a shorter prompt (n_ctx − ${plan.decodeSteps}).\n`);
@@ -515,12 +700,24 @@ async function main() {
   if (sideBySide.length) {
     console.log(`## Ours vs onnxruntime-web (wasm, one thread, fp32), cached decode tokens/s, medians, in Node\n\n${sideBySide.join('\n\n')}\n`);
   }
+  const ggufComparisons = ggufTables(runs, plan.contexts);
+  if (ggufComparisons.length) {
+    console.log(`## GGUF types: ours against our int8 and against wllama on the same file, cached decode tokens/s, medians, one thread\n\n` +
+      `${ggufComparisons.join('\n\n')}\n`);
+  }
+  const native = nativeTables(runs, plan.contexts);
+  if (native.length) console.log(`## GGUF types natively: ours against llama.cpp (node-llama-cpp), medians, one thread\n\n${native.join('\n\n')}\n`);
+  if (targets.length) {
+    console.log(`## Issue #12's targets (cached decode tokens/s at context ${TARGET_CONTEXT}, one thread, medians)\n\n${targetsTable(targets)}\n`);
+  }
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
-    `Module.heapUsedBytes(); native and onnxruntime-web: peak RSS (VmHWM) and RSS of the process, which also count the ` +
+    `Module.heapUsedBytes(); wllama: Chromium's measureUserAgentSpecificMemory() of the page and its workers; native, ` +
+    `onnxruntime-web and llama.cpp: peak RSS (VmHWM) and RSS of the process, which also count the ` +
     `binary, libraries and (ort) the JavaScript heap, but only pages touched (a KV cache filled to the longest context measured ` +
     `is partly resident). Steady = after generation, with the model and one cached session ` +
-    `alive. onnxruntime-web's weights are its ONNX file (wte twice) and its KV cache is counted at n_ctx like ours.\n`);
+    `alive. onnxruntime-web's weights are its ONNX file (wte twice); wllama's and llama.cpp's are the GGUF file and their KV ` +
+    `cache is F16 at n_ctx; all KV caches are counted at n_ctx like ours.\n`);
   if (options.threads.length > 1) {
     console.log(`## Thread scaling: cached decode tok/s (median) and speed-up over the first thread count\n\n${threadScalingTable(runs, plan.contexts)}\n\n` +
       `load average at the end ${os.loadavg().map((load) => load.toFixed(2)).join(' ')} on ${machine.cores} cores\n`);

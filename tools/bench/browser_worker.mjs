@@ -1,7 +1,7 @@
-// The Chromium worker of tools/bench/browser.html: loads one model into a fresh wasm instance and runs
-// measure.mjs on it. The model files are fetched whole and given to the loader as local objects, which the
-// loader does not copy into the Cache API (a 500 MB cache write would only slow the run down); the fetched
-// bytes live outside the wasm heap, so the heap figures are the engine's alone.
+// The Chromium worker of tools/bench/browser.html: loads one model (a folder's URL, or a GGUF file's) into a fresh
+// wasm instance and runs measure.mjs on it. The model files are fetched whole and given to the loader as local
+// objects, which the loader does not copy into the Cache API (a 500 MB cache write would only slow the run down);
+// the fetched bytes live outside the wasm heap, so the heap figures are the engine's alone.
 import { loadEngine } from '/public/js/engine.js';
 import { loadEngineModel } from '/public/js/loader.js';
 import { measureModel } from './measure.mjs';
@@ -13,14 +13,23 @@ async function fetchBytes(url) {
   return new Uint8Array(await response.arrayBuffer());
 }
 
+// format: fp32 or int8 for a folder; a GGUF file's weights are its own types.
+async function loadModelFrom(engine, modelUrl, format) {
+  if (modelUrl.endsWith('.gguf')) {
+    const file = new File([await fetchBytes(modelUrl)], new URL(modelUrl).pathname.split('/').at(-1));
+    return loadEngineModel(engine, [file], { withTokenizer: false });
+  }
+  const weights = await fetchBytes(new URL('model.safetensors', modelUrl));
+  const config = await fetchBytes(new URL('config.json', modelUrl));
+  // weights is collectable once this returns: the engine holds its own converted copy
+  return loadEngineModel(engine, { config, weights }, { withTokenizer: false, weights: format });
+}
+
 onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) => {
   try {
     const start = performance.now();
-    let weights = await fetchBytes(new URL('model.safetensors', modelUrl));
-    const config = await fetchBytes(new URL('config.json', modelUrl));
     const engine = await loadEngine({ threads });
-    const { model } = await loadEngineModel(engine, { config, weights }, { withTokenizer: false, weights: format });
-    weights = null;  // collectable: the engine holds its own converted copy
+    const { model } = await loadModelFrom(engine, modelUrl, format);
     postMessage({ type: 'log', text: `model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s` });
     const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }));
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));

@@ -19,18 +19,20 @@ export function promptLength(context, config, decodeSteps) {
   return Math.min(context, config.n_ctx - decodeSteps);
 }
 
-// Deterministic pseudo-random token ids (the same prompt in every runtime): speed does not depend on them.
-export function promptIds(length, nVocab) {
+// Deterministic pseudo-random token ids (the same prompt in every runtime): speed does not depend on them. pool:
+// the ids to draw from (plan.promptPool: whole words that a text prompt tokenizes back to, for runtimes that take
+// text, see tools/bench/prompt_pool.mjs), or null for any id below nVocab.
+export function promptIds(length, nVocab, pool = null) {
   const ids = new Array(length);
   let state = 12345;
   for (let i = 0; i < length; i++) {
     state = (Math.imul(state, 1103515245) + 12345) >>> 0;
-    ids[i] = (state >>> 8) % nVocab;
+    ids[i] = pool ? pool[(state >>> 8) % pool.length] : (state >>> 8) % nVocab;
   }
   return ids;
 }
 
-// plan: { contexts, uncachedContexts, runs, decodeSteps, ceilingRepeats }: uncached runs are interleaved only at
+// plan: { contexts, uncachedContexts, runs, decodeSteps, ceilingRepeats, promptPool? }: uncached runs are interleaved only at
 // the contexts listed in uncachedContexts. log(text) reports progress.
 export async function measureModel(driver, plan, log) {
   const info = await driver.info();
@@ -61,7 +63,7 @@ export async function measureModel(driver, plan, log) {
 // V8 compiles wasm with its baseline tier first and optimizes hot functions later; the native caches and page
 // mappings also warm up here. Exercises every path timed later: batched prefill, cached step, uncached step.
 async function warmUp(driver, config, plan) {
-  const prompt = promptIds(promptLength(64, config, plan.decodeSteps), config.n_vocab);
+  const prompt = promptIds(promptLength(64, config, plan.decodeSteps), config.n_vocab, plan.promptPool);
   for (let round = 0; round < 2; round++) {
     let { token } = await driver.prefill('cached', prompt);
     for (let i = 0; i < plan.decodeSteps; i++) ({ token } = await driver.step('cached', token));
@@ -78,7 +80,7 @@ async function warmUp(driver, config, plan) {
 async function measureContext(driver, config, context, plan) {
   const length = promptLength(context, config, plan.decodeSteps);
   if (length === null) return { context, skipped: `above n_ctx ${config.n_ctx}` };
-  const prompt = promptIds(length, config.n_vocab);
+  const prompt = promptIds(length, config.n_vocab, plan.promptPool);
   let uncached = null;
   if (plan.uncachedContexts.includes(context)) {
     const uncachedPrefill = await driver.prefill('uncached', prompt);

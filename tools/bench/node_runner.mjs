@@ -1,17 +1,18 @@
 // The Node runtime of tools/bench.mjs, one process per model so each model gets a fresh wasm instance (its heap
-// figures are then its own). Loads the model folder through web/ like the CLI does, runs measure.mjs, writes
-// the result as JSON on stdout and progress on stderr.
+// figures are then its own). Loads the model folder or GGUF file through web/ like the CLI does, runs measure.mjs,
+// writes the result as JSON on stdout and progress on stderr.
 //
-//   node tools/bench/node_runner.mjs MODEL_DIR fp32|int8 PLAN_JSON [THREADS]    (THREADS > 1: the threaded build)
+//   node tools/bench/node_runner.mjs MODEL_DIR|FILE.gguf fp32|int8|GGUF_TYPE PLAN_JSON [THREADS]
+//   (THREADS > 1: the threaded build; a GGUF file's weights are its own types, GGUF_TYPE only names them)
 import { loadEngine } from '../../web/engine.js';
 import { loadEngineModel } from '../../web/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
-const [modelDir, weights, planJson, threads = '1'] = process.argv.slice(2);
+const [source, weights, planJson, threads = '1'] = process.argv.slice(2);
 const start = performance.now();
 const engine = await loadEngine({ threads: Number(threads) });
-const { model } = await loadEngineModel(engine, modelDir, { withTokenizer: false, weights });
+const { model } = await loadEngineModel(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
 console.error(`model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
 const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }));
 const result = await measureModel(driver, JSON.parse(planJson), (text) => console.error(text));
