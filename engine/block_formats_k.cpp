@@ -51,8 +51,6 @@ typedef int16_t i16x8 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
-typedef uint8_t u8x4 __attribute__((vector_size(4)));
-typedef int8_t i8x4 __attribute__((vector_size(4)));
 
 constexpr int kSuperBlock = 256;                                      // values per super-block
 constexpr int kBlocksPerSuperBlock = kSuperBlock / kActivationBlock;  // 8
@@ -107,8 +105,36 @@ inline i32x4 sum_lanes(i32x4 a0, i32x4 a1, i32x4 a2, i32x4 a3) {
 }
 
 inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
-inline f32x4 u8_to_float(const uint8_t* p) { return __builtin_convertvector(load<u8x4>(p), f32x4); }
-inline f32x4 i8_to_float(const uint8_t* p) { return __builtin_convertvector(load<i8x4>(p), f32x4); }
+
+// 8 signed bytes widened to int32 lanes: bytes 0..3 in *lo, 4..7 in *hi (Q4_K's and Q5_K's 6-bit scales and
+// mins are stored as such too: below 64). i16x8.load8x8_s + i32x4.extend_{low,high}_i16x8_s in wasm; natively
+// each byte duplicated into a 16-bit lane and each such lane into a 32-bit lane, then shifted right
+// arithmetically (psraw, psrad).
+inline void widen_bytes(const uint8_t* p, i32x4* lo, i32x4* hi) {
+#if defined(__wasm_simd128__)
+    const v128_t v = wasm_i16x8_load8x8(p);
+    *lo = (i32x4)wasm_i32x4_extend_low_i16x8(v);
+    *hi = (i32x4)wasm_i32x4_extend_high_i16x8(v);
+#else
+    uint64_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    const u8x16 b = (u8x16)(u64x2{bits, 0});
+    const i16x8 v = (i16x8)__builtin_shufflevector(b, b, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+    *lo = (i32x4)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
+    *hi = (i32x4)__builtin_shufflevector(v, v, 4, 4, 5, 5, 6, 6, 7, 7) >> 16;
+#endif
+}
+
+// float(a * b), exact for |a * b| < 2^24. In wasm one i32x4.mul, then the conversion (clang turns a conversion
+// of widened bytes into lane-by-lane code); natively, where SSE2 has no 32-bit multiply, the product of the
+// exact conversions.
+inline f32x4 product_float(i32x4 a, i32x4 b) {
+#if defined(__wasm_simd128__)
+    return to_float(a * b);
+#else
+    return to_float(a) * to_float(b);
+#endif
+}
 
 // v shifted left by S bits (right by -S when S is negative)
 template <int S>
@@ -272,11 +298,11 @@ struct KQuant {
         *sum_b = sum_lanes(b[0], b[1], b[2], b[3]);
     }
 
-    // Sub-block j's terms: sum_d += dx * (scale * isum), sum_m += dx * (min * xsum).
-    static void add_block(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, int j, i32x4 isum, float dx, int32_t xsum) {
+    // Sub-block j's terms: sum_d += dx * float(scale * isum), sum_m += dx * float(min * xsum).
+    static void add_block(f32x4* sum_d, f32x4* sum_m, i32x4 scale, i32x4 min, i32x4 isum, float dx, int32_t xsum) {
         const f32x4 dxv = splat(dx);
-        *sum_d += dxv * (u8_to_float(block + kScale + 4 * j) * to_float(isum));
-        *sum_m += dxv * (u8_to_float(block + kMin + 4 * j) * splat(float(xsum)));
+        *sum_d += dxv * product_float(scale, isum);
+        *sum_m += dxv * product_float(min, i32x4{xsum, xsum, xsum, xsum});
     }
 
     template <int C>
@@ -284,8 +310,11 @@ struct KQuant {
                       const int32_t* xsum) {
         i32x4 ia, ib;
         chunk_sums<C>(block, xq, &ia, &ib);
-        add_block(sum_d, sum_m, block, 2 * C, ia, dx[2 * C], xsum[2 * C]);
-        add_block(sum_d, sum_m, block, 2 * C + 1, ib, dx[2 * C + 1], xsum[2 * C + 1]);
+        i32x4 scale_a, scale_b, min_a, min_b;
+        widen_bytes(block + kScale + 8 * C, &scale_a, &scale_b);
+        widen_bytes(block + kMin + 8 * C, &min_a, &min_b);
+        add_block(sum_d, sum_m, scale_a, min_a, ia, dx[2 * C], xsum[2 * C]);
+        add_block(sum_d, sum_m, scale_b, min_b, ib, dx[2 * C + 1], xsum[2 * C + 1]);
     }
 
     // The 4 rows of a panel against one token: xq (n_sb * 256), dx and xsum (n_sb * 8).
@@ -381,8 +410,9 @@ struct Q6K {
                     hi[r] = madd(q2, x2) + madd(q3, x3);
                 }
                 const i32x4 i0 = sum_lanes(lo[0], lo[1], lo[2], lo[3]), i1 = sum_lanes(hi[0], hi[1], hi[2], hi[3]);
-                const f32x4 v = i8_to_float(block + kScale + 4 * (2 * b)) * to_float(i0) +
-                                i8_to_float(block + kScale + 4 * (2 * b + 1)) * to_float(i1);
+                i32x4 scale0, scale1;
+                widen_bytes(block + kScale + 8 * b, &scale0, &scale1);
+                const f32x4 v = product_float(scale0, i0) + product_float(scale1, i1);
                 sum += splat(dx[s * kBlocksPerSuperBlock + b]) * v;
             }
             out += load<f32x4>(block + kD) * sum;
