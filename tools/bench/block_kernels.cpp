@@ -1,9 +1,10 @@
 // gpt2_block_kernels: times one-token products (the decode GEMV) of the K-quant block formats against the int8
 // gemv_q8 on GPT-2 124M's matrix shapes, natively or in wasm. Weights are random valid blocks, the input a
 // random row quantized as the formats expect. Each product reads the next of enough copies of the matrix to
-// hold kStreamedWeights weights, as a decode step streams the whole model from memory instead of finding one
-// matrix in cache. Prints one line per shape and format: the least time of a product over 30 runs (the machine
-// is shared: the least is the least disturbed) and its ratio to int8's.
+// hold 64 Mi weights (--hot: one copy), as a decode step streams the whole model from memory instead of finding one
+// matrix in cache. Prints one line per shape and format: the least time of a product over 40 runs taken in
+// turns with the other formats (the machine is shared: the least is the least disturbed) and its ratio to
+// int8's.
 //
 //   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
 //   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
@@ -15,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,29 +32,39 @@ using Clock = std::chrono::steady_clock;
 
 // About GPT-2 124M's weights: each timed product reads a matrix not read since copies of this many weights ago
 // (--hot: 1, the matrix stays in cache if it fits).
-size_t streamed_weights = size_t(96) << 20;
+size_t streamed_weights = size_t(64) << 20;
 
 // Copies of a matrix of n_out x n_in that hold streamed_weights weights.
 int copies(int n_out, int n_in) { return int((streamed_weights + size_t(n_out) * n_in - 1) / (size_t(n_out) * n_in)); }
 
-// The least over 30 runs of the time of one call of f(copy), in microseconds; each run calls f on every copy
-// in turn, for at least about 20 ms.
-template <typename F>
-double least_us(int n_copies, F f) {
-    for (int c = 0; c < n_copies; c++) f(c);
-    const auto start = Clock::now();
-    for (int c = 0; c < n_copies; c++) f(c);
-    const double once = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    const int rounds = std::max(1, int(20000.0 / std::max(once, 1.0)));
-    double least = 1e300;
-    for (int run = 0; run < 30; run++) {
-        const auto t0 = Clock::now();
-        for (int i = 0; i < rounds; i++)
-            for (int c = 0; c < n_copies; c++) f(c);
-        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-        least = std::min(least, us / (double(rounds) * n_copies));
+// A product to time: f(copy) multiplies with copy `copy` of its matrix.
+struct Candidate {
+    std::string name;
+    int n_copies;
+    std::function<void(int)> f;
+    double least_us = 1e300;  // the least time of one product so far
+    int rounds = 1;           // calls of f on every copy per run
+};
+
+// Times the candidates in turns (so that a busy spell of the shared machine hits all of them alike): 40 runs of
+// each, every run calling f on every copy for about 10 ms, keeping each one's least time per product.
+void time_in_turns(std::vector<Candidate>& candidates) {
+    for (Candidate& c : candidates) {
+        for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+        const auto start = Clock::now();
+        for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+        const double once = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        c.rounds = std::max(1, int(10000.0 / std::max(once, 1.0)));
     }
-    return least;
+    for (int run = 0; run < 40; run++) {
+        for (Candidate& c : candidates) {
+            const auto t0 = Clock::now();
+            for (int i = 0; i < c.rounds; i++)
+                for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+            const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+            c.least_us = std::min(c.least_us, us / (double(c.rounds) * c.n_copies));
+        }
+    }
 }
 
 // Random file blocks of a format: random bytes, with every fp16 field (d, dmin) a small normal number.
@@ -98,41 +111,58 @@ Input block_input(int n_in, std::mt19937& rng) {
     return in;
 }
 
-double time_int8(int n_out, int n_in, std::mt19937& rng) {
+Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
+    struct State {
+        std::vector<int8_t> w;  // (copies, n_out, n_in) in panels
+        std::vector<float> w_scale, out;
+        Input in;
+        float x_scale = 0.0f;
+    };
+    auto s = std::make_shared<State>();
     const int n_copies = copies(n_out, n_in);
     const size_t n = size_t(n_out) * n_in;
-    std::vector<int8_t> w(n * n_copies), scratch(size_t(gpt2::kPanelRows) * n_in);
-    for (int8_t& v : w) v = int8_t(int(rng() % 255) - 127);
-    for (int c = 0; c < n_copies; c++) gpt2::pack_panels(w.data() + c * n, n_out, n_in, scratch.data());
-    std::vector<float> w_scale(size_t(n_out), 0.01f), out(static_cast<size_t>(n_out));
-    Input in = block_input(n_in, rng);
-    float x_scale = 0.0f;
-    gpt2::quantize_activations(in.xq.data(), &x_scale, in.x.data(), 1, n_in);
-    return least_us(n_copies, [&](int c) {
-        gpt2::gemv_q8(out.data(), in.xq.data(), x_scale, w.data() + c * n, w_scale.data(), nullptr, n_in, n_out);
-    });
+    s->w.resize(n * n_copies);
+    std::vector<int8_t> scratch(size_t(gpt2::kPanelRows) * n_in);
+    for (int8_t& v : s->w) v = int8_t(int(rng() % 255) - 127);
+    for (int c = 0; c < n_copies; c++) gpt2::pack_panels(s->w.data() + c * n, n_out, n_in, scratch.data());
+    s->w_scale.assign(size_t(n_out), 0.01f);
+    s->out.resize(size_t(n_out));
+    s->in = block_input(n_in, rng);
+    gpt2::quantize_activations(s->in.xq.data(), &s->x_scale, s->in.x.data(), 1, n_in);
+    return Candidate{"int8", n_copies, [s, n, n_in, n_out](int c) {
+                         gpt2::gemv_q8(s->out.data(), s->in.xq.data(), s->x_scale, s->w.data() + c * n,
+                                       s->w_scale.data(), nullptr, n_in, n_out);
+                     }};
 }
 
-double time_format(const gpt2::BlockFormat& format, gpt2::WeightFormat weight_format, int n_out, int n_in,
-                   std::mt19937& rng) {
+Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat weight_format, int n_out, int n_in,
+                           std::mt19937& rng) {
+    struct State {
+        std::vector<uint8_t> storage;  // copies of the matrix in the format's storage
+        std::vector<float> out;
+        Input in;
+        gpt2::Linear linear;
+    };
+    auto s = std::make_shared<State>();
     const std::vector<uint8_t> file = random_blocks(format, n_out, n_in, rng);
     const int n_copies = copies(n_out, n_in);
     const size_t bytes = size_t(format.storage_bytes(n_out, n_in));
-    std::vector<uint8_t> storage(bytes * n_copies);
+    s->storage.resize(bytes * n_copies);
     for (int c = 0; c < n_copies; c++)
-        format.store_rows(storage.data() + c * bytes, n_out, n_in, 0, n_out, file.data());
-    gpt2::Linear linear;
-    linear.format = weight_format;
-    linear.n_out = n_out;
-    linear.n_in = n_in;
-    Input in = block_input(n_in, rng);
-    const gpt2::LinearInput input{in.x.data(), in.xq.data(), in.scale.data(), in.sum.data()};
-    std::vector<float> out(static_cast<size_t>(n_out));
-    return least_us(n_copies, [&](int c) {
-        gpt2::Linear copy = linear;
-        copy.weight = storage.data() + c * bytes;
-        format.multiply(out.data(), copy, input, 0, 1, 0, n_out);
-    });
+        format.store_rows(s->storage.data() + c * bytes, n_out, n_in, 0, n_out, file.data());
+    s->linear.format = weight_format;
+    s->linear.n_out = n_out;
+    s->linear.n_in = n_in;
+    s->in = block_input(n_in, rng);
+    s->out.resize(size_t(n_out));
+    const gpt2::BlockFormat* f = &format;
+    return Candidate{
+        format.name, n_copies, [s, f, bytes, n_out](int c) {
+            const gpt2::LinearInput input{s->in.x.data(), s->in.xq.data(), s->in.scale.data(), s->in.sum.data()};
+            gpt2::Linear copy = s->linear;
+            copy.weight = s->storage.data() + c * bytes;
+            f->multiply(s->out.data(), copy, input, 0, 1, 0, n_out);
+        }};
 }
 
 }  // namespace
@@ -141,19 +171,16 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "--hot") streamed_weights = 1;
     std::mt19937 rng(1);
     const int shapes[][2] = {{3072, 768}, {768, 3072}, {2304, 768}, {50257, 768}};
-    const struct {
-        const gpt2::BlockFormat* format;
-        gpt2::WeightFormat weight_format;
-    } formats[] = {{&gpt2::kQ4_K, gpt2::WeightFormat::q4_k},
-                   {&gpt2::kQ5_K, gpt2::WeightFormat::q5_k},
-                   {&gpt2::kQ6_K, gpt2::WeightFormat::q6_k}};
     for (const auto& shape : shapes) {
-        const double int8 = time_int8(shape[0], shape[1], rng);
-        std::printf("%5d x %4d  int8 %8.1f us\n", shape[0], shape[1], int8);
-        for (const auto& f : formats) {
-            const double t = time_format(*f.format, f.weight_format, shape[0], shape[1], rng);
-            std::printf("%5d x %4d  %s %8.1f us  %.2fx int8\n", shape[0], shape[1], f.format->name, t, t / int8);
-        }
+        std::vector<Candidate> candidates;
+        candidates.push_back(int8_candidate(shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ4_K, gpt2::WeightFormat::q4_k, shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ5_K, gpt2::WeightFormat::q5_k, shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ6_K, gpt2::WeightFormat::q6_k, shape[0], shape[1], rng));
+        time_in_turns(candidates);
+        for (const Candidate& c : candidates)
+            std::printf("%5d x %4d  %-4s %8.1f us  %.2fx int8\n", shape[0], shape[1], c.name.c_str(), c.least_us,
+                        c.least_us / candidates[0].least_us);
         std::fflush(stdout);
     }
     return 0;
