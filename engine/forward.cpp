@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "block_formats.h"
 #include "kernels.h"
 #include "linear.h"
 #include "ops.h"
@@ -56,6 +57,7 @@ class Arena {
 // and assigns the buffers. *kv_cache_bytes: the bytes of the two caches.
 void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache_bytes) {
     const uint64_t B = uint64_t(s->n_batch), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
+    const uint64_t X = (4 * C + kActivationBlock - 1) / kActivationBlock;  // blocks of the widest matmul input
     arena->take(&s->x, B * C);
     arena->take(&s->xb, B * C);
     const uint64_t attention = arena->at();
@@ -67,7 +69,8 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     arena->take(&s->proj, B * C);
     arena->take(&s->scores, T);
     arena->take(&s->logits, uint64_t(c.n_vocab));
-    arena->take(&s->xq_scale, B);
+    arena->take(&s->xq_scale, B * X);
+    arena->take(&s->xq_sum, B * X);
     const uint64_t kv_cache = arena->at();
     arena->take(&s->key_cache, L * T * C);
     arena->take(&s->value_cache, L * T * C);
@@ -141,10 +144,10 @@ void matmul_part(void* context, int part) {
 }
 
 // Linear layer for n token rows: out (n, n_out) = x (n, n_in) . weight^T + bias, split over the pool's threads
-// (see above; pool may be null: one thread). The input is prepared for the weights' format (int8: quantized
-// into the run state's int16 buffer) once for all parts.
+// (see above; pool may be null: one thread). The input is prepared for the weights' format (int8 and the
+// block formats: quantized into the run state's int16 buffers) once for all parts.
 void matmul(ThreadPool* pool, RunState* s, float* out, const float* x, const Linear& linear, int n) {
-    const LinearInput in{x, s->xq, s->xq_scale};
+    const LinearInput in{x, s->xq, s->xq_scale, s->xq_sum};
     prepare_linear_input(linear, in, n);
     const int n_out = linear.n_out;
     const int64_t multiply_adds = int64_t(n) * linear.n_in * n_out;
@@ -244,15 +247,15 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         residual_add(s->x, s->proj, n * C);
     }
 
-    // final layernorm and the tied LM head (wte as [n_vocab][n_embd])
+    // final layernorm and the LM head ([n_vocab][n_embd]: wte, or a GGUF file's output.weight)
     if (logits_out) {
         layernorm_rows(s->xb, s->x, w.ln_f, n, C, eps);
-        matmul(pool, s, logits_out, s->xb, w.wte, n);
+        matmul(pool, s, logits_out, s->xb, w.lm_head(), n);
         if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * V, sizeof(float) * V);
     } else if (last_logits) {
         float* xb = s->xb + (size_t)(n - 1) * C;
         layernorm_rows(xb, s->x + (size_t)(n - 1) * C, w.ln_f, 1, C, eps);
-        matmul(pool, s, s->logits, xb, w.wte, 1);
+        matmul(pool, s, s->logits, xb, w.lm_head(), 1);
     }
 }
 

@@ -23,11 +23,14 @@ struct RunState {
     float* fc = nullptr;           // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
     float* scores = nullptr;       // (n_ctx) attention weights of one query row and head
     float* logits = nullptr;       // (n_vocab) logits of the last fed token
-    float* xq_scale = nullptr;     // (n_batch) int8 weights: scale of each quantized input row
+    float* xq_scale = nullptr;     // (n_batch, ceil(4 * n_embd / 32)) int8 weights: the scale of each quantized
+                                   // input row (the first n_batch); block formats: of each block of 32 of xq
+    int32_t* xq_sum = nullptr;     // (n_batch, ceil(4 * n_embd / 32)) block formats: the sum of each block of xq
     float* key_cache = nullptr;    // (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
     float* value_cache = nullptr;  // (n_layer, n_head, n_ctx, head_size)
     int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
-    int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 weights: a matmul's input rows quantized to int16
+    int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 and block formats: a matmul's input rows
+                                   // quantized to int16
 
     void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)
     size_t bytes = 0;

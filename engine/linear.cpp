@@ -2,18 +2,25 @@
 
 #include <cstddef>
 
+#include "block_formats.h"
 #include "kernels.h"
 
 namespace gpt2 {
 
 void prepare_linear_input(const Linear& linear, const LinearInput& in, int n_tok) {
     switch (linear.format) {
-        case WeightFormat::fp32: break;
+        case WeightFormat::fp32:
+        case WeightFormat::f16: break;
         case WeightFormat::int8: quantize_activations(in.xq, in.xq_scale, in.x, n_tok, linear.n_in); break;
+        default: quantize_activation_blocks(in, n_tok, linear.n_in); break;  // the other block formats
     }
 }
 
 void multiply_linear(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
+    if (const BlockFormat* format = block_format(linear.format)) {
+        format->multiply(out, linear, in, t0, n_tok, o0, n_rows);
+        return;
+    }
     const size_t n_in = size_t(linear.n_in);
     out += size_t(t0) * size_t(linear.n_out) + size_t(o0);
     const float* bias = linear.bias ? linear.bias + o0 : nullptr;
@@ -34,10 +41,15 @@ void multiply_linear(float* out, const Linear& linear, const LinearInput& in, in
             else gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, bias, n_tok, linear.n_in, n_rows);
             break;
         }
+        default: break;  // the block formats, above
     }
 }
 
 void linear_weight_row(float* out, const Linear& linear, int row, int8_t* scratch) {
+    if (const BlockFormat* format = block_format(linear.format)) {
+        format->dequantize_row(out, linear.weight, linear.n_out, linear.n_in, row);
+        return;
+    }
     switch (linear.format) {
         case WeightFormat::fp32:
             unpack_row(out, static_cast<const float*>(linear.weight), linear.n_out, linear.n_in, row);
@@ -48,6 +60,7 @@ void linear_weight_row(float* out, const Linear& linear, int row, int8_t* scratc
             for (int i = 0; i < linear.n_in; i++) out[i] = float(scratch[i]) * scale;
             break;
         }
+        default: break;  // the block formats, above
     }
 }
 

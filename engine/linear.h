@@ -1,5 +1,5 @@
-// The one place that knows how each storage format of a Linear (engine/weights.h) multiplies: a new
-// WeightFormat is a new case in each function here and its kernel in kernels.cpp; the forward pass, its
+// The one place that knows how each storage format of a Linear (engine/weights.h) multiplies: fp32 and int8 run
+// the kernels of kernels.cpp, the ggml block formats their BlockFormat (block_formats.h); the forward pass, its
 // threading and the weights' structs stay as they are.
 #pragma once
 
@@ -18,7 +18,8 @@ struct LinearInput {
 };
 
 // Brings the rows x (n_tok, linear.n_in) into the form linear's format multiplies, once for all the parts of a
-// split product: int8 quantizes them into xq and xq_scale; fp32 reads x as it is.
+// split product: int8 quantizes them per row into xq and xq_scale, the block formats per block of 32 into xq,
+// xq_scale and xq_sum (quantize_activation_blocks); fp32 and F16 read x as it is.
 void prepare_linear_input(const Linear& linear, const LinearInput& in, int n_tok);
 
 // out[t][o] = row t of the input . row o of linear's weight + bias[o], for the input's token rows

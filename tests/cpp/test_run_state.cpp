@@ -32,6 +32,7 @@ void expect_buffers_tile_the_block(const gpt2::Config& c) {
     ASSERT_TRUE(gpt2::create_run_state(c, &s, &error)) << error;
     const uint64_t B = uint64_t(std::min(c.n_ctx, 64)), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd);
     const uint64_t L = uint64_t(c.n_layer), V = uint64_t(c.n_vocab);
+    const uint64_t X = (4 * C + 31) / 32;  // blocks of 32 of the widest matmul input, rounded up
     EXPECT_EQ(uint64_t(s.n_batch), B) << what;
     const std::vector<Buffer> buffers = {
         buffer("x", s.x, B * C),
@@ -41,7 +42,8 @@ void expect_buffers_tile_the_block(const gpt2::Config& c) {
         buffer("proj", s.proj, B * C),
         buffer("scores", s.scores, T),
         buffer("logits", s.logits, V),
-        buffer("xq_scale", s.xq_scale, B),
+        buffer("xq_scale", s.xq_scale, B * X),
+        buffer("xq_sum", s.xq_sum, B * X),
         buffer("key_cache", s.key_cache, L * T * C),
         buffer("value_cache", s.value_cache, L * T * C),
         buffer("tokens", s.tokens, T),

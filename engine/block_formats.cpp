@@ -1,0 +1,92 @@
+#include "block_formats.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "block_formats_k.h"
+#include "block_formats_legacy.h"
+#include "simd.h"
+
+namespace gpt2 {
+
+const BlockFormat* block_format(WeightFormat format) {
+    switch (format) {
+        case WeightFormat::fp32:
+        case WeightFormat::int8: return nullptr;
+        case WeightFormat::f16: return &kF16;
+        case WeightFormat::q8_0: return &kQ8_0;
+        case WeightFormat::q4_0: return &kQ4_0;
+        case WeightFormat::q4_1: return &kQ4_1;
+        case WeightFormat::q5_0: return &kQ5_0;
+        case WeightFormat::q5_1: return &kQ5_1;
+        case WeightFormat::q4_k: return &kQ4_K;
+        case WeightFormat::q5_k: return &kQ5_K;
+        case WeightFormat::q6_k: return &kQ6_K;
+    }
+    return nullptr;
+}
+
+namespace {
+
+using simd::f32x4;
+using simd::i32x4;
+
+constexpr int kLanes = 4;
+constexpr int kVectors = kActivationBlock / kLanes;  // f32x4 per block
+
+inline f32x4 abs4(f32x4 v) { return (f32x4)((i32x4)v & 0x7FFFFFFF); }
+inline f32x4 max4(f32x4 a, f32x4 b) {
+    const i32x4 a_larger = a > b;
+    return (f32x4)(((i32x4)a & a_larger) | ((i32x4)b & ~a_larger));
+}
+
+// One block of 32 values: its scale, int16 values and their sum (see block_formats.h).
+void quantize_block(const float* x, int16_t* q, float* scale, int32_t* sum) {
+    f32x4 v[kVectors], max_abs = {0, 0, 0, 0};
+    i32x4 finite = {-1, -1, -1, -1};
+    for (int i = 0; i < kVectors; i++) {
+        v[i] = simd::load4(x + kLanes * i);
+        const f32x4 a = abs4(v[i]);
+        finite &= a <= FLT_MAX;  // false for NaN and Inf
+        max_abs = max4(max_abs, a);
+    }
+    const float m = std::fmax(std::fmax(max_abs[0], max_abs[1]), std::fmax(max_abs[2], max_abs[3]));
+    const bool all_finite = finite[0] & finite[1] & finite[2] & finite[3];
+    if (!all_finite || m == 0.0f) {
+        *scale = all_finite ? 0.0f : NAN;
+        *sum = 0;
+        std::memset(q, 0, sizeof(int16_t) * kActivationBlock);
+        return;
+    }
+    const float d = m / 127.0f;
+    i32x4 total = {0, 0, 0, 0};
+    for (int i = 0; i < kVectors; i++) {
+        // round half away from zero: truncate, then step away from zero where the dropped fraction is >= 1/2
+        // (exact: |x / d| <= 127 + rounding, far below 2^23)
+        const f32x4 y = v[i] / d;
+        i32x4 r = __builtin_convertvector(y, i32x4);
+        const f32x4 fraction = y - __builtin_convertvector(r, f32x4);
+        r = r - (fraction >= 0.5f) + (fraction <= -0.5f);  // comparisons are -1 where true
+        r = r > 127 ? 127 : r;
+        r = r < -127 ? -127 : r;
+        total += r;
+        const simd::i16x4 narrow = __builtin_convertvector(r, simd::i16x4);
+        std::memcpy(q + kLanes * i, &narrow, sizeof narrow);
+    }
+    *scale = d;
+    *sum = (total[0] + total[1]) + (total[2] + total[3]);
+}
+
+}  // namespace
+
+void quantize_activation_blocks(const LinearInput& in, int n_tok, int n_in) {
+    const int n_blocks = n_in / kActivationBlock;
+    for (int t = 0; t < n_tok; t++)
+        for (int b = 0; b < n_blocks; b++) {
+            const size_t at = size_t(t) * n_in + size_t(b) * kActivationBlock, block = size_t(t) * n_blocks + b;
+            quantize_block(in.x + at, in.xq + at, in.xq_scale + block, in.xq_sum + block);
+        }
+}
+
+}  // namespace gpt2

@@ -1,0 +1,404 @@
+// F16 and the 32-value block formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (block_formats.h) as Linear storage.
+//
+// Storage of a 32-value format: panels of kPanelRows = 4 rows (the last one padded with zero rows), each panel
+// its n_in / 32 block columns in order, each column the 4 rows' blocks in the format's column layout below: the
+// 4 fp16 scales widened to one f32x4 in front (so the scale work is one vector operation for 4 rows), the
+// quants as the file stores them. A GEMV then streams one sequential array. Resident size: 144 / 136 bytes per
+// 4 blocks of the file for Q8_0 (+6 %), 80 / 72 Q4_0 (+11 %), 88 / 80 Q4_1 (+10 %, its mins stay fp16 and are
+// widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
+//
+// Products: per block the weights' integers times the activations' (quantize_activation_blocks) summed exactly in
+// int32 (madd), the 4 rows' sums folded into one i32x4, then for each output
+//   acc += (d_w * d_x) * float(isum)                               (_0 formats, Q8_0)
+//   acc += (d_w * d_x) * float(isum) + m_w * (d_x * float(sum_x))  (_1 formats)
+// over the blocks in order, then + bias. The offsets of Q4_0 (-8) and Q5_0 (-16) are exact integer corrections
+// of isum by the activation block sums: isum = sum q * x - 8 * sum x. Every output is computed the same way
+// whatever the tokens and rows around it, so gemm rows equal gemv and every split gives the same bits.
+//
+// F16: panels of 4 rows with chunks of 8 values per row, as the fp32 layout of kernels.h (with a padded last
+// panel); the kernel widens the halves exactly and sums in the fp32 order of kernels.h, so it equals gemv() on
+// the dequantized matrix bit for bit.
+#include "block_formats_legacy.h"
+
+#include <cstring>
+
+#include "float16.h"
+#include "kernels.h"
+#include "simd.h"
+
+namespace gpt2 {
+
+namespace {
+
+using simd::f32x4;
+using simd::i16x8;
+using simd::i32x4;
+using simd::load;
+using simd::load4;
+using simd::madd;
+using simd::u8x16;
+
+constexpr int kBlock = 32;       // values per block of these formats
+constexpr int kTokenBlock = 64;  // tokens per pass of a panel in the batched product: their rows stay in L2
+
+inline float half_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return f16_to_float(h);
+}
+inline void put_float(uint8_t* p, float v) { std::memcpy(p, &v, sizeof v); }
+inline float float_at(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline uint32_t u32_at(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+int panels(int n_out) { return (n_out + kPanelRows - 1) / kPanelRows; }
+
+// ---- the 32-value formats: each is a struct of its layout and its three per-block operations ----
+
+// The activations of one block: 32 int16 in four vectors, their scale and sum.
+struct XBlock {
+    i16x8 x0, x1, x2, x3;  // values 0..7, 8..15, 16..23, 24..31
+    float d;
+    int32_t sum;
+};
+inline XBlock x_block(const int16_t* xq, float d, int32_t sum) {
+    return {load<i16x8>(xq), load<i16x8>(xq + 8), load<i16x8>(xq + 16), load<i16x8>(xq + 24), d, sum};
+}
+
+// 32 weights in 4 bit: byte j holds value j (low nibble) and value j + 16 (high nibble), times x.
+inline i32x4 dot_nibbles(const uint8_t* qs, const XBlock& x) {
+    const i16x8 a = simd::load8x8_u(qs), b = simd::load8x8_u(qs + 8);
+    return (madd(a & 15, x.x0) + madd(b & 15, x.x1)) + (madd(a >> 4, x.x2) + madd(b >> 4, x.x3));
+}
+
+// 32 weights in 5 bit: the nibbles as above, bit j of qh the fifth bit (16) of value j, times x.
+inline i32x4 dot_nibbles_5(const uint8_t* qh, const uint8_t* qs, const XBlock& x) {
+    const uint32_t bits = u32_at(qh);
+    const u8x16 h = (u8x16)(i32x4){int32_t(bits), 0, 0, 0};
+    const u8x16 lane_bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    // qh byte k holds the fifth bits of values 8k..8k+7: spread each byte over its 8 lanes
+    const u8x16 h_lo = __builtin_shufflevector(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const u8x16 h_hi = __builtin_shufflevector(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const u8x16 fifth_lo = (u8x16)((h_lo & lane_bit) == lane_bit) & 16;
+    const u8x16 fifth_hi = (u8x16)((h_hi & lane_bit) == lane_bit) & 16;
+    const u8x16 v = load<u8x16>(qs);
+    i16x8 a, b, c, d;
+    simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
+    simd::widen_u8((v >> 4) | fifth_hi, &c, &d);  // values 16..23, 24..31
+    return (madd(a, x.x0) + madd(b, x.x1)) + (madd(c, x.x2) + madd(d, x.x3));
+}
+
+inline i32x4 sum_rows(const i32x4 r[kPanelRows]) { return simd::sum_lanes4(r[0], r[1], r[2], r[3]); }
+inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
+
+struct Q8_0 {
+    // file: half d; i8 qs[32]                      column: f32 d[4]; i8 qs[4][32]
+    static constexpr uint32_t kFileBytes = 34;
+    static constexpr size_t kColumnBytes = 16 + kPanelRows * 32;
+    static void store(uint8_t* column, int r, const uint8_t* block) {
+        put_float(column + 4 * r, half_at(block));
+        std::memcpy(column + 16 + 32 * r, block + 2, 32);
+    }
+    static void dequantize(float* out, const uint8_t* column, int r) {
+        const float d = float_at(column + 4 * r);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * r);
+        for (int i = 0; i < kBlock; i++) out[i] = float(qs[i]) * d;
+    }
+    static f32x4 dot(const uint8_t* column, const XBlock& x) {
+        i32x4 r[kPanelRows];
+        for (int k = 0; k < kPanelRows; k++) {
+            const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * k);
+            r[k] = (madd(simd::load8x8_s(qs), x.x0) + madd(simd::load8x8_s(qs + 8), x.x1)) +
+                   (madd(simd::load8x8_s(qs + 16), x.x2) + madd(simd::load8x8_s(qs + 24), x.x3));
+        }
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r));
+    }
+};
+
+struct Q4_0 {
+    // file: half d; u8 qs[16]                      column: f32 d[4]; u8 qs[4][16]
+    static constexpr uint32_t kFileBytes = 18;
+    static constexpr size_t kColumnBytes = 16 + kPanelRows * 16;
+    static void store(uint8_t* column, int r, const uint8_t* block) {
+        put_float(column + 4 * r, half_at(block));
+        std::memcpy(column + 16 + 16 * r, block + 2, 16);
+    }
+    static void dequantize(float* out, const uint8_t* column, int r) {
+        const float d = float_at(column + 4 * r);
+        const uint8_t* qs = column + 16 + 16 * r;
+        for (int j = 0; j < 16; j++) {
+            out[j] = float((qs[j] & 15) - 8) * d;
+            out[j + 16] = float((qs[j] >> 4) - 8) * d;
+        }
+    }
+    static f32x4 dot(const uint8_t* column, const XBlock& x) {
+        i32x4 r[kPanelRows];
+        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles(column + 16 + 16 * k, x);
+        const i32x4 isum = sum_rows(r) - 8 * x.sum;
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
+    }
+};
+
+struct Q4_1 {
+    // file: half d, m; u8 qs[16]                   column: f32 d[4]; half m[4]; u8 qs[4][16]
+    static constexpr uint32_t kFileBytes = 20;
+    static constexpr size_t kColumnBytes = 16 + 8 + kPanelRows * 16;
+    static void store(uint8_t* column, int r, const uint8_t* block) {
+        put_float(column + 4 * r, half_at(block));
+        std::memcpy(column + 16 + 2 * r, block + 2, 2);
+        std::memcpy(column + 24 + 16 * r, block + 4, 16);
+    }
+    static void dequantize(float* out, const uint8_t* column, int r) {
+        const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
+        const uint8_t* qs = column + 24 + 16 * r;
+        for (int j = 0; j < 16; j++) {
+            out[j] = float(qs[j] & 15) * d + m;
+            out[j + 16] = float(qs[j] >> 4) * d + m;
+        }
+    }
+    static f32x4 dot(const uint8_t* column, const XBlock& x) {
+        i32x4 r[kPanelRows];
+        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles(column + 24 + 16 * k, x);
+        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r)) + m * (x.d * float(x.sum));
+    }
+};
+
+struct Q5_0 {
+    // file: half d; u32 qh; u8 qs[16]              column: f32 d[4]; u32 qh[4]; u8 qs[4][16]
+    static constexpr uint32_t kFileBytes = 22;
+    static constexpr size_t kColumnBytes = 16 + 16 + kPanelRows * 16;
+    static void store(uint8_t* column, int r, const uint8_t* block) {
+        put_float(column + 4 * r, half_at(block));
+        std::memcpy(column + 16 + 4 * r, block + 2, 4);
+        std::memcpy(column + 32 + 16 * r, block + 6, 16);
+    }
+    static void dequantize(float* out, const uint8_t* column, int r) {
+        const float d = float_at(column + 4 * r);
+        const uint32_t qh = u32_at(column + 16 + 4 * r);
+        const uint8_t* qs = column + 32 + 16 * r;
+        for (int j = 0; j < 16; j++) {
+            out[j] = float(int((qs[j] & 15) | ((qh >> j) & 1) << 4) - 16) * d;
+            out[j + 16] = float(int((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * d;
+        }
+    }
+    static f32x4 dot(const uint8_t* column, const XBlock& x) {
+        i32x4 r[kPanelRows];
+        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles_5(column + 16 + 4 * k, column + 32 + 16 * k, x);
+        const i32x4 isum = sum_rows(r) - 16 * x.sum;
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
+    }
+};
+
+struct Q5_1 {
+    // file: half d, m; u32 qh; u8 qs[16]           column: f32 d[4]; half m[4]; u32 qh[4]; u8 qs[4][16]
+    static constexpr uint32_t kFileBytes = 24;
+    static constexpr size_t kColumnBytes = 16 + 8 + 16 + kPanelRows * 16;
+    static void store(uint8_t* column, int r, const uint8_t* block) {
+        put_float(column + 4 * r, half_at(block));
+        std::memcpy(column + 16 + 2 * r, block + 2, 2);
+        std::memcpy(column + 24 + 4 * r, block + 4, 4);
+        std::memcpy(column + 40 + 16 * r, block + 8, 16);
+    }
+    static void dequantize(float* out, const uint8_t* column, int r) {
+        const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
+        const uint32_t qh = u32_at(column + 24 + 4 * r);
+        const uint8_t* qs = column + 40 + 16 * r;
+        for (int j = 0; j < 16; j++) {
+            out[j] = float((qs[j] & 15) | ((qh >> j) & 1) << 4) * d + m;
+            out[j + 16] = float((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * d + m;
+        }
+    }
+    static f32x4 dot(const uint8_t* column, const XBlock& x) {
+        i32x4 r[kPanelRows];
+        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles_5(column + 24 + 4 * k, column + 40 + 16 * k, x);
+        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r)) + m * (x.d * float(x.sum));
+    }
+};
+
+// ---- the storage and products shared by the 32-value formats ----
+
+template <typename F>
+size_t panel_bytes(int n_in) {
+    return size_t(n_in / kBlock) * F::kColumnBytes;
+}
+
+template <typename F>
+uint64_t blocks_storage_bytes(int n_out, int n_in) {
+    return uint64_t(panels(n_out)) * panel_bytes<F>(n_in);
+}
+
+template <typename F>
+void blocks_store_rows(void* storage, int n_out, int n_in, int row0, int n_rows, const uint8_t* file_rows) {
+    uint8_t* const base = static_cast<uint8_t*>(storage);
+    const int n_blocks = n_in / kBlock;
+    const size_t panel = panel_bytes<F>(n_in);
+    // the padding rows of a last, partial panel are zero blocks (scale 0): their outputs are never written
+    if (row0 + n_rows == n_out && n_out % kPanelRows != 0)
+        std::memset(base + size_t(n_out / kPanelRows) * panel, 0, panel);
+    for (int i = 0; i < n_rows; i++) {
+        const int row = row0 + i, r = row % kPanelRows;
+        uint8_t* column = base + size_t(row / kPanelRows) * panel;
+        const uint8_t* block = file_rows + size_t(i) * n_blocks * F::kFileBytes;
+        for (int b = 0; b < n_blocks; b++, column += F::kColumnBytes, block += F::kFileBytes)
+            F::store(column, r, block);
+    }
+}
+
+template <typename F>
+void blocks_dequantize_row(float* out, const void* storage, int, int n_in, int row) {
+    const uint8_t* column = static_cast<const uint8_t*>(storage) + size_t(row / kPanelRows) * panel_bytes<F>(n_in);
+    for (int b = 0; b < n_in / kBlock; b++, column += F::kColumnBytes)
+        F::dequantize(out + b * kBlock, column, row % kPanelRows);
+}
+
+// The 4 rows of one panel against one token's quantized row: the block terms summed in block order.
+template <typename F>
+inline f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* x_scale, const int32_t* x_sum,
+                       int n_blocks) {
+    f32x4 acc = {0, 0, 0, 0};
+    for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes)
+        acc += F::dot(panel, x_block(xq + b * kBlock, x_scale[b], x_sum[b]));
+    return acc;
+}
+
+// out[0, n) = acc + bias (bias may be null); n <= kPanelRows.
+inline void store_outputs(float* out, f32x4 acc, const float* bias, int n) {
+    for (int k = 0; k < n; k++) out[k] = bias ? acc[k] + bias[k] : acc[k];
+}
+
+template <typename F>
+void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
+    const int n_in = linear.n_in, n_out = linear.n_out, n_blocks = n_in / kBlock;
+    const size_t panel = panel_bytes<F>(n_in);
+    const uint8_t* const storage = static_cast<const uint8_t*>(linear.weight);
+    const int o1 = o0 + n_rows;
+    for (int tb = t0; tb < t0 + n_tok; tb += kTokenBlock) {
+        const int te = tb + kTokenBlock < t0 + n_tok ? tb + kTokenBlock : t0 + n_tok;
+        for (int o = o0; o < o1; o += kPanelRows) {
+            const uint8_t* p = storage + size_t(o / kPanelRows) * panel;
+            const float* bias = linear.bias ? linear.bias + o : nullptr;
+            const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
+            for (int t = tb; t < te; t++) {
+                const size_t xb = size_t(t) * n_blocks;
+                const f32x4 acc = panel_dot<F>(p, in.xq + size_t(t) * n_in, in.xq_scale + xb, in.xq_sum + xb, n_blocks);
+                store_outputs(out + size_t(t) * n_out + o, acc, bias, n);
+            }
+        }
+    }
+}
+
+template <typename F>
+constexpr BlockFormat legacy_format(const char* name) {
+    return {name,
+            kBlock,
+            F::kFileBytes,
+            &blocks_storage_bytes<F>,
+            &blocks_store_rows<F>,
+            &blocks_dequantize_row<F>,
+            &blocks_multiply<F>};
+}
+
+// ---- F16 ----
+
+constexpr int kChunkF16 = 8;  // values per row of a panel chunk, as kernels.h's fp32 chunks
+
+// Row `row`'s place in the F16 storage: its panel and index in it. Values of a panel: chunks of 8 columns,
+// each the 4 rows' 8 values in turn, then each row's n_in % 8 tail values.
+inline const uint16_t* f16_panel(const void* storage, int n_in, int row) {
+    return static_cast<const uint16_t*>(storage) + size_t(row / kPanelRows) * kPanelRows * n_in;
+}
+
+uint64_t f16_storage_bytes(int n_out, int n_in) { return uint64_t(panels(n_out)) * kPanelRows * n_in * 2; }
+
+void f16_store_rows(void* storage, int n_out, int n_in, int row0, int n_rows, const uint8_t* file_rows) {
+    uint8_t* const base = static_cast<uint8_t*>(storage);
+    const size_t row_bytes = size_t(n_in) * 2, n8 = size_t(n_in - n_in % kChunkF16), tail = size_t(n_in) - n8;
+    if (row0 + n_rows == n_out && n_out % kPanelRows != 0)
+        std::memset(base + size_t(n_out / kPanelRows) * kPanelRows * row_bytes, 0, kPanelRows * row_bytes);
+    for (int i = 0; i < n_rows; i++) {
+        const int row = row0 + i;
+        const size_t r = size_t(row % kPanelRows);
+        uint8_t* panel = base + size_t(row / kPanelRows) * kPanelRows * row_bytes;
+        const uint8_t* src = file_rows + size_t(i) * row_bytes;
+        for (size_t c = 0; c < n8; c += kChunkF16)
+            std::memcpy(panel + 2 * (c * kPanelRows + r * kChunkF16), src + 2 * c, 2 * kChunkF16);
+        std::memcpy(panel + 2 * (n8 * kPanelRows + r * tail), src + 2 * n8, 2 * tail);
+    }
+}
+
+void f16_dequantize_row(float* out, const void* storage, int, int n_in, int row) {
+    const uint16_t* panel = f16_panel(storage, n_in, row);
+    const int n8 = n_in - n_in % kChunkF16, tail = n_in - n8, r = row % kPanelRows;
+    for (int c = 0; c < n8; c += kChunkF16)
+        for (int i = 0; i < kChunkF16; i++) out[c + i] = f16_to_float(panel[c * kPanelRows + r * kChunkF16 + i]);
+    for (int i = 0; i < tail; i++) out[n8 + i] = f16_to_float(panel[n8 * kPanelRows + r * tail + i]);
+}
+
+// 8 halves widened to fp32: values 0..3 and 4..7.
+inline void load_halves8(const uint16_t* p, f32x4* lo, f32x4* hi) {
+    const i16x8 h = load<i16x8>(p);
+    *lo = simd::widen_halves(__builtin_convertvector(__builtin_shufflevector(h, h, 0, 1, 2, 3), i32x4));
+    *hi = simd::widen_halves(__builtin_convertvector(__builtin_shufflevector(h, h, 4, 5, 6, 7), i32x4));
+}
+
+// kernels.h's fp32 order: acc0 + acc1, then ((l0 + l1) + (l2 + l3)), then the tail in order.
+inline float finish_f16(f32x4 acc0, f32x4 acc1, const float* x_tail, const uint16_t* w_tail, int n_tail) {
+    const f32x4 s = acc0 + acc1;
+    float r = (s[0] + s[1]) + (s[2] + s[3]);
+    for (int i = 0; i < n_tail; i++) r += x_tail[i] * f16_to_float(w_tail[i]);
+    return r;
+}
+
+inline void f16_panel_dot(float out[kPanelRows], const float* x, const uint16_t* panel, int n_in) {
+    const int n8 = n_in - n_in % kChunkF16;
+    const uint16_t* p = panel;
+    f32x4 a[kPanelRows][2] = {};
+    for (int i = 0; i < n8; i += kChunkF16, p += kPanelRows * kChunkF16) {
+        const f32x4 x0 = load4(x + i), x1 = load4(x + i + 4);
+        for (int r = 0; r < kPanelRows; r++) {
+            f32x4 w0, w1;
+            load_halves8(p + r * kChunkF16, &w0, &w1);
+            a[r][0] += x0 * w0;
+            a[r][1] += x1 * w1;
+        }
+    }
+    const int nt = n_in - n8;  // p now points at the rows' tails, nt values each
+    for (int r = 0; r < kPanelRows; r++) out[r] = finish_f16(a[r][0], a[r][1], x + n8, p + r * nt, nt);
+}
+
+void f16_multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
+    const int n_in = linear.n_in, n_out = linear.n_out, o1 = o0 + n_rows;
+    float r[kPanelRows];
+    for (int tb = t0; tb < t0 + n_tok; tb += kTokenBlock) {
+        const int te = tb + kTokenBlock < t0 + n_tok ? tb + kTokenBlock : t0 + n_tok;
+        for (int o = o0; o < o1; o += kPanelRows) {
+            const uint16_t* panel = f16_panel(linear.weight, n_in, o);
+            const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
+            for (int t = tb; t < te; t++) {
+                f16_panel_dot(r, in.x + size_t(t) * n_in, panel, n_in);
+                float* row = out + size_t(t) * n_out + o;
+                for (int k = 0; k < n; k++) row[k] = linear.bias ? r[k] + linear.bias[o + k] : r[k];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+extern const BlockFormat kF16 = {"F16", 1, 2, &f16_storage_bytes, &f16_store_rows, &f16_dequantize_row, &f16_multiply};
+extern const BlockFormat kQ8_0 = legacy_format<Q8_0>("Q8_0");
+extern const BlockFormat kQ4_0 = legacy_format<Q4_0>("Q4_0");
+extern const BlockFormat kQ4_1 = legacy_format<Q4_1>("Q4_1");
+extern const BlockFormat kQ5_0 = legacy_format<Q5_0>("Q5_0");
+extern const BlockFormat kQ5_1 = legacy_format<Q5_1>("Q5_1");
+
+}  // namespace gpt2

@@ -1,0 +1,111 @@
+// The SIMD vocabulary of the kernels (kernels.cpp, the block formats): GCC/clang vector extensions, which compile
+// to SSE2 natively and to wasm simd128 (-msimd128), plus the few operations that have no portable spelling,
+// written once per target here.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace gpt2 {
+namespace simd {
+
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int8_t i8x16 __attribute__((vector_size(16)));
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
+typedef int16_t i16x8 __attribute__((vector_size(16)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef int16_t i16x4 __attribute__((vector_size(8)));
+typedef int8_t i8x8 __attribute__((vector_size(8)));
+typedef uint8_t u8x8 __attribute__((vector_size(8)));
+
+// memcpy loads/stores: no alignment requirement, compiled to movups / v128.load
+template <typename V, typename T>
+inline V load(const T* p) {
+    V v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+inline f32x4 load4(const float* p) { return load<f32x4>(p); }
+inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
+// Exact as long as the two products of a pair add up within int32.
+inline i32x4 madd(i16x8 a, i16x8 b) {
+#if defined(__wasm_simd128__)
+    return (i32x4)wasm_i32x4_dot_i16x8((v128_t)a, (v128_t)b);
+#elif defined(__SSE2__)
+    return (i32x4)_mm_madd_epi16((__m128i)a, (__m128i)b);
+#else
+    const i16x4 ae = __builtin_shufflevector(a, a, 0, 2, 4, 6), ao = __builtin_shufflevector(a, a, 1, 3, 5, 7);
+    const i16x4 be = __builtin_shufflevector(b, b, 0, 2, 4, 6), bo = __builtin_shufflevector(b, b, 1, 3, 5, 7);
+    return __builtin_convertvector(ae, i32x4) * __builtin_convertvector(be, i32x4) +
+           __builtin_convertvector(ao, i32x4) * __builtin_convertvector(bo, i32x4);
+#endif
+}
+
+// 8 bytes widened to 8 int16 lanes, zero-extended (u8) or sign-extended (i8): one v128.load8x8_{u,s} in wasm;
+// natively the bytes are duplicated into both halves of each lane (punpcklbw) and shifted right (psrlw / psraw),
+// which compilers otherwise turn into long shuffle chains.
+inline i16x8 load8x8_u(const uint8_t* p) {
+#if defined(__wasm_simd128__)
+    return (i16x8)wasm_u16x8_load8x8(p);
+#else
+    const u8x8 v = load<u8x8>(p);
+    return (i16x8)((u16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8);
+#endif
+}
+inline i16x8 load8x8_s(const int8_t* p) {
+#if defined(__wasm_simd128__)
+    return (i16x8)wasm_i16x8_load8x8(p);
+#else
+    const i8x8 v = load<i8x8>(p);
+    return (i16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+#endif
+}
+
+// 16 bytes widened to 16 int16 lanes, zero-extended: bytes 0..7 into *lo, 8..15 into *hi (punpck{l,h}bw with
+// zero natively, i16x8.extend_{low,high}_u8x16 in wasm).
+inline void widen_u8(u8x16 v, i16x8* lo, i16x8* hi) {
+#if defined(__wasm_simd128__)
+    *lo = (i16x8)wasm_u16x8_extend_low_u8x16((v128_t)v);
+    *hi = (i16x8)wasm_u16x8_extend_high_u8x16((v128_t)v);
+#else
+    const u8x16 zero = {0};
+    *lo = (i16x8)__builtin_shufflevector(v, zero, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
+    *hi = (i16x8)__builtin_shufflevector(v, zero, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+#endif
+}
+
+// The sums of the four vectors' lanes: {sum(a), sum(b), sum(c), sum(d)} (a 4x4 transpose folded into adds).
+inline i32x4 sum_lanes4(i32x4 a, i32x4 b, i32x4 c, i32x4 d) {
+    const i32x4 ab = __builtin_shufflevector(a, b, 0, 4, 1, 5) + __builtin_shufflevector(a, b, 2, 6, 3, 7);
+    const i32x4 cd = __builtin_shufflevector(c, d, 0, 4, 1, 5) + __builtin_shufflevector(c, d, 2, 6, 3, 7);
+    return __builtin_shufflevector(ab, cd, 0, 1, 4, 5) + __builtin_shufflevector(ab, cd, 2, 3, 6, 7);
+}
+
+// Four IEEE halves (their bits sign-extended to int32 lanes) as fp32, exactly, with integer operations and one
+// exact int-to-float conversion only (no arithmetic on subnormal floats, which x86 runs in slow microcode):
+// normal halves rebias their exponent, subnormal ones are their mantissa times 2^-24, inf and nan keep their
+// mantissa under an all-ones exponent.
+inline f32x4 widen_halves(i32x4 h) {
+    const i32x4 magnitude = h & 0x7FFF, sign = h & int32_t(0x80000000u);
+    const i32x4 normal = (magnitude << 13) + (112 << 23);
+    const i32x4 special = (magnitude << 13) | 0x7F800000;
+    const i32x4 subnormal = (i32x4)(__builtin_convertvector(magnitude, f32x4) * 0x1p-24f);
+    const i32x4 is_subnormal = magnitude<0x400, is_special = magnitude> 0x7BFF;
+    const i32x4 bits = (subnormal & is_subnormal) | (special & is_special) | (normal & ~(is_subnormal | is_special));
+    return (f32x4)(bits | sign);
+}
+inline f32x4 load_halves4(const uint16_t* p) {
+    const i16x4 h = load<i16x4>(p);
+    return widen_halves(__builtin_convertvector(h, i32x4));
+}
+
+}  // namespace simd
+}  // namespace gpt2
