@@ -4,30 +4,30 @@
 // and each panel holds, for each super-block of 256 columns in order, one panel block: the 4 rows' super-blocks
 // of those columns interleaved, so that a GEMV reads each matrix as one sequential stream and works out the
 // scales of 4 rows at once (f32x4). At load, d and dmin are widened from fp16 to fp32 and the 6-bit scales and
-// mins unpacked to bytes; the quants keep their bits, regrouped:
+// mins unpacked to bytes; the quants keep their bits (Q6_K: re-packed), regrouped in row pairs: every 8-byte
+// load holds 4 values of row 2p then the same 4 of row 2p + 1 (pair_offset), so that one madd with 4
+// activations loaded twice gives both rows' sums in their own halves and 2 shuffles finish 4 rows' sums.
 //   Q4_K, 608 bytes (the file: 4 x 144): f32 d[4]; f32 dmin[4]; u8 scale[8][4]; u8 min[8][4] ([sub-block][row]);
-//       then qs[4][4][4][8]: for each 64-value chunk c, each group g of 8 bytes, each row, the file's qs bytes
-//       32c + 8g .. 32c + 8g + 7 (low nibbles: values 64c + 8g.., high nibbles: values 64c + 32 + 8g..).
-//   Q5_K, 736 bytes (4 x 176): as Q4_K with the file's qh (bit j of byte l: bit 4 of value 32j + l) between the
-//       mins and qs, as qh[4][4][8]: for each group g, each row, the file's qh bytes 8g .. 8g + 7.
-//   Q6_K, 848 bytes (4 x 210): f32 d[4]; i8 scale[16][4]; then for each 32-value block, each row, 24 bytes:
-//       8 bytes whose nibbles hold the low 4 bits of values i (low) and i + 8 (high), i < 8, 8 bytes the same for
-//       values 16 + i and 24 + i, and 8 bytes holding the top 2 bits of values i, 8 + i, 16 + i, 24 + i in their
-//       bits 0-1, 2-3, 4-5, 6-7.
+//       then for each 64-value chunk c the file's qs bytes 32c .. 32c + 31 of the 4 rows (low nibbles: values
+//       64c.., high nibbles: values 64c + 32..), in row pairs.
+//   Q5_K, 736 bytes (4 x 176): as Q4_K with the file's qh (bit j of byte l: bit 4 of value 32j + l) of the 4
+//       rows, in row pairs, between the mins and the qs.
+//   Q6_K, 848 bytes (4 x 210): f32 d[4]; i8 scale[16][4]; then for each 32-value block 24 bytes a row: q - 32
+//       as 6-bit two's complement fields that arithmetic shifts extract without masks (Q6K::pair_at).
 // So the storage is 5.6 % (Q4_K), 4.5 % (Q5_K) and 1 % (Q6_K) larger than the file.
 //
-// Products: the weights' quants are widened to int16 lanes (zero-extending 8 bytes at once, then masks and
-// shifts) and multiplied with the activations' int16 lanes in int32 (madd), exactly. Each 32-value activation
-// block b (its own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed
-// order, for 4 rows at once:
-//   Q4_K, Q5_K: y = d * q * scale - dmin * min per sub-block of 32, so per super-block
-//       sum_d += dx[b] * (float(scale) * float(sum of q * xq)), sum_m += dx[b] * (float(min) * float(xsum[b]))
-//       for its 8 blocks in order, then out += d * sum_d - dmin * sum_m;
+// Products: the weights' quants are widened to int16 lanes (8 bytes at once, then masks and shifts) and
+// multiplied with the activations' int16 lanes in int32 (madd), exactly. Each 32-value activation block b (its
+// own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed order, for
+// 4 rows at once:
+//   Q4_K, Q5_K: y = d * scale * q - dmin * min per sub-block of 32, so per super-block
+//       sum_d += dx[b] * float(scale * sum of q * xq), sum_m += dx[b] * float(min * xsum[b]) for its 8 blocks in
+//       order, then out += d * sum_d - dmin * sum_m;
 //   Q6_K: y = d * scale * (q - 32) per sub-block of 16, so per super-block
-//       sum += dx[b] * (float(scale_0) * float(sum_0) + float(scale_1) * float(sum_1)) for its 8 blocks (two
-//       sub-blocks each, with q - 32 in the lanes), then out += d * sum.
-// Every float product of integers there is below 2^24, so exact, and the lanes of the 4 rows never mix: a gemm
-// row equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
+//       sum += dx[b] * (float(scale_0 * sum_0) + float(scale_1 * sum_1)) for its 8 blocks (two sub-blocks each,
+//       with q - 32 in the lanes), then out += d * sum.
+// Every integer there is below 2^24, so exact as a float, and the lanes of the 4 rows never mix: a gemm row
+// equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
 #include "block_formats_k.h"
 
 #include <cassert>
