@@ -4,30 +4,30 @@
 // and each panel holds, for each super-block of 256 columns in order, one panel block: the 4 rows' super-blocks
 // of those columns interleaved, so that a GEMV reads each matrix as one sequential stream and works out the
 // scales of 4 rows at once (f32x4). At load, d and dmin are widened from fp16 to fp32 and the 6-bit scales and
-// mins unpacked to bytes; the quants keep their bits, regrouped:
+// mins unpacked to bytes; the quants keep their bits (Q6_K: re-packed), regrouped in row pairs: every 8-byte
+// load holds 4 values of row 2p then the same 4 of row 2p + 1 (pair_offset), so that one madd with 4
+// activations loaded twice gives both rows' sums in their own halves and 2 shuffles finish 4 rows' sums.
 //   Q4_K, 608 bytes (the file: 4 x 144): f32 d[4]; f32 dmin[4]; u8 scale[8][4]; u8 min[8][4] ([sub-block][row]);
-//       then qs[4][4][4][8]: for each 64-value chunk c, each group g of 8 bytes, each row, the file's qs bytes
-//       32c + 8g .. 32c + 8g + 7 (low nibbles: values 64c + 8g.., high nibbles: values 64c + 32 + 8g..).
-//   Q5_K, 736 bytes (4 x 176): as Q4_K with the file's qh (bit j of byte l: bit 4 of value 32j + l) between the
-//       mins and qs, as qh[4][4][8]: for each group g, each row, the file's qh bytes 8g .. 8g + 7.
-//   Q6_K, 848 bytes (4 x 210): f32 d[4]; i8 scale[16][4]; then for each 32-value block, each row, 24 bytes:
-//       8 bytes whose nibbles hold the low 4 bits of values i (low) and i + 8 (high), i < 8, 8 bytes the same for
-//       values 16 + i and 24 + i, and 8 bytes holding the top 2 bits of values i, 8 + i, 16 + i, 24 + i in their
-//       bits 0-1, 2-3, 4-5, 6-7.
+//       then for each 64-value chunk c the file's qs bytes 32c .. 32c + 31 of the 4 rows (low nibbles: values
+//       64c.., high nibbles: values 64c + 32..), in row pairs.
+//   Q5_K, 736 bytes (4 x 176): as Q4_K with the file's qh (bit j of byte l: bit 4 of value 32j + l) of the 4
+//       rows, in row pairs, between the mins and the qs.
+//   Q6_K, 848 bytes (4 x 210): f32 d[4]; i8 scale[16][4]; then for each 32-value block 24 bytes a row: q - 32
+//       as 6-bit two's complement fields that arithmetic shifts extract without masks (Q6K::pair_at).
 // So the storage is 5.6 % (Q4_K), 4.5 % (Q5_K) and 1 % (Q6_K) larger than the file.
 //
-// Products: the weights' quants are widened to int16 lanes (zero-extending 8 bytes at once, then masks and
-// shifts) and multiplied with the activations' int16 lanes in int32 (madd), exactly. Each 32-value activation
-// block b (its own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed
-// order, for 4 rows at once:
-//   Q4_K, Q5_K: y = d * q * scale - dmin * min per sub-block of 32, so per super-block
-//       sum_d += dx[b] * (float(scale) * float(sum of q * xq)), sum_m += dx[b] * (float(min) * float(xsum[b]))
-//       for its 8 blocks in order, then out += d * sum_d - dmin * sum_m;
+// Products: the weights' quants are widened to int16 lanes (8 bytes at once, then masks and shifts) and
+// multiplied with the activations' int16 lanes in int32 (madd), exactly. Each 32-value activation block b (its
+// own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed order, for
+// 4 rows at once:
+//   Q4_K, Q5_K: y = d * scale * q - dmin * min per sub-block of 32, so per super-block
+//       sum_d += dx[b] * float(scale * sum of q * xq), sum_m += dx[b] * float(min * xsum[b]) for its 8 blocks in
+//       order, then out += d * sum_d - dmin * sum_m;
 //   Q6_K: y = d * scale * (q - 32) per sub-block of 16, so per super-block
-//       sum += dx[b] * (float(scale_0) * float(sum_0) + float(scale_1) * float(sum_1)) for its 8 blocks (two
-//       sub-blocks each, with q - 32 in the lanes), then out += d * sum.
-// Every float product of integers there is below 2^24, so exact, and the lanes of the 4 rows never mix: a gemm
-// row equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
+//       sum += dx[b] * (float(scale_0 * sum_0) + float(scale_1 * sum_1)) for its 8 blocks (two sub-blocks each,
+//       with q - 32 in the lanes), then out += d * sum.
+// Every integer there is below 2^24, so exact as a float, and the lanes of the 4 rows never mix: a gemm row
+// equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
 #include "block_formats_k.h"
 
 #include <cassert>
@@ -51,8 +51,6 @@ typedef int16_t i16x8 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
-typedef uint8_t u8x4 __attribute__((vector_size(4)));
-typedef int8_t i8x4 __attribute__((vector_size(4)));
 
 constexpr int kSuperBlock = 256;                                      // values per super-block
 constexpr int kBlocksPerSuperBlock = kSuperBlock / kActivationBlock;  // 8
@@ -84,6 +82,19 @@ inline i16x8 load8_widen(const uint8_t* p) {
 #endif
 }
 
+// 8 bytes sign-extended to 8 int16 lanes: one v128.load8x8_s in wasm; natively each byte duplicated into both
+// halves of a 16-bit lane (punpcklbw) and shifted right arithmetically (psraw).
+inline i16x8 load8_sign_extend(const uint8_t* p) {
+#if defined(__wasm_simd128__)
+    return (i16x8)wasm_i16x8_load8x8(p);
+#else
+    uint64_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    const u8x16 b = (u8x16)(u64x2{bits, 0});
+    return (i16x8)__builtin_shufflevector(b, b, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+#endif
+}
+
 // Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
 inline i32x4 madd(i16x8 a, i16x8 b) {
 #if defined(__wasm_simd128__)
@@ -99,16 +110,50 @@ inline i32x4 madd(i16x8 a, i16x8 b) {
 #endif
 }
 
-// The lane sums of 4 rows' accumulators: {sum of a0, sum of a1, sum of a2, sum of a3}.
-inline i32x4 sum_lanes(i32x4 a0, i32x4 a1, i32x4 a2, i32x4 a3) {
-    const i32x4 t0 = __builtin_shufflevector(a0, a1, 0, 4, 1, 5) + __builtin_shufflevector(a0, a1, 2, 6, 3, 7);
-    const i32x4 t1 = __builtin_shufflevector(a2, a3, 0, 4, 1, 5) + __builtin_shufflevector(a2, a3, 2, 6, 3, 7);
-    return __builtin_shufflevector(t0, t1, 0, 1, 4, 5) + __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
+// The 4 int16 values x[0..3] in both halves: v128.load64_splat in wasm, movq + punpcklqdq natively.
+inline i16x8 load4_twice(const int16_t* x) {
+#if defined(__wasm_simd128__)
+    return (i16x8)wasm_v128_load64_splat(x);
+#else
+    uint64_t bits;
+    std::memcpy(&bits, x, sizeof bits);
+    return (i16x8)(u64x2{bits, bits});
+#endif
+}
+
+// The row sums of two row pairs' accumulators, rows01 = {row 0, row 0, row 1, row 1} and rows23 likewise:
+// {sum of row 0, row 1, row 2, row 3}.
+inline i32x4 row_sums(i32x4 rows01, i32x4 rows23) {
+    return __builtin_shufflevector(rows01, rows23, 0, 2, 4, 6) + __builtin_shufflevector(rows01, rows23, 1, 3, 5, 7);
 }
 
 inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
-inline f32x4 u8_to_float(const uint8_t* p) { return __builtin_convertvector(load<u8x4>(p), f32x4); }
-inline f32x4 i8_to_float(const uint8_t* p) { return __builtin_convertvector(load<i8x4>(p), f32x4); }
+
+// 8 signed bytes widened to int32 lanes: bytes 0..3 in *lo, 4..7 in *hi (Q4_K's and Q5_K's 6-bit scales and
+// mins are stored as such too: below 64). i16x8.load8x8_s + i32x4.extend_{low,high}_i16x8_s in wasm; natively
+// load8_sign_extend, then each 16-bit lane duplicated into a 32-bit lane and shifted right arithmetically.
+inline void widen_bytes(const uint8_t* p, i32x4* lo, i32x4* hi) {
+#if defined(__wasm_simd128__)
+    const v128_t v = wasm_i16x8_load8x8(p);
+    *lo = (i32x4)wasm_i32x4_extend_low_i16x8(v);
+    *hi = (i32x4)wasm_i32x4_extend_high_i16x8(v);
+#else
+    const i16x8 v = load8_sign_extend(p);
+    *lo = (i32x4)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
+    *hi = (i32x4)__builtin_shufflevector(v, v, 4, 4, 5, 5, 6, 6, 7, 7) >> 16;
+#endif
+}
+
+// float(a * b), exact for |a * b| < 2^24. In wasm one i32x4.mul, then the conversion (clang turns a conversion
+// of widened bytes into lane-by-lane code); natively, where SSE2 has no 32-bit multiply, the product of the
+// exact conversions.
+inline f32x4 product_float(i32x4 a, i32x4 b) {
+#if defined(__wasm_simd128__)
+    return to_float(a * b);
+#else
+    return to_float(a) * to_float(b);
+#endif
+}
 
 // v shifted left by S bits (right by -S when S is negative)
 template <int S>
@@ -116,6 +161,17 @@ inline i16x8 shift_left(i16x8 v) {
     if constexpr (S >= 0) return v << S;
     else return v >> -S;
 }
+
+// Keeps the next loop rolled: clang unrolls the kernels' loops into more live values than V8 has registers for,
+// and V8's spills cost more than the loop (measured: 1.6x).
+// kUnrollTwice: two iterations at a time, which lets the loads use constant offsets and still fits.
+#if defined(__clang__)
+#define kNoUnroll _Pragma("clang loop unroll(disable)")
+#define kUnrollTwice _Pragma("clang loop unroll_count(2)")
+#else
+#define kNoUnroll _Pragma("GCC unroll 1")
+#define kUnrollTwice _Pragma("GCC unroll 2")
+#endif
 
 // ---- reading the file's blocks ----
 
@@ -205,6 +261,12 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
 
 // ---- Q4_K and Q5_K ----
 
+// Where a row's quants are in a panel block of the row-pair layout: step j (values 4j .. 4j + 3 of a 32-value
+// stretch) of row r is 4 bytes of the 8 that its row pair (r / 2) holds for that step, so that one 8-byte load
+// widens to the lanes {row 2p: 4 values, row 2p + 1: 4 values} and a madd with the activations loaded twice
+// (load4_twice) gives each row's sums in its own half.
+inline size_t pair_offset(int j, int r) { return size_t((j * 2 + r / 2) * 8 + (r % 2) * 4); }
+
 // The parts Q4_K and Q5_K share: d, dmin, scales and mins; HighBits: Q5_K's qh.
 template <bool HighBits>
 struct KQuant {
@@ -212,17 +274,18 @@ struct KQuant {
     static constexpr size_t kFileScales = 4, kFileQh = 16, kFileQs = HighBits ? 48 : 16;  // offsets in a file block
     static constexpr size_t kD = 0, kDmin = 16, kScale = 32, kMin = 64, kQh = 96;         // offsets in a panel block
     static constexpr size_t kQs = HighBits ? kQh + kPanelRows * 32 : kQh;
-    static constexpr size_t kPanelBlockBytes = kQs + kPanelRows * 128;
+    static constexpr size_t kChunkBytes = kPanelRows * 32;  // the qs of one 64-value chunk
+    static constexpr size_t kPanelBlockBytes = kQs + 4 * kChunkBytes;
 
     static void store(uint8_t* block, int r, const uint8_t* file) {
         store_f32(block + kD + 4 * r, read_f16(file));
         store_f32(block + kDmin + 4 * r, read_f16(file + 2));
         for (int j = 0; j < 8; j++)
             scale_min_k4(file + kFileScales, j, block + kScale + 4 * j + r, block + kMin + 4 * j + r);
-        for (int g = 0; g < 4; g++) {
-            if (HighBits) std::memcpy(block + kQh + (g * kPanelRows + r) * 8, file + kFileQh + 8 * g, 8);
+        for (int j = 0; j < 8; j++) {
+            if (HighBits) std::memcpy(block + kQh + pair_offset(j, r), file + kFileQh + 4 * j, 4);
             for (int c = 0; c < 4; c++)
-                std::memcpy(block + kQs + ((c * 4 + g) * kPanelRows + r) * 8, file + kFileQs + 32 * c + 8 * g, 8);
+                std::memcpy(block + kQs + c * kChunkBytes + pair_offset(j, r), file + kFileQs + 32 * c + 4 * j, 4);
         }
     }
 
@@ -235,10 +298,10 @@ struct KQuant {
             const float d2 = d * float(block[kScale + 4 * (2 * c + 1) + r]),
                         m2 = dmin * float(block[kMin + 4 * (2 * c + 1) + r]);
             for (int l = 0; l < 32; l++) {
-                const uint8_t q = block[kQs + ((c * 4 + l / 8) * kPanelRows + r) * 8 + l % 8];
+                const uint8_t q = block[kQs + c * kChunkBytes + pair_offset(l / 4, r) + l % 4];
                 int high_a = 0, high_b = 0;
                 if (HighBits) {
-                    const uint8_t h = block[kQh + (l / 8 * kPanelRows + r) * 8 + l % 8];
+                    const uint8_t h = block[kQh + pair_offset(l / 4, r) + l % 4];
                     high_a = (h >> (2 * c)) & 1 ? 16 : 0;
                     high_b = (h >> (2 * c + 1)) & 1 ? 16 : 0;
                 }
@@ -248,44 +311,50 @@ struct KQuant {
         }
     }
 
-    // Chunk C (sub-blocks 2C and 2C + 1) of a panel block: the 4 rows' integer sums of q * xq for both.
+    // Chunk C (sub-blocks 2C and 2C + 1) of a panel block: the 4 rows' integer sums of q * xq for both. C is a
+    // constant so that Q5_K's shifts are immediates.
     template <int C>
     static void chunk_sums(const uint8_t* block, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
         const i16x8 low4 = splat16(0x0F), bit4 = splat16(0x10);
-        i32x4 a[kPanelRows] = {}, b[kPanelRows] = {};
-        const uint8_t* qs = block + kQs + C * 4 * kPanelRows * 8;
-        for (int g = 0; g < 4; g++) {
-            const i16x8 xa = load<i16x8>(xq + 64 * C + 8 * g), xb = load<i16x8>(xq + 64 * C + 32 + 8 * g);
-            for (int r = 0; r < kPanelRows; r++) {
-                const i16x8 v = load8_widen(qs + (g * kPanelRows + r) * 8);
-                i16x8 qa = v & low4, qb = v >> 4;
-                if (HighBits) {
-                    const i16x8 h = load8_widen(block + kQh + (g * kPanelRows + r) * 8);
-                    qa |= shift_left<4 - 2 * C>(h) & bit4;
-                    qb |= shift_left<3 - 2 * C>(h) & bit4;
-                }
-                a[r] += madd(qa, xa);
-                b[r] += madd(qb, xb);
+        i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};  // {row 2p, row 2p, row 2p + 1, row 2p + 1} partial sums
+        const uint8_t* qs = block + kQs + C * kChunkBytes;
+        kUnrollTwice for (int j = 0; j < 8; j++) {
+            const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
+            i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
+            i16x8 qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
+            if (HighBits) {
+                const i16x8 h01 = load8_widen(block + kQh + pair_offset(j, 0));
+                const i16x8 h23 = load8_widen(block + kQh + pair_offset(j, 2));
+                qa01 |= shift_left<4 - 2 * C>(h01) & bit4;
+                qb01 |= shift_left<3 - 2 * C>(h01) & bit4;
+                qa23 |= shift_left<4 - 2 * C>(h23) & bit4;
+                qb23 |= shift_left<3 - 2 * C>(h23) & bit4;
             }
+            a01 += madd(qa01, xa);
+            b01 += madd(qb01, xb);
+            a23 += madd(qa23, xa);
+            b23 += madd(qb23, xb);
         }
-        *sum_a = sum_lanes(a[0], a[1], a[2], a[3]);
-        *sum_b = sum_lanes(b[0], b[1], b[2], b[3]);
+        *sum_a = row_sums(a01, a23);
+        *sum_b = row_sums(b01, b23);
     }
 
-    // Sub-block j's terms: sum_d += dx * (scale * isum), sum_m += dx * (min * xsum).
-    static void add_block(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, int j, i32x4 isum, float dx, int32_t xsum) {
+    // Sub-block j's terms: sum_d += dx * float(scale * isum), sum_m += dx * float(min * xsum).
+    static void add_block(f32x4* sum_d, f32x4* sum_m, i32x4 scale, i32x4 min, i32x4 isum, float dx, int32_t xsum) {
         const f32x4 dxv = splat(dx);
-        *sum_d += dxv * (u8_to_float(block + kScale + 4 * j) * to_float(isum));
-        *sum_m += dxv * (u8_to_float(block + kMin + 4 * j) * splat(float(xsum)));
+        *sum_d += dxv * product_float(scale, isum);
+        *sum_m += dxv * product_float(min, i32x4{xsum, xsum, xsum, xsum});
     }
 
     template <int C>
     static void chunk(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, const int16_t* xq, const float* dx,
                       const int32_t* xsum) {
-        i32x4 ia, ib;
+        i32x4 ia, ib, scale_a, scale_b, min_a, min_b;
         chunk_sums<C>(block, xq, &ia, &ib);
-        add_block(sum_d, sum_m, block, 2 * C, ia, dx[2 * C], xsum[2 * C]);
-        add_block(sum_d, sum_m, block, 2 * C + 1, ib, dx[2 * C + 1], xsum[2 * C + 1]);
+        widen_bytes(block + kScale + 8 * C, &scale_a, &scale_b);
+        widen_bytes(block + kMin + 8 * C, &min_a, &min_b);
+        add_block(sum_d, sum_m, scale_a, min_a, ia, dx[2 * C], xsum[2 * C]);
+        add_block(sum_d, sum_m, scale_b, min_b, ib, dx[2 * C + 1], xsum[2 * C + 1]);
     }
 
     // The 4 rows of a panel against one token: xq (n_sb * 256), dx and xsum (n_sb * 8).
@@ -313,11 +382,8 @@ struct Q6K {
     static constexpr size_t kFileBlockBytes = 210;
     static constexpr size_t kFileQl = 0, kFileQh = 128, kFileScales = 192, kFileD = 208;  // offsets in a file block
     static constexpr size_t kD = 0, kScale = 16, kQuants = 80;                            // offsets in a panel block
-    static constexpr size_t kRowBlockBytes = 24;  // one row's 32 values in the panel block
-    static constexpr size_t kPanelBlockBytes = kQuants + kBlocksPerSuperBlock * kPanelRows * kRowBlockBytes;
-
-    // The quants of one row's block b (values 32b..32b + 31), in the panel block.
-    static size_t quants_at(int b, int r) { return kQuants + (size_t(b) * kPanelRows + size_t(r)) * kRowBlockBytes; }
+    static constexpr size_t kPairBytes = 24;  // 4 values of 4 stretches of a row pair: 16 bytes of lanes, 8 bytes
+    static constexpr size_t kPanelBlockBytes = kQuants + kBlocksPerSuperBlock * 4 * kPairBytes;
 
     // Value v (0..255) of a file block, 0..63 (ggml: the low 4 bits from ql, the top 2 from qh).
     static int file_value(const uint8_t* file, int v) {
@@ -327,62 +393,77 @@ struct Q6K {
         return ((k < 2 ? ql & 0x0F : ql >> 4) | (((qh >> (2 * k)) & 3) << 4));
     }
 
+    // The 6-bit two's complement u = q ^ 32 of q - 32 is stored for the 32 values of a block in 24 bytes per
+    // row: for value k < 8 of each 8-value stretch, an int16 lane holding u of value k in bits 10-15, of value
+    // 8 + k in bits 4-9 and the low 4 bits of value 16 + k in bits 0-3, and a byte holding u of value 24 + k in
+    // bits 2-7 and the top 2 bits of value 16 + k in bits 0-1; so arithmetic shifts give q - 32 without masks
+    // (see panel_dot). The lanes and bytes of values k = 4h .. 4h + 3 (h = 0, 1) of a row pair are together:
+    // 16 bytes of lanes {row 2p: 4 values, row 2p + 1: 4 values} then 8 bytes, as pair_offset does for Q4_K.
+    static size_t pair_at(int b, int h, int r) { return kQuants + size_t((b * 2 + h) * 2 + r / 2) * kPairBytes; }
+    static size_t lane_at(int b, int k, int r) { return pair_at(b, k / 4, r) + size_t(2 * ((r % 2) * 4 + k % 4)); }
+    static size_t byte_at(int b, int k, int r) { return pair_at(b, k / 4, r) + 16 + size_t((r % 2) * 4 + k % 4); }
+
     static void store(uint8_t* block, int r, const uint8_t* file) {
         store_f32(block + kD + 4 * r, read_f16(file + kFileD));
         for (int j = 0; j < 16; j++) block[kScale + 4 * j + r] = file[kFileScales + j];
         for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-            uint8_t* dst = block + quants_at(b, r);
-            for (int i = 0; i < 8; i++) {
-                int q[4];
-                for (int k = 0; k < 4; k++) q[k] = file_value(file, 32 * b + 8 * k + i);
-                dst[i] = uint8_t((q[0] & 0x0F) | (q[1] & 0x0F) << 4);
-                dst[8 + i] = uint8_t((q[2] & 0x0F) | (q[3] & 0x0F) << 4);
-                dst[16 + i] = uint8_t(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+            for (int k = 0; k < 8; k++) {
+                int u[4];
+                for (int f = 0; f < 4; f++) u[f] = file_value(file, 32 * b + 8 * f + k) ^ 32;
+                const uint16_t lane = uint16_t(u[0] << 10 | u[1] << 4 | (u[2] & 0x0F));
+                block[lane_at(b, k, r)] = uint8_t(lane);
+                block[lane_at(b, k, r) + 1] = uint8_t(lane >> 8);
+                block[byte_at(b, k, r)] = uint8_t(u[3] << 2 | u[2] >> 4);
             }
         }
+    }
+
+    // q - 32 of value 8f + k (f < 4, k < 8) of block b of row r: the 6-bit field sign-extended.
+    static int stored_value(const uint8_t* block, int b, int f, int k, int r) {
+        const int lane = block[lane_at(b, k, r)] | block[lane_at(b, k, r) + 1] << 8, byte = block[byte_at(b, k, r)];
+        const int u = f == 0   ? lane >> 10
+                      : f == 1 ? (lane >> 4) & 63
+                      : f == 2 ? (lane & 15) | (byte & 3) << 4
+                               : byte >> 2;
+        return u >= 32 ? u - 64 : u;
     }
 
     // ggml's dequantize_row_q6_K: y = d * scale * (q - 32), evaluated (d * scale) * (q - 32).
     static void dequantize(float* y, const uint8_t* block, int r) {
         const float d = load_f32(block + kD + 4 * r);
         for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-            const uint8_t* src = block + quants_at(b, r);
-            for (int k = 0; k < 4; k++) {
-                const float ds = d * float(int8_t(block[kScale + 4 * (2 * b + k / 2) + r]));
-                for (int i = 0; i < 8; i++) {
-                    const uint8_t low = src[8 * (k / 2) + i];
-                    const int q = ((k % 2 ? low >> 4 : low & 0x0F) | ((src[16 + i] >> (2 * k)) & 3) << 4) - 32;
-                    y[32 * b + 8 * k + i] = ds * float(q);
-                }
+            for (int f = 0; f < 4; f++) {
+                const float ds = d * float(int8_t(block[kScale + 4 * (2 * b + f / 2) + r]));
+                for (int k = 0; k < 8; k++) y[32 * b + 8 * f + k] = ds * float(stored_value(block, b, f, k, r));
             }
         }
     }
 
     static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
-        (void)xsum;  // the offset -32 is applied in the lanes: the sub-blocks of 16 have their own scales
-        const i16x8 low4 = splat16(0x0F), top2 = splat16(0x30), offset = splat16(32);
+        (void)xsum;  // the offset -32 is in the lanes: the sub-blocks of 16 have their own scales
+        const i16x8 low4 = splat16(0x0F);
         f32x4 out = {0, 0, 0, 0};
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
             f32x4 sum = {0, 0, 0, 0};
-            for (int b = 0; b < kBlocksPerSuperBlock; b++) {
+            kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
                 const int16_t* x = xq + s * kSuperBlock + b * kActivationBlock;
-                const i16x8 x0 = load<i16x8>(x), x1 = load<i16x8>(x + 8), x2 = load<i16x8>(x + 16),
-                            x3 = load<i16x8>(x + 24);
-                i32x4 lo[kPanelRows], hi[kPanelRows];
-                for (int r = 0; r < kPanelRows; r++) {
-                    const uint8_t* q = block + quants_at(b, r);
-                    const i16x8 a = load8_widen(q), c = load8_widen(q + 8), h = load8_widen(q + 16);
-                    const i16x8 q0 = ((a & low4) | ((h << 4) & top2)) - offset;
-                    const i16x8 q1 = ((a >> 4) | ((h << 2) & top2)) - offset;
-                    const i16x8 q2 = ((c & low4) | (h & top2)) - offset;
-                    const i16x8 q3 = ((c >> 4) | ((h >> 2) & top2)) - offset;
-                    lo[r] = madd(q0, x0) + madd(q1, x1);
-                    hi[r] = madd(q2, x2) + madd(q3, x3);
+                i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
+                for (int h = 0; h < 2; h++) {
+                    const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
+                                x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
+                    for (int p = 0; p < 2; p++) {
+                        const uint8_t* q = block + pair_at(b, h, 2 * p);
+                        const i16x8 v = load<i16x8>(q), w = load8_sign_extend(q + 16);
+                        const i16x8 q0 = v >> 10, q1 = (v << 6) >> 10, q2 = (v & low4) | ((w << 14) >> 10), q3 = w >> 2;
+                        (p ? lo23 : lo01) += madd(q0, x0) + madd(q1, x1);
+                        (p ? hi23 : hi01) += madd(q2, x2) + madd(q3, x3);
+                    }
                 }
-                const i32x4 i0 = sum_lanes(lo[0], lo[1], lo[2], lo[3]), i1 = sum_lanes(hi[0], hi[1], hi[2], hi[3]);
-                const f32x4 v = i8_to_float(block + kScale + 4 * (2 * b)) * to_float(i0) +
-                                i8_to_float(block + kScale + 4 * (2 * b + 1)) * to_float(i1);
+                i32x4 scale0, scale1;
+                widen_bytes(block + kScale + 8 * b, &scale0, &scale1);
+                const f32x4 v = product_float(scale0, row_sums(lo01, lo23)) +
+                                product_float(scale1, row_sums(hi01, hi23));
                 sum += splat(dx[s * kBlocksPerSuperBlock + b]) * v;
             }
             out += load<f32x4>(block + kD) * sum;

@@ -1,0 +1,187 @@
+// gpt2_block_kernels: times one-token products (the decode GEMV) of the K-quant block formats against the int8
+// gemv_q8 on GPT-2 124M's matrix shapes, natively or in wasm. Weights are random valid blocks, the input a
+// random row quantized as the formats expect. Each product reads the next of enough copies of the matrix to
+// hold 64 Mi weights (--hot: one copy), as a decode step streams the whole model from memory instead of finding one
+// matrix in cache. Prints one line per shape and format: the least time of a product over 40 runs taken in
+// turns with the other formats (the machine is shared: the least is the least disturbed) and its ratio to
+// int8's.
+//
+//   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
+//   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
+//             tools/bench/block_kernels.cpp engine/kernels.cpp engine/block_formats_k.cpp
+//             -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -o build/block_kernels.cjs
+//           && node build/block_kernels.cjs [--hot]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "block_formats_k.h"
+#include "kernels.h"
+#include "linear.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// About GPT-2 124M's weights: each timed product reads a matrix not read since copies of this many weights ago
+// (--hot: 1, the matrix stays in cache if it fits).
+size_t streamed_weights = size_t(64) << 20;
+
+// Copies of a matrix of n_out x n_in that hold streamed_weights weights.
+int copies(int n_out, int n_in) { return int((streamed_weights + size_t(n_out) * n_in - 1) / (size_t(n_out) * n_in)); }
+
+// A product to time: f(copy) multiplies with copy `copy` of its matrix.
+struct Candidate {
+    std::string name;
+    int n_copies;
+    std::function<void(int)> f;
+    double least_us = 1e300;  // the least time of one product so far
+    int rounds = 1;           // calls of f on every copy per run
+};
+
+// Times the candidates in turns (so that a busy spell of the shared machine hits all of them alike): 40 runs of
+// each, every run calling f on every copy for about 10 ms, keeping each one's least time per product.
+void time_in_turns(std::vector<Candidate>& candidates) {
+    for (Candidate& c : candidates) {
+        for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+        const auto start = Clock::now();
+        for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+        const double once = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        c.rounds = std::max(1, int(10000.0 / std::max(once, 1.0)));
+    }
+    for (int run = 0; run < 40; run++) {
+        for (Candidate& c : candidates) {
+            const auto t0 = Clock::now();
+            for (int i = 0; i < c.rounds; i++)
+                for (int copy = 0; copy < c.n_copies; copy++) c.f(copy);
+            const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+            c.least_us = std::min(c.least_us, us / (double(c.rounds) * c.n_copies));
+        }
+    }
+}
+
+// Random file blocks of a format: random bytes, with every fp16 field (d, dmin) a small normal number.
+std::vector<uint8_t> random_blocks(const gpt2::BlockFormat& format, int n_out, int n_in, std::mt19937& rng) {
+    const size_t n_blocks = size_t(n_out) * n_in / format.values_per_block;
+    std::vector<uint8_t> bytes(n_blocks * format.bytes_per_block);
+    for (uint8_t& b : bytes) b = uint8_t(rng());
+    const bool q6 = format.bytes_per_block == 210;  // Q6_K: d last; Q4_K, Q5_K: d, dmin first
+    for (size_t b = 0; b < n_blocks; b++) {
+        uint8_t* block = bytes.data() + b * format.bytes_per_block;
+        for (size_t at : q6 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
+            block[at] = uint8_t(rng());
+            block[at + 1] = uint8_t(0x10 | (rng() & 0x03));  // exponent 4..5: about 2^-11
+        }
+    }
+    return bytes;
+}
+
+struct Input {
+    std::vector<float> x;
+    std::vector<int16_t> xq;
+    std::vector<float> scale;  // int8: one per row; blocks: one per 32 values
+    std::vector<int32_t> sum;
+};
+
+// A random row quantized per 32 values (block_formats.h's quantize_activation_blocks).
+Input block_input(int n_in, std::mt19937& rng) {
+    Input in;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    in.x.resize(size_t(n_in));
+    for (float& v : in.x) v = normal(rng);
+    in.xq.resize(in.x.size());
+    for (int b = 0; b < n_in / gpt2::kActivationBlock; b++) {
+        float max_abs = 0.0f;
+        for (int i = 0; i < gpt2::kActivationBlock; i++) max_abs = std::max(max_abs, std::fabs(in.x[b * 32 + i]));
+        in.scale.push_back(max_abs / 127.0f);
+        int32_t sum = 0;
+        for (int i = 0; i < gpt2::kActivationBlock; i++) {
+            in.xq[b * 32 + i] = int16_t(std::lround(in.x[b * 32 + i] * 127.0f / max_abs));
+            sum += in.xq[b * 32 + i];
+        }
+        in.sum.push_back(sum);
+    }
+    return in;
+}
+
+Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
+    struct State {
+        std::vector<int8_t> w;  // (copies, n_out, n_in) in panels
+        std::vector<float> w_scale, out;
+        Input in;
+        float x_scale = 0.0f;
+    };
+    auto s = std::make_shared<State>();
+    const int n_copies = copies(n_out, n_in);
+    const size_t n = size_t(n_out) * n_in;
+    s->w.resize(n * n_copies);
+    std::vector<int8_t> scratch(size_t(gpt2::kPanelRows) * n_in);
+    for (int8_t& v : s->w) v = int8_t(int(rng() % 255) - 127);
+    for (int c = 0; c < n_copies; c++) gpt2::pack_panels(s->w.data() + c * n, n_out, n_in, scratch.data());
+    s->w_scale.assign(size_t(n_out), 0.01f);
+    s->out.resize(size_t(n_out));
+    s->in = block_input(n_in, rng);
+    gpt2::quantize_activations(s->in.xq.data(), &s->x_scale, s->in.x.data(), 1, n_in);
+    return Candidate{"int8", n_copies, [s, n, n_in, n_out](int c) {
+                         gpt2::gemv_q8(s->out.data(), s->in.xq.data(), s->x_scale, s->w.data() + c * n,
+                                       s->w_scale.data(), nullptr, n_in, n_out);
+                     }};
+}
+
+Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat weight_format, int n_out, int n_in,
+                           std::mt19937& rng) {
+    struct State {
+        std::vector<uint8_t> storage;  // copies of the matrix in the format's storage
+        std::vector<float> out;
+        Input in;
+        gpt2::Linear linear;
+    };
+    auto s = std::make_shared<State>();
+    const std::vector<uint8_t> file = random_blocks(format, n_out, n_in, rng);
+    const int n_copies = copies(n_out, n_in);
+    const size_t bytes = size_t(format.storage_bytes(n_out, n_in));
+    s->storage.resize(bytes * n_copies);
+    for (int c = 0; c < n_copies; c++)
+        format.store_rows(s->storage.data() + c * bytes, n_out, n_in, 0, n_out, file.data());
+    s->linear.format = weight_format;
+    s->linear.n_out = n_out;
+    s->linear.n_in = n_in;
+    s->in = block_input(n_in, rng);
+    s->out.resize(size_t(n_out));
+    const gpt2::BlockFormat* f = &format;
+    return Candidate{
+        format.name, n_copies, [s, f, bytes, n_out](int c) {
+            const gpt2::LinearInput input{s->in.x.data(), s->in.xq.data(), s->in.scale.data(), s->in.sum.data()};
+            gpt2::Linear copy = s->linear;
+            copy.weight = s->storage.data() + c * bytes;
+            f->multiply(s->out.data(), copy, input, 0, 1, 0, n_out);
+        }};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--hot") streamed_weights = 1;
+    std::mt19937 rng(1);
+    const int shapes[][2] = {{3072, 768}, {768, 3072}, {2304, 768}, {50257, 768}};
+    for (const auto& shape : shapes) {
+        std::vector<Candidate> candidates;
+        candidates.push_back(int8_candidate(shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ4_K, gpt2::WeightFormat::q4_k, shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ5_K, gpt2::WeightFormat::q5_k, shape[0], shape[1], rng));
+        candidates.push_back(format_candidate(gpt2::kQ6_K, gpt2::WeightFormat::q6_k, shape[0], shape[1], rng));
+        time_in_turns(candidates);
+        for (const Candidate& c : candidates)
+            std::printf("%5d x %4d  %-4s %8.1f us  %.2fx int8\n", shape[0], shape[1], c.name.c_str(), c.least_us,
+                        c.least_us / candidates[0].least_us);
+        std::fflush(stdout);
+    }
+    return 0;
+}
