@@ -20,10 +20,9 @@ const BlockFormat* block_format(WeightFormat format) {
         case WeightFormat::q4_1: return &kQ4_1;
         case WeightFormat::q5_0: return &kQ5_0;
         case WeightFormat::q5_1: return &kQ5_1;
-        // the K-quants (block_formats_k.h) join the table when engine/block_formats_k.cpp is merged
-        case WeightFormat::q4_k:
-        case WeightFormat::q5_k:
-        case WeightFormat::q6_k: return nullptr;
+        case WeightFormat::q4_k: return &kQ4_K;
+        case WeightFormat::q5_k: return &kQ5_K;
+        case WeightFormat::q6_k: return &kQ6_K;
     }
     return nullptr;
 }

@@ -1,4 +1,5 @@
-// The K-quant block formats of engine/block_formats_k.cpp, for block_format()'s table (block_formats.cpp).
+// The K-quant block formats (Q4_K, Q5_K, Q6_K: super-blocks of 256 values) as Linear storage, for
+// block_format() (block_formats.h) to hand out. Their storage and kernels are in block_formats_k.cpp.
 #pragma once
 
 #include "block_formats.h"

@@ -247,15 +247,15 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         residual_add(s->x, s->proj, n * C);
     }
 
-    // final layernorm and the tied LM head (wte as [n_vocab][n_embd])
+    // final layernorm and the LM head ([n_vocab][n_embd]: wte, or a GGUF file's output.weight)
     if (logits_out) {
         layernorm_rows(s->xb, s->x, w.ln_f, n, C, eps);
-        matmul(pool, s, logits_out, s->xb, w.wte, n);
+        matmul(pool, s, logits_out, s->xb, w.lm_head(), n);
         if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * V, sizeof(float) * V);
     } else if (last_logits) {
         float* xb = s->xb + (size_t)(n - 1) * C;
         layernorm_rows(xb, s->x + (size_t)(n - 1) * C, w.ln_f, 1, C, eps);
-        matmul(pool, s, s->logits, xb, w.wte, 1);
+        matmul(pool, s, s->logits, xb, w.lm_head(), 1);
     }
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpt2 {
 
@@ -61,6 +62,11 @@ class GgufArray {
     GgufArray(const GgufArray&) = delete;
     GgufArray& operator=(const GgufArray&) = delete;
     ~GgufArray() { std::free(data_); }
+    void swap(GgufArray& other) {
+        std::swap(data_, other.data_);
+        std::swap(size_, other.size_);
+        std::swap(capacity_, other.capacity_);
+    }
     // Appends n elements (or, values == nullptr, n zeroed ones); false when memory runs out.
     bool append(const T* values, size_t n);
     T* data() { return data_; }
@@ -86,6 +92,10 @@ class GgufStringList {
     bool start();
     bool extend(const uint8_t* bytes, size_t n);
     void clear();
+    void swap(GgufStringList& other) {
+        bytes_.swap(other.bytes_);
+        ends_.swap(other.ends_);
+    }
 
    private:
     GgufArray<char> bytes_;     // (total_bytes) the strings' bytes
@@ -138,6 +148,15 @@ class GgufSink {
                                  std::string* error) = 0;
 };
 
+// The tokenizer a GGUF file carries, kept by the model it was loaded with (Model::vocabulary()).
+struct Vocabulary {
+    GgufStringList tokens;  // (n_vocab) tokenizer.ggml.tokens: GPT-2 byte-level BPE token strings, in id order
+    GgufStringList merges;  // tokenizer.ggml.merges: "a b" pairs, highest priority first
+    uint32_t eos_token_id = 0;
+    bool has_bos_token_id = false;
+    uint32_t bos_token_id = 0;
+};
+
 class GgufReader {
    public:
     // file_size may be kGgufUnknownFileSize: then tensors past the end are found when the file ends (finish).
@@ -150,8 +169,10 @@ class GgufReader {
 
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
-    // The kept metadata and tensor infos (complete once the sink's on_header has been called).
+    // The kept metadata and tensor infos (complete once the sink's on_header has been called). The mutable one
+    // lets the reader's owner take the tokenizer lists (swap) once the file is read.
     const GgufModelInfo& info() const { return info_; }
+    GgufModelInfo& info() { return info_; }
 
    private:
     // What the next bytes of the file are.

@@ -55,6 +55,7 @@ struct LoadOptions {
 enum class ErrorKind { none, config, file, memory, input };
 
 struct Weights;      // engine layout of the parameters, engine/weights.h
+struct Vocabulary;   // the tokenizer a GGUF file carries, engine/gguf.h
 struct LoaderState;  // the incremental loader's progress, engine/model_loader.cpp
 class ThreadPool;    // workers of the forward pass, engine/thread_pool.h
 struct RunState;     // activations + KV cache, engine/forward.h
@@ -71,6 +72,8 @@ class Model {
 
     const Config& config() const { return config_; }
     const Weights& weights() const { return *weights_; }
+    // The tokenizer of a model loaded from a GGUF file; null for safetensors (its tokenizer files are separate).
+    const Vocabulary* vocabulary() const { return vocabulary_.get(); }
     // null when single-threaded
     ThreadPool* thread_pool() const { return thread_pool_.get(); }
     int n_threads() const;  // threads a forward pass uses, the caller included
@@ -80,6 +83,7 @@ class Model {
     friend class ModelLoader;
     Config config_{};
     std::unique_ptr<Weights> weights_;
+    std::unique_ptr<Vocabulary> vocabulary_;
     std::unique_ptr<ThreadPool> thread_pool_;
 };
 
@@ -90,11 +94,19 @@ class Model {
 // its final storage as its bytes arrive. Peak memory: the weights, the header, and a few buffers (one
 // decoded Conv1D matrix for int8; a raw copy of wte or lm_head when the file has both, for the tie check).
 //
-// Nothing throws or aborts. Errors are one line starting with "config.json: ", "model.safetensors: " or
-// "out of memory: "; after one, feed() refuses everything and finish() returns nullptr.
+// Or from one GGUF file (engine/gguf.h), which holds the hyper-parameters, the tokenizer and the tensors: its
+// matrices keep the file's types (F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), run in their
+// block-quantized form (engine/block_formats.h), and the model keeps the file's tokenizer (Model::vocabulary()).
+//
+// Nothing throws or aborts. Errors are one line starting with "config.json: ", "model.safetensors: ",
+// "model.gguf: " or "out of memory: "; after one, feed() refuses everything and finish() returns nullptr.
 class ModelLoader {
    public:
     static constexpr uint64_t kUnknownFileSize = UINT64_MAX;
+
+    // A GGUF file. options.format must be fp32 (the default): the file's own types run, re-quantizing them to
+    // int8 would only lose precision (an input error otherwise).
+    explicit ModelLoader(const LoadOptions& options, uint64_t file_size = kUnknownFileSize);
 
     // file_size: the exact length of model.safetensors when certain; the header's offsets are then checked
     // against it at once, else against the bytes fed when the file ends. Parses config.json: a config error,
@@ -118,7 +130,13 @@ class ModelLoader {
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)
     std::string error_;                   // "" until something failed
     ErrorKind error_kind_ = ErrorKind::none;
-    uint64_t bytes_fed_ = 0;  // bytes of model.safetensors received
+    uint64_t bytes_fed_ = 0;  // bytes of the file received
+    const char* file_ = "model.safetensors";  // the file's name in messages
+
+    bool check_threads(const LoadOptions& options);
+    std::unique_ptr<Model> finish_gguf(LoaderState& state);
+    std::unique_ptr<Model> make_model(const Config& config, std::unique_ptr<Weights> weights,
+                                      std::unique_ptr<Vocabulary> vocabulary, int n_threads);
 };
 
 // The whole file at once: one feed() of a ModelLoader; the input buffers may be freed afterwards. nullptr +
@@ -129,6 +147,11 @@ std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len,
                                   size_t safetensors_len, const LoadOptions& options, std::string* error);
 const Config& model_config(const Model& model);
 size_t model_weight_bytes(const Model& model);  // bytes of the engine's weight storage (int8: quantized size)
+// The storage formats of the model's weight matrices, each once in the order the forward pass meets them
+// (wte first, the head last), e.g. "fp32", "int8" or "q4_k, q6_k, q5_0".
+std::string model_weight_types(const Model& model);
+// The name of a storage format as the JS API and the benchmark spell it: "fp32", "int8", "f16", "q8_0", ...
+const char* weight_format_name(WeightFormat format);
 
 // Run state of one generation: KV cache, activations, token window, sampler. Everything is allocated by
 // create(); feeding tokens allocates nothing.

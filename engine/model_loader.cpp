@@ -1,11 +1,13 @@
 // ModelLoader (gpt2.h): model.safetensors as a stream, in three stages: the 8-byte header length, the JSON
 // header (parsed, checked against the config, then the weights are allocated), the tensor data (converted by
-// WeightStream as it arrives).
+// WeightStream as it arrives). A GGUF file is one stage: GgufReader delivers it to GgufWeightsSink.
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "config.h"
+#include "gguf.h"
+#include "gguf_weights.h"
 #include "gpt2.h"
 #include "safetensors.h"
 #include "thread_pool.h"
@@ -15,7 +17,7 @@
 namespace gpt2 {
 
 struct LoaderState {
-    enum class Stage { length, header, data };
+    enum class Stage { length, header, data, gguf };
     Stage stage = Stage::length;
     Config config{};
     WeightFormat format = WeightFormat::fp32;
@@ -35,6 +37,10 @@ struct LoaderState {
     std::vector<TensorRole> roles;             // (header.tensors) what becomes of each tensor
     WeightStream stream;                       // the data stage's conversion
     ErrorKind failure_kind = ErrorKind::file;  // of a failure in feed(): the file's fault unless an allocation failed
+
+    // Stage::gguf: the whole file goes to the reader, which hands the tensors to the sink
+    std::unique_ptr<GgufWeightsSink> gguf_sink;
+    std::unique_ptr<GgufReader> gguf_reader;
 };
 
 namespace {
@@ -93,33 +99,65 @@ size_t feed_header(LoaderState& state, const uint8_t* bytes, size_t n, std::stri
     return used;
 }
 
+// The GGUF stage: everything goes to the reader; an allocation's failure is the memory's fault, not the file's.
+void feed_gguf(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
+    if (state.gguf_reader->feed(bytes, n)) return;
+    *error = state.gguf_reader->error();
+    if (error->compare(0, 14, "out of memory:") == 0) state.failure_kind = ErrorKind::memory;
+}
+
 }  // namespace
 
-ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options, uint64_t file_size)
-    : state_(new (std::nothrow) LoaderState()) {
+// The state and the weights, and the options every file takes. false (and the error) on failure.
+bool ModelLoader::check_threads(const LoadOptions& options) {
+    state_.reset(new (std::nothrow) LoaderState());
     if (!state_) {
         error_kind_ = ErrorKind::memory;
-        out_of_memory(sizeof(LoaderState), "the model loader", &error_);
-        return;
+        return out_of_memory(sizeof(LoaderState), "the model loader", &error_);
     }
     state_->weights.reset(new (std::nothrow) Weights());
     if (!state_->weights) {
         error_kind_ = ErrorKind::memory;
-        out_of_memory(sizeof(Weights), "the model", &error_);
-        return;
+        return out_of_memory(sizeof(Weights), "the model", &error_);
     }
     if (options.n_threads < 1 || options.n_threads > ThreadPool::kMaxThreads) {
         error_kind_ = ErrorKind::input;
         error_ = "n_threads must be 1.." + std::to_string(ThreadPool::kMaxThreads) + ", got " +
                  std::to_string(options.n_threads);
+        return false;
+    }
+    state_->n_threads = options.n_threads;
+    return true;
+}
+
+ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
+    if (!check_threads(options)) return;
+    if (options.format != WeightFormat::fp32) {
+        error_kind_ = ErrorKind::input;
+        error_ = "model.gguf: a GGUF model runs in the types its file stores; re-quantizing it to int8 is not offered";
         return;
     }
+    LoaderState& state = *state_;
+    file_ = "model.gguf";
+    state.stage = LoaderState::Stage::gguf;
+    state.file_size = file_size;
+    state.gguf_sink.reset(new (std::nothrow) GgufWeightsSink(state.weights.get()));
+    if (state.gguf_sink)
+        state.gguf_reader.reset(new (std::nothrow) GgufReader(
+            state.gguf_sink.get(), file_size == kUnknownFileSize ? kGgufUnknownFileSize : file_size));
+    if (!state.gguf_reader) {
+        error_kind_ = ErrorKind::memory;
+        out_of_memory(sizeof(GgufReader), "the GGUF reader", &error_);
+    }
+}
+
+ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options, uint64_t file_size) {
+    if (!check_threads(options)) return;
     if (!parse_config(config_json, config_len, &state_->config, &error_)) {
         error_kind_ = ErrorKind::config;
         return;
     }
     state_->format = options.format;
-    state_->n_threads = options.n_threads;
     state_->file_size = file_size;
     state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
     // Refused before any download: weights that cannot be one array here (see allocate_weights).
@@ -135,13 +173,13 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
     if (failed()) return false;
     if (!state_) {
         error_kind_ = ErrorKind::input;
-        error_ = "model.safetensors: bytes fed after finish()";
+        error_ = std::string(file_) + ": bytes fed after finish()";
         return false;
     }
     LoaderState& state = *state_;
     if (state.file_size != kUnknownFileSize && n > state.file_size - bytes_fed_) {
         error_kind_ = ErrorKind::file;
-        error_ = "model.safetensors: more bytes arrived than the announced file size (" +
+        error_ = std::string(file_) + ": more bytes arrived than the announced file size (" +
                  std::to_string(state.file_size) + " bytes)";
         return false;
     }
@@ -152,6 +190,7 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
             case LoaderState::Stage::length: used = feed_length(state, bytes, n, &error_); break;
             case LoaderState::Stage::header: used = feed_header(state, bytes, n, &error_); break;
             case LoaderState::Stage::data: state.stream.consume(bytes, n, &error_); break;
+            case LoaderState::Stage::gguf: feed_gguf(state, bytes, n, &error_); break;
         }
         bytes += used;
         n -= used;
@@ -163,7 +202,7 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
 std::unique_ptr<Model> ModelLoader::finish() {
     if (!state_ && !failed()) {
         error_kind_ = ErrorKind::input;
-        error_ = "model.safetensors: finish() called twice";
+        error_ = std::string(file_) + ": finish() called twice";
     }
     if (failed()) {
         state_.reset();
@@ -183,22 +222,52 @@ std::unique_ptr<Model> ModelLoader::finish() {
             return nullptr;
         case LoaderState::Stage::data:
             if (!state->stream.finish(&error_)) return nullptr;
-            break;
+            error_kind_ = ErrorKind::memory;  // what remains are allocations
+            if (!pack_weight_panels(state->config, state->weights.get(), &error_)) return nullptr;
+            return make_model(state->config, std::move(state->weights), nullptr, state->n_threads);
+        case LoaderState::Stage::gguf: return finish_gguf(*state);
+    }
+    return nullptr;
+}
+
+// The reader has had the whole file: the tensors are complete, the tokenizer moves to the model.
+std::unique_ptr<Model> ModelLoader::finish_gguf(LoaderState& state) {
+    if (!state.gguf_reader->finish()) {
+        error_ = state.gguf_reader->error();
+        return nullptr;
     }
     error_kind_ = ErrorKind::memory;  // what remains are allocations
-    if (!pack_weight_panels(state->config, state->weights.get(), &error_)) return nullptr;
+    std::unique_ptr<Vocabulary> vocabulary(new (std::nothrow) Vocabulary());
+    if (!vocabulary) {
+        out_of_memory(sizeof(Vocabulary), "the vocabulary", &error_);
+        return nullptr;
+    }
+    if (!state.gguf_sink->finish(&error_)) return nullptr;
+    GgufModelInfo& info = state.gguf_reader->info();
+    vocabulary->tokens.swap(info.tokens);
+    vocabulary->merges.swap(info.merges);
+    vocabulary->eos_token_id = info.eos_token_id;
+    vocabulary->has_bos_token_id = info.has_bos_token_id;
+    vocabulary->bos_token_id = info.bos_token_id;
+    return make_model(state.gguf_sink->config(), std::move(state.weights), std::move(vocabulary), state.n_threads);
+}
+
+std::unique_ptr<Model> ModelLoader::make_model(const Config& config, std::unique_ptr<Weights> weights,
+                                               std::unique_ptr<Vocabulary> vocabulary, int n_threads) {
+    error_kind_ = ErrorKind::memory;
     std::unique_ptr<Model> model(new (std::nothrow) Model());
     if (!model) {
         out_of_memory(sizeof(Model), "the model", &error_);
         return nullptr;
     }
-    if (state->n_threads > 1 && !(model->thread_pool_ = ThreadPool::create(state->n_threads))) {
+    if (n_threads > 1 && !(model->thread_pool_ = ThreadPool::create(n_threads))) {
         out_of_memory(sizeof(ThreadPool), "the thread pool", &error_);
         return nullptr;
     }
     error_kind_ = ErrorKind::none;
-    model->config_ = state->config;
-    model->weights_ = std::move(state->weights);
+    model->config_ = config;
+    model->weights_ = std::move(weights);
+    model->vocabulary_ = std::move(vocabulary);
     return model;
 }
 

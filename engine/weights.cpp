@@ -195,6 +195,7 @@ void pack_linear(Linear* linear, void* scratch) {
             pack_panels(static_cast<int8_t*>(linear->weight), linear->n_out, linear->n_in,
                         static_cast<int8_t*>(scratch));
             break;
+        default: break;  // the block formats are stored in their layout as their rows arrive (block_formats.h)
     }
 }
 
@@ -213,6 +214,7 @@ bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
         pack_linear(&layer.mlp_fc, scratch.get());
         pack_linear(&layer.mlp_proj, scratch.get());
     }
+    if (w->output.weight) pack_linear(&w->output, scratch.get());
     return true;
 }
 

@@ -42,7 +42,8 @@ struct Layer {
     Linear mlp_proj;  // (n_embd, 4 * n_embd) mlp.c_proj
 };
 
-// Every parameter lives in one block, memory. WeightFormat::int8 stores the five weight matrices (wte and each
+// Every parameter lives in one block, memory. A GGUF model's matrices keep the types of the file
+// (gguf_weights.h). WeightFormat::int8 stores the five weight matrices (wte and each
 // layer's four Linears) as int8 + scales; everything else (wpe, layernorms, biases) stays fp32.
 struct Weights {
     Linear wte;                 // (n_vocab, n_embd) token embeddings, also the tied LM head (no bias); the
@@ -50,6 +51,11 @@ struct Weights {
     float* wpe = nullptr;       // (n_ctx, n_embd) position embeddings
     std::vector<Layer> layers;  // (n_layer) sized with the layout, before the block is allocated
     LayerNorm ln_f;             // the final layernorm
+    Linear output;              // (n_vocab, n_embd) a head of its own (a GGUF file's output.weight, which
+                                // llama.cpp's converter writes as a copy of token_embd, possibly in another
+                                // type); weight null: the head is wte
+
+    const Linear& lm_head() const { return output.weight ? output : wte; }
 
     float* memory = nullptr;  // one block holding all of the above (the int8 values after the floats)
     size_t bytes = 0;

@@ -3,7 +3,7 @@
 #   tools/fuzz.sh [SECONDS | -runs=N] [TARGET]
 #     SECONDS   run for this long (default 60)     -runs=N   run N inputs
 #     TARGET    fuzz_loader (default: the input is model.safetensors), fuzz_config (the input is config.json) or
-#               fuzz_gguf (the input is model.gguf, read by the GGUF reader alone)
+#               fuzz_gguf (the input is model.gguf: the GGUF reader, then the model loader and a generation)
 # The committed corpus (tests/fuzz/corpus/{loader,config,gguf}) is copied to build/fuzz/corpus-TARGET, where the
 # fuzzer adds what it finds, so the committed seeds stay as they are. A crash, hang (> 10 s), leak or
 # sanitizer report stops the run with a non-zero status and leaves the input in build/fuzz/artifacts/.

@@ -1,6 +1,6 @@
 // gpt2: native command-line front end of the engine (file I/O lives here, not in engine/).
 //
-//   gpt2 --model DIR --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
+//   gpt2 --model DIR|FILE.gguf --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
 //        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]
 //   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N]
 //   gpt2 --model DIR --bench [--int8] [--threads N]
@@ -9,8 +9,10 @@
 // --threads N runs the forward pass on N threads (default 1; results are bit-identical for any N); the timing
 // line on stderr says how many it got.
 //
-// DIR holds config.json and model.safetensors. Generated ids go to stdout comma-separated, timing to stderr.
-// With stopping on (the default) generation ends when <|endoftext|> (50256) is sampled, which is not printed.
+// DIR holds config.json and model.safetensors; a path ending in .gguf is one GGUF file (its matrices run in the
+// file's types, so --int8 is refused; read in pieces, never whole). Generated ids go to stdout comma-separated,
+// timing to stderr. With stopping on (the default) generation ends when the end-of-text token is sampled
+// (<|endoftext|> = 50256; a GGUF file's tokenizer.ggml.eos_token_id), which is not printed.
 // Any error: one line on stderr and exit status 1.
 //
 // --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
@@ -32,11 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "gguf.h"
 #include "gpt2.h"
 
 namespace {
 
-const int32_t kEndOfText = 50256;
+const int32_t kEndOfText = 50256;  // GPT-2's <|endoftext|>, the end of a safetensors model's text
 
 struct Options {
     std::string model_dir;
@@ -141,6 +144,10 @@ Options parse_args(int argc, char** argv) {
     return o;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) die(path + ": " + std::strerror(errno));
@@ -159,6 +166,22 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
     if (!f) die(path + ": " + std::strerror(errno));
     const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
     if (std::fclose(f) != 0 || !ok) die(path + ": write error");
+}
+
+// A GGUF file streamed into the engine in 1 MiB pieces, as a download would arrive.
+std::unique_ptr<gpt2::Model> load_gguf(const std::string& path, const gpt2::LoadOptions& options) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) die(path + ": " + std::strerror(errno));
+    gpt2::ModelLoader loader(options);
+    std::vector<uint8_t> piece(1 << 20);
+    size_t got;
+    while (!loader.failed() && (got = std::fread(piece.data(), 1, piece.size(), f)) > 0) loader.feed(piece.data(), got);
+    const bool read_failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (read_failed) die(path + ": read error");
+    std::unique_ptr<gpt2::Model> model = loader.finish();
+    if (!model) die(loader.error());
+    return model;
 }
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
@@ -196,7 +219,8 @@ void run_eval(gpt2::Session& session, const gpt2::Config& config, const std::str
     std::printf("eval: %.6f nats/token over %ld predictions\n", total / double(count), count);
 }
 
-void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o, int n_threads) {
+void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o, int n_threads,
+                  int32_t end_of_text) {
     session.set_sampling(o.sampling);
     auto start = std::chrono::steady_clock::now();
     int next;
@@ -218,7 +242,7 @@ void run_generate(gpt2::Session& session, const gpt2::Config& config, const Opti
     long n_steps = 0;
     start = std::chrono::steady_clock::now();
     while (long(generated.size()) < o.n_generate) {
-        if (o.stop_at_eos && next == kEndOfText) break;
+        if (o.stop_at_eos && next == end_of_text) break;
         generated.push_back(next);
         if (long(generated.size()) == o.n_generate) break;
         next = session.step(next);
@@ -281,12 +305,14 @@ int main(int argc, char** argv) {
     const Options o = parse_args(argc, argv);
     std::string error;
     std::unique_ptr<gpt2::Model> model;
-    {
+    gpt2::LoadOptions options;
+    options.format = o.int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+    options.n_threads = o.n_threads;
+    if (ends_with(o.model_dir, ".gguf")) {
+        model = load_gguf(o.model_dir, options);
+    } else {
         const std::vector<uint8_t> config = read_file(o.model_dir + "/config.json");
         const std::vector<uint8_t> weights = read_file(o.model_dir + "/model.safetensors");
-        gpt2::LoadOptions options;
-        options.format = o.int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
-        options.n_threads = o.n_threads;
         model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
         if (!model) die(error);
     }  // the file buffers are freed here: the model holds its own converted copy
@@ -297,6 +323,10 @@ int main(int argc, char** argv) {
     std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, &error);
     if (!session) die(error);
     if (!o.eval_path.empty()) run_eval(*session, model_config(*model), o.eval_path);
-    else run_generate(*session, model_config(*model), o, model->n_threads());
+    else {
+        const gpt2::Vocabulary* vocabulary = model->vocabulary();
+        run_generate(*session, model_config(*model), o, model->n_threads(),
+                     vocabulary ? int32_t(vocabulary->eos_token_id) : kEndOfText);
+    }
     return 0;
 }

@@ -2,13 +2,16 @@
 // a model to each GGUF type, loads every file with llama.cpp, and prints a table of file size, whether it loads,
 // and llama.cpp's greedy tokens for a prompt next to our native engine's fp32 tokens on the Hugging Face folder.
 // The prompt is tokenized by llama.cpp from the GGUF's own tokenizer and by web/tokenizer.js; both must agree.
-// Each file is also dequantized back to a Hugging Face folder (tools/gguf_to_safetensors.py) and run by the
-// native engine, so llama.cpp's tokens can be compared with ours on exactly the weights the file holds.
+// Our native engine then runs each .gguf itself (its matrices in their block types) for its greedy tokens and,
+// with --eval, its held-out loss; each file is also dequantized back to a Hugging Face folder
+// (tools/gguf_to_safetensors.py) and run in fp32, which separates the weights' quantization from the
+// activations'.
 //
 // node-llama-cpp is not a dependency of this project; install it in a scratch folder:
 //   mkdir -p /tmp/llama-check && cd /tmp/llama-check && npm init -y && npm install node-llama-cpp
 // usage: node tools/llama_cpp_check.mjs [--model DIR] [--types f32,q8_0,...] [--prompt TEXT] [-n 16]
 //                                       [--llama /tmp/llama-check/node_modules/node-llama-cpp] [--out-dir DIR]
+//                                       [--eval FILE.u16]   (e.g. tests/fixtures/tinyshakespeare-held-out.u16)
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -26,6 +29,7 @@ function parseArgs(argv) {
     n: 16,
     llama: '/tmp/llama-check/node_modules/node-llama-cpp',
     outDir: path.join(repoRoot, 'build/gguf-check'),
+    eval: null,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
@@ -36,6 +40,7 @@ function parseArgs(argv) {
     else if (flag === '-n') options.n = Number(value);
     else if (flag === '--llama') options.llama = path.resolve(value);
     else if (flag === '--out-dir') options.outDir = path.resolve(value);
+    else if (flag === '--eval') options.eval = path.resolve(value);
     else throw new Error(`unknown option ${flag}`);
   }
   return options;
@@ -57,12 +62,19 @@ function ourPromptIds(modelDir, prompt) {
   return createTokenizer(vocab, readFileSync(path.join(modelDir, 'merges.txt'), 'utf8')).encode(prompt);
 }
 
-// The native engine's fp32 greedy tokens on the Hugging Face folder, or null when it is not built.
-function nativeTokens(modelDir, ids, n) {
-  const binary = path.join(repoRoot, 'build/native/gpt2');
-  if (!existsSync(binary)) return null;
-  const args = ['--model', modelDir, '--ids', ids.join(','), '-n', String(n), '--temperature', '0', '--no-stop'];
-  return execFileSync(binary, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split(',').map(Number);
+const nativeBinary = path.join(repoRoot, 'build/native/gpt2');
+
+// The native engine's greedy tokens on a Hugging Face folder or a .gguf, or null when it is not built.
+function nativeTokens(model, ids, n) {
+  if (!existsSync(nativeBinary)) return null;
+  const args = ['--model', model, '--ids', ids.join(','), '-n', String(n), '--temperature', '0', '--no-stop'];
+  return execFileSync(nativeBinary, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split(',').map(Number);
+}
+
+// The native engine's mean cross-entropy (nats/token) of a token file, as a string with 4 decimals.
+function nativeEval(model, idsFile) {
+  const out = execFileSync(nativeBinary, ['--model', model, '--eval', idsFile], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  return Number(out.match(/eval: ([0-9.]+)/)[1]).toFixed(4);
 }
 
 const python = (script, args) =>
@@ -99,9 +111,11 @@ async function main() {
   const ourIds = ourPromptIds(options.model, options.prompt);
   const native = nativeTokens(options.model, ourIds, options.n);
   console.log(`prompt ${JSON.stringify(options.prompt)}: web/tokenizer.js ids ${ourIds.join(',')}`);
-  console.log(`native engine (fp32, safetensors): ${native ? native.join(',') : 'not built (build/native/gpt2)'}\n`);
-  console.log('| type | file size | loads | prompt ids match | greedy tokens (llama.cpp) | = native fp32 | = native on the file |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- |');
+  console.log(`native engine (fp32, safetensors): ${native ? native.join(',') : 'not built (build/native/gpt2)'}`);
+  if (options.eval) console.log(`held-out loss, fp32 safetensors: ${nativeEval(options.model, options.eval)}`);
+  console.log('\n| type | file size | loads | prompt ids match | greedy tokens (llama.cpp) | = native fp32 | = ours on the .gguf | = ours on its dequantized weights (fp32) |' +
+    (options.eval ? ' held-out loss (ours on the .gguf) |' : ''));
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |' + (options.eval ? ' --- |' : ''));
   mkdirSync(options.outDir, { recursive: true });
   let failures = 0;
   for (const type of options.types) {
@@ -109,7 +123,9 @@ async function main() {
     python('convert_to_gguf.py', [options.model, '--type', type, '-o', file, '--quiet']);
     const dequantizedDir = file.replace(/\.gguf$/, '-dequantized');
     python('gguf_to_safetensors.py', [file, '-o', dequantizedDir]);
-    const engineOnFile = nativeTokens(dequantizedDir, ourIds, options.n);
+    const engineOnDequantized = nativeTokens(dequantizedDir, ourIds, options.n);
+    const engineOnFile = nativeTokens(file, ourIds, options.n);
+    const loss = options.eval ? ` ${nativeEval(file, options.eval)} |` : '';
     const size = `${(statSync(file).size / 2 ** 20).toFixed(2)} MiB`;
     try {
       const { promptIds, generated } = await llamaGreedy(llama, file, options.prompt, options.n);
@@ -117,10 +133,10 @@ async function main() {
       const agree = (tokens) => (tokens ? `${agreeing(generated, tokens)}/${options.n}` : 'n/a');
       failures += idsMatch ? 0 : 1;
       const ids = idsMatch ? 'yes' : `no (${promptIds})`;
-      console.log(`| ${type} | ${size} | yes | ${ids} | ${generated.join(',')} | ${agree(native)} | ${agree(engineOnFile)} |`);
+      console.log(`| ${type} | ${size} | yes | ${ids} | ${generated.join(',')} | ${agree(native)} | ${agree(engineOnFile)} | ${agree(engineOnDequantized)} |${loss}`);
     } catch (error) {
       failures++;
-      console.log(`| ${type} | ${size} | error: ${String(error.message).split('\n')[0]} | | | | |`);
+      console.log(`| ${type} | ${size} | error: ${String(error.message).split('\n')[0]} | | | | | |${loss}`);
     }
   }
   await llama.dispose();

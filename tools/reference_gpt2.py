@@ -33,7 +33,7 @@ class ReferenceGPT2:
         # Some exports prefix every name with "transformer."; the layout is otherwise the same.
         tensors = {name.removeprefix("transformer."): value for name, value in tensors.items()}
         self.weights = {name: value.astype(np.float64) for name, value in tensors.items()
-                        if name == "wte.weight" or name == "wpe.weight" or name.startswith(("h.", "ln_f."))}
+                        if name in ("wte.weight", "wpe.weight", "lm_head.weight") or name.startswith(("h.", "ln_f."))}
         self._check_shapes()
 
     @classmethod
@@ -45,6 +45,8 @@ class ReferenceGPT2:
     def _check_shapes(self):
         d, v, p = self.n_embd, self.n_vocab, self.n_positions
         expected = {"wte.weight": (v, d), "wpe.weight": (p, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
+        if "lm_head.weight" in self.weights:
+            expected["lm_head.weight"] = (v, d)
         for i in range(self.n_layer):
             expected.update({
                 f"h.{i}.ln_1.weight": (d,), f"h.{i}.ln_1.bias": (d,),
@@ -109,7 +111,8 @@ class ReferenceGPT2:
         for i in range(self.n_layer):
             h = h + self.attention(self.layer_norm(h, f"h.{i}.ln_1"), f"h.{i}.attn")
             h = h + self.mlp(self.layer_norm(h, f"h.{i}.ln_2"), f"h.{i}.mlp")
-        return self.layer_norm(h, "ln_f") @ self.weights["wte.weight"].T  # LM head tied to wte
+        # the LM head: tied to wte unless the file has its own (a GGUF file's output.weight, via gguf_to_safetensors)
+        return self.layer_norm(h, "ln_f") @ self.weights.get("lm_head.weight", self.weights["wte.weight"]).T
 
     def greedy(self, prompt, n_new):
         """Greedy continuation of `prompt`, recomputing the full sequence at every step (no cache)."""

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf.h"
 #include "gpt2.h"
 #ifdef GPT2_WASM_TESTING
 #include "../tools/bench/stream_read.h"
@@ -65,7 +66,7 @@ struct Sampling {
     }
 };
 
-// model.safetensors arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into the
+// model.safetensors or a GGUF file arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into the
 // loader's staging block (staging(), a view of the heap) and calls feed(length), so the file is never held
 // whole, in JS or in the heap.
 class WasmModelLoader {
@@ -77,15 +78,13 @@ class WasmModelLoader {
     WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads, double staging_bytes)
         : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(), options(int8, n_threads),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
-        if (loader_.failed()) return;
-        // malloc takes a 32-bit size: a larger request would wrap around to a small one.
-        staging_.reset(staging_bytes >= 1 && staging_bytes < 4294967296.0
-                           ? static_cast<uint8_t*>(std::malloc(size_t(staging_bytes)))
-                           : nullptr);
-        if (staging_) staging_size_ = size_t(staging_bytes);
-        else
-            error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
-                                    " bytes for the loader's staging block"};
+        allocate_staging(staging_bytes);
+    }
+
+    // A GGUF file (model.gguf), which carries its own config and tokenizer; its matrices keep the file's types.
+    WasmModelLoader(double file_size, int n_threads, double staging_bytes)
+        : loader_(options(false, n_threads), file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        allocate_staging(staging_bytes);
     }
 
     bool ok() const { return !loader_.failed() && staging_; }
@@ -110,6 +109,17 @@ class WasmModelLoader {
     gpt2::ModelLoader& loader() { return loader_; }
 
    private:
+    void allocate_staging(double staging_bytes) {
+        if (loader_.failed()) return;
+        // malloc takes a 32-bit size: a larger request would wrap around to a small one.
+        staging_.reset(staging_bytes >= 1 && staging_bytes < 4294967296.0
+                           ? static_cast<uint8_t*>(std::malloc(size_t(staging_bytes)))
+                           : nullptr);
+        if (staging_) staging_size_ = size_t(staging_bytes);
+        else
+            error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
+                                    " bytes for the loader's staging block"};
+    }
     static gpt2::LoadOptions options(bool int8, int n_threads) {
         gpt2::LoadOptions options;
         options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
@@ -134,11 +144,31 @@ class WasmModel {
     gpt2::Config config() const { return model_ ? gpt2::model_config(*model_) : gpt2::Config{}; }
     double weight_bytes() const { return model_ ? double(gpt2::model_weight_bytes(*model_)) : 0.0; }
     int threads() const { return model_ ? model_->n_threads() : 0; }  // threads it got, the caller's included
+    std::string weight_types() const { return model_ ? gpt2::model_weight_types(*model_) : std::string(); }
+
+    // A GGUF model's tokenizer: { tokens, merges, eosTokenId, bosTokenId (null when the file has none) }, the
+    // strings in id / priority order; null for a safetensors model (its tokenizer files are separate).
+    val vocabulary() const {
+        const gpt2::Vocabulary* vocabulary = model_ ? model_->vocabulary() : nullptr;
+        if (!vocabulary) return val::null();
+        val out = val::object();
+        out.set("tokens", strings(vocabulary->tokens));
+        out.set("merges", strings(vocabulary->merges));
+        out.set("eosTokenId", vocabulary->eos_token_id);
+        out.set("bosTokenId", vocabulary->has_bos_token_id ? val(vocabulary->bos_token_id) : val::null());
+        return out;
+    }
 
     // Sessions share ownership, so JS may delete the model and its sessions in any order.
     std::shared_ptr<const gpt2::Model> shared() const { return model_; }
 
    private:
+    static val strings(const gpt2::GgufStringList& list) {
+        val out = val::array();
+        for (size_t i = 0; i < list.size(); i++) out.call<void>("push", val(std::string(list[i])));
+        return out;
+    }
+
     std::shared_ptr<const gpt2::Model> model_;
     BindingError error_;
 };
@@ -294,6 +324,7 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
 
     emscripten::class_<WasmModelLoader>("ModelLoader")
         .constructor<const std::string&, bool, double, int, double>()
+        .constructor<double, int, double>()
         .function("ok", &WasmModelLoader::ok)
         .function("error", &WasmModelLoader::error)
         .function("staging", &WasmModelLoader::staging)
@@ -305,7 +336,9 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("error", &WasmModel::error)
         .function("config", &WasmModel::config)
         .function("weightBytes", &WasmModel::weight_bytes)
-        .function("threads", &WasmModel::threads);
+        .function("threads", &WasmModel::threads)
+        .function("weightTypes", &WasmModel::weight_types)
+        .function("vocabulary", &WasmModel::vocabulary);
 
     emscripten::class_<WasmSession> session("Session");
     session.constructor<const WasmModel&, bool>()

@@ -242,16 +242,37 @@ export class WasmEngine {
     return new EngineModelLoader(this, handle);
   }
 
+  // A GGUF file fed in order (gpt2::ModelLoader's GGUF form): the file holds the config and the tokenizer
+  // (EngineModel.readVocabulary()); its matrices run in the file's types.
+  createGgufLoader({ fileSize = null } = {}) {
+    const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
+    const handle = this.construct((module) => new module.ModelLoader(fileSize ?? -1, this.threads, stagingBytes));
+    return new EngineModelLoader(this, handle);
+  }
+
   // The whole file at once (an ArrayBuffer or a view of its bytes): one loader fed in staging-sized pieces.
   createModel(configJson, weights, { weights: format = 'fp32' } = {}) {
-    const bytes = ArrayBuffer.isView(weights) ? new Uint8Array(weights.buffer, weights.byteOffset, weights.byteLength) : new Uint8Array(weights);
-    const loader = this.createModelLoader(configJson, { weights: format, fileSize: bytes.byteLength });
-    try {
-      loader.feed(bytes);
-      return loader.finish();
-    } finally {
-      loader.dispose();
-    }
+    const bytes = byteView(weights);
+    return feedWhole(this.createModelLoader(configJson, { weights: format, fileSize: bytes.byteLength }), bytes);
+  }
+
+  // A whole GGUF file at once (an ArrayBuffer or a view of its bytes).
+  createGgufModel(file) {
+    const bytes = byteView(file);
+    return feedWhole(this.createGgufLoader({ fileSize: bytes.byteLength }), bytes);
+  }
+}
+
+function byteView(data) {
+  return ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
+}
+
+function feedWhole(loader, bytes) {
+  try {
+    loader.feed(bytes);
+    return loader.finish();
+  } finally {
+    loader.dispose();
   }
 }
 
@@ -296,7 +317,7 @@ class EngineObject {
   }
 }
 
-// model.safetensors fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw EngineError ("file"
+// model.safetensors or a GGUF file fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw EngineError ("file"
 // or "memory"); after one, the loader only needs dispose().
 export class EngineModelLoader extends EngineObject {
   constructor(engine, handle) {
@@ -345,12 +366,20 @@ export class EngineModel extends EngineObject {
   config;  // { n_vocab, n_ctx, n_embd, n_head, n_layer, layer_norm_epsilon }
   weightBytes;
   threads;  // threads its forward pass uses
+  weightTypes;  // the storage formats of its matrices: "fp32", "int8", or a GGUF file's, e.g. "q4_k, q6_k"
 
   constructor(engine, handle) {
     super(engine, handle, 'model');
     this.config = handle.config();
     this.weightBytes = handle.weightBytes();
     this.threads = handle.threads();
+    this.weightTypes = handle.weightTypes();
+  }
+
+  // A GGUF model's tokenizer: { tokens: string[] (id order), merges: string[] ("a b"), eosTokenId,
+  // bosTokenId (or null) }; null for a safetensors model.
+  readVocabulary() {
+    return this.call((model) => model.vocabulary());
   }
 
   createSession({ useKVCache = true } = {}) {

@@ -210,3 +210,53 @@ TEST_F(Cli, BenchAnswersEachCommandAndReleasesTheUncachedSession) {
     EXPECT_EQ(lines[3], "released");
     EXPECT_NE(r.err.find("--bench: the uncached session was released"), std::string::npos) << r.err;
 }
+
+// A .gguf path is one GGUF file (tests/fixtures/tiny-gguf: every tensor type, its own tokenizer and eos 383).
+TEST_F(Cli, AGgufFileGeneratesDumpsAndEvaluatesLikeTheLibrary) {
+    const std::string file = std::string(GPT2_GGUF_FIXTURE_DIR) + "/model.gguf";
+    const auto bytes = read_file(file);
+    gpt2::ModelLoader loader(gpt2::LoadOptions{}, bytes.size());
+    ASSERT_TRUE(loader.feed(bytes.data(), bytes.size())) << loader.error();
+    const auto m = loader.finish();
+    ASSERT_TRUE(m) << loader.error();
+    std::string error;
+    auto session = gpt2::Session::create(*m, true, &error);
+    gpt2::SamplingSettings greedy;
+    greedy.temperature = 0;
+    session->set_sampling(greedy);
+    const int32_t prompt[] = {10, 20, 30};
+    std::string expected;
+    int next = session->prefill(prompt, 3);
+    for (int i = 0; i < 12 && next != 383; i++) {
+        expected += (i ? "," : "") + std::to_string(next);
+        next = session->step(next);
+    }
+    Result r = run("--model " + file + " --ids 10,20,30 -n 12");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, expected + "\n");
+
+    r = run("--model " + file + " --ids 10,20,30 -n 1 --dump-logits " + dir_ + "/logits.f32");
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::vector<float> logits(3 * 384);
+    ASSERT_TRUE(session->prefill_logits(prompt, 3, logits.data()));
+    const auto dumped = read_file(dir_ + "/logits.f32");
+    ASSERT_EQ(dumped.size(), logits.size() * 4);
+    EXPECT_EQ(std::memcmp(dumped.data(), logits.data(), dumped.size()), 0);
+
+    std::vector<uint16_t> ids(100);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = uint16_t((i * 7 + 3) % 384);
+    write(dir_ + "/ids.u16", ids.data(), ids.size() * 2);
+    r = run("--model " + file + " --eval " + dir_ + "/ids.u16");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("eval: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(" nats/token over 98 predictions"), std::string::npos) << r.out;  // blocks of 64 and 36
+}
+
+TEST_F(Cli, AGgufFileRefusesInt8AndNamesItsErrors) {
+    const std::string file = std::string(GPT2_GGUF_FIXTURE_DIR) + "/model.gguf";
+    expect_one_error_line(run("--model " + file + " --int8 --ids 1"),
+                          "model.gguf: a GGUF model runs in the types its file stores");
+    write(dir_ + "/bad.gguf", "GGUF\x02\0\0\0", 8);
+    expect_one_error_line(run("--model " + dir_ + "/bad.gguf --ids 1"), "model.gguf: unsupported GGUF version 2");
+    expect_one_error_line(run("--model " + dir_ + "/none.gguf --ids 1"), "none.gguf: No such file or directory");
+}

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes the GGUF reader's fuzz seeds (pure Python), written from ggml's docs/gguf.md:
 
-  corpus/gguf/ok_*.gguf    valid GPT-2 GGUF files: the reader must read them
+  corpus/gguf/ok_*.gguf    valid GPT-2 GGUF files: the reader must read them (ok_gpt2_model is a whole model)
   corpus/gguf/bad_*.gguf   malformed files: tests/cpp/test_gguf.cpp lists the message for every one
 
-Small on purpose (a few hundred bytes to 2 KB) so that the fuzzer mutates quickly. Deterministic: rerunning it
+Small on purpose (a few hundred bytes to 12 KB) so that the fuzzer mutates quickly. Deterministic: rerunning it
 rewrites identical files. Usage: python3 tests/fuzz/make_gguf_corpus.py
 """
 import os
@@ -49,8 +49,22 @@ def gpt2_metadata(arch="gpt2"):
     ]
 
 
-def gguf(metadata, tensors, version=3, alignment=32):
-    """tensors: (name, ne, type); bytes are patterned, offsets back to back padded to alignment."""
+def model_bytes(ttype, count, seed):
+    """Plausible values for a model seed: small finite F32, F16 0.0078, and blocks whose fp16 scales (the
+    leading d, and m for Q4_1/Q5_1) are 0.0078 with patterned quants, so that the model loads and generates."""
+    if ttype == F32_T:
+        return struct.pack(f"<{count}f", *(((seed * 7 + k * 13) % 17 - 8) / 64 for k in range(count)))
+    if ttype == F16_T:
+        return b"\x00\x20" * count
+    values, size = BLOCK[ttype]
+    scales = 4 if ttype in (Q4_1, Q5_1) else 2
+    block = b"\x00\x20" * (scales // 2) + bytes((seed * 31 + 7 * k) % 251 for k in range(size - scales))
+    return block * (count // values)
+
+
+def gguf(metadata, tensors, version=3, alignment=32, data_of=None):
+    """tensors: (name, ne, type); bytes are patterned (or data_of(type, count, index)), offsets back to back
+    padded to alignment."""
     pad = lambda n: (n + alignment - 1) // alignment * alignment
     out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata)) + b"".join(metadata)
     data, infos = b"", b""
@@ -62,7 +76,7 @@ def gguf(metadata, tensors, version=3, alignment=32):
         nbytes = count // values * size
         infos += string(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
         infos += struct.pack("<IQ", ttype, len(data))
-        data += bytes((i * 31 + 7 * k) % 251 for k in range(nbytes))
+        data += data_of(ttype, count, i) if data_of else bytes((i * 31 + 7 * k) % 251 for k in range(nbytes))
         data += b"\0" * (pad(len(data)) - len(data))
     out += infos
     return out + b"\0" * (pad(len(out)) - len(out)) + data
@@ -80,6 +94,17 @@ def main():
         "bad_version_2": gguf(gpt2_metadata(), [], version=2),
         "bad_llama": gguf(gpt2_metadata("llama"), []),
     }
+    # a whole model (embedding 32, 1 block, 4 tokens) whose matrices use the 32-value block types: the reader,
+    # the weights' placement and a forward pass
+    model = [("token_embd.weight", [32, 4], Q8_0), ("position_embd.weight", [32, 8], F32_T)]
+    for norm in ("attn_norm", "ffn_norm"):
+        model += [(f"blk.0.{norm}.weight", [32], F32_T), (f"blk.0.{norm}.bias", [32], F16_T)]
+    for name, n_in, n_out, ttype in (("attn_qkv", 32, 96, Q4_0), ("attn_output", 32, 32, Q5_1),
+                                     ("ffn_up", 32, 128, Q4_1), ("ffn_down", 128, 32, Q5_0)):
+        model += [(f"blk.0.{name}.weight", [n_in, n_out], ttype), (f"blk.0.{name}.bias", [n_out], F32_T)]
+    model += [("output_norm.weight", [32], F32_T), ("output_norm.bias", [32], F32_T),
+              ("output.weight", [32, 4], F16_T)]
+    seeds["ok_gpt2_model"] = gguf(gpt2_metadata(), model, data_of=model_bytes)
     # an unsupported type: Q2_K (10), written by hand since the writer needs a block size
     q2k = gguf(gpt2_metadata(), [("x", [256], F32_T)])
     seeds["bad_q2_k"] = q2k.replace(string("x") + struct.pack("<IQI", 1, 256, F32_T),

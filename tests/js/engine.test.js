@@ -141,6 +141,34 @@ describe('wasm engine', () => {
     }
   });
 
+  test('a GGUF with every tensor type gives the native tool\'s logits and tokens', () => {
+    const dir = `${ROOT}tests/fixtures/tiny-gguf/`;
+    const { prompt } = JSON.parse(readFileSync(`${dir}cases.json`, 'utf8'));
+    const tmp = mkdtempSync(`${tmpdir()}/gpt2-wasm-test-`);
+    try {
+      execFileSync(NATIVE_TOOL, ['--model', `${dir}model.gguf`, '--ids', prompt.join(','), '-n', '1', '--dump-logits', `${tmp}/logits.f32`],
+        { stdio: 'ignore' });
+      const native = new Float32Array(readFileSync(`${tmp}/logits.f32`).buffer.slice(0));
+      const model = engine.createGgufModel(readFileSync(`${dir}model.gguf`));
+      try {
+        expect(model.weightTypes).toBe('f16, fp32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k');
+        withSession(model, {}, (session) => {
+          session.prefill(prompt);
+          const expected = native.subarray(native.length - 384);
+          const diff = Math.max(...Array.from(session.logits(), (value, i) => Math.abs(value - expected[i])));
+          console.log(`GGUF wasm vs native: max |logit diff| ${diff}`);
+          expect(diff).toBeLessThan(1e-4);
+        });
+        const ids = withSession(model, {}, (session) => generateIds(session, prompt.slice(0, 3), 30));
+        expect(ids).toEqual(nativeIds(prompt.slice(0, 3), 30, [], `${dir}model.gguf`));
+      } finally {
+        model.dispose();
+      }
+    } finally {
+      rmSync(tmp, { recursive: true });
+    }
+  });
+
   test('logits of the last prompt position match the fixture', () => {
     const testCase = cases.find((c) => c.name === 'short');
     const all = new Float32Array(readFileSync(`${TINY}${testCase.logits}`).buffer.slice(0));
