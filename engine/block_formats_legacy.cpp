@@ -72,12 +72,30 @@ inline XBlock x_block(const int16_t* xq, float d, int32_t sum) {
     return {load<i16x8>(xq), load<i16x8>(xq + 8), load<i16x8>(xq + 16), load<i16x8>(xq + 24), d, sum};
 }
 
-// 32 weights in 4 bit: byte j holds value j (low nibble) and value j + 16 (high nibble), times x.
-inline i32x4 dot_nibbles(const uint8_t* qs, const XBlock& x) {
-    const i16x8 a = simd::load8x8_u(qs), b = simd::load8x8_u(qs + 8);
-    return (madd(a & 15, x.x0) + madd(b & 15, x.x1)) + (madd(a >> 4, x.x2) + madd(b >> 4, x.x3));
+// The 32 4-bit values of a block (the file's qs: byte j holds value j in its low nibble, value j + 16 in its
+// high one) regrouped so that 16-bit lane i of the 16 bytes holds values i, 8 + i, 16 + i, 24 + i in its bits
+// 0-3, 4-7, 8-11, 12-15: then one plain load and a shift and a mask per 8 values bring them into int16 lanes in
+// order (v128.load takes a constant offset where V8 gives v128.load8x8 a register of its own per offset).
+void regroup_nibbles(uint8_t* out, const uint8_t* qs) {
+    const auto value = [&](int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; };
+    for (int i = 0; i < 8; i++) {
+        out[2 * i] = uint8_t(value(i) | value(8 + i) << 4);
+        out[2 * i + 1] = uint8_t(value(16 + i) | value(24 + i) << 4);
+    }
+}
+inline int regrouped_nibble(const uint8_t* q, int j) {
+    const int byte = q[2 * (j % 8) + j / 16];
+    return (j / 8) % 2 ? byte >> 4 : byte & 15;
 }
 
+// 32 weights in 4 bit (regroup_nibbles) times x.
+inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
+    const simd::u16x8 v = load<simd::u16x8>(q);
+    return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
+           (madd(i16x8((v >> 8) & 15), x.x2) + madd(i16x8(v >> 12), x.x3));
+}
+
+// 32 weights in 5 bit: the file's nibbles, their fifth bits (16) in `spread` (spread_fifth_bits), times x.
 // The fifth bits of a 5-bit block (qh: bit j is value j's) rearranged for dot_nibbles_5: bit b of byte k holds
 // value 4b + k's (b < 4) and value 16 + 4(b - 4) + k's (b >= 4).
 inline int fifth_bit_position(int j) { return 8 * (j % 4) + (j % 16) / 4 + (j >= 16 ? 4 : 0); }
@@ -88,16 +106,16 @@ uint32_t spread_fifth_bits(uint32_t qh) {
 }
 inline int fifth_bit(uint32_t spread, int j) { return int(spread >> fifth_bit_position(j)) & 1; }
 
-// 32 weights in 5 bit: the nibbles as above, their fifth bits (16) in `spread` (spread_fifth_bits), times x.
 inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
     // lane g of t is spread << (3 - g): byte k then holds value 4g + k's bit at bit 3, value 16 + 4g + k's at bit
     // 7, which puts every value's fifth bit into the byte lane of its nibble (lane 4g + k)
-    const simd::u32x4 t = simd::u32x4{spread, spread, spread, spread} * simd::u32x4{8, 4, 2, 1};
+    const simd::u32x4 t = {spread << 3, spread << 2, spread << 1, spread};
     const u8x16 fifth_lo = (u8x16)((t << 1) & 0x10101010u), fifth_hi = (u8x16)((t >> 3) & 0x10101010u);
     const u8x16 v = load<u8x16>(qs);
     i16x8 a, b, c, d;
-    simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
-    simd::widen_u8((v >> 4) | fifth_hi, &c, &d);  // values 16..23, 24..31
+    simd::widen_u8((v & 15) | fifth_lo, &a, &b);                 // values 0..7, 8..15
+    const u8x16 high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
+    simd::widen_u8(high | fifth_hi, &c, &d);                     // values 16..23, 24..31
     return (madd(a, x.x0) + madd(b, x.x1)) + (madd(c, x.x2) + madd(d, x.x3));
 }
 
@@ -133,20 +151,17 @@ struct Q8_0 {
 };
 
 struct Q4_0 {
-    // file: half d; u8 qs[16]                      column: f32 d[4]; u8 qs[4][16]
+    // file: half d; u8 qs[16]                      column: f32 d[4]; u8 regrouped qs[4][16]
     static constexpr uint32_t kFileBytes = 18;
     static constexpr size_t kColumnBytes = 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
-        std::memcpy(column + 16 + 16 * r, block + 2, 16);
+        regroup_nibbles(column + 16 + 16 * r, block + 2);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
         const uint8_t* qs = column + 16 + 16 * r;
-        for (int j = 0; j < 16; j++) {
-            out[j] = float((qs[j] & 15) - 8) * d;
-            out[j + 16] = float((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < kBlock; j++) out[j] = float(regrouped_nibble(qs, j) - 8) * d;
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 16 + 16 * k, x); };
@@ -156,21 +171,18 @@ struct Q4_0 {
 };
 
 struct Q4_1 {
-    // file: half d, m; u8 qs[16]                   column: f32 d[4]; half m[4]; u8 qs[4][16]
+    // file: half d, m; u8 qs[16]                   column: f32 d[4]; half m[4]; u8 regrouped qs[4][16]
     static constexpr uint32_t kFileBytes = 20;
     static constexpr size_t kColumnBytes = 16 + 8 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
-        std::memcpy(column + 24 + 16 * r, block + 4, 16);
+        regroup_nibbles(column + 24 + 16 * r, block + 4);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
         const uint8_t* qs = column + 24 + 16 * r;
-        for (int j = 0; j < 16; j++) {
-            out[j] = float(qs[j] & 15) * d + m;
-            out[j + 16] = float(qs[j] >> 4) * d + m;
-        }
+        for (int j = 0; j < kBlock; j++) out[j] = float(regrouped_nibble(qs, j)) * d + m;
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 24 + 16 * k, x); };

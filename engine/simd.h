@@ -58,7 +58,7 @@ inline i16x8 load8x8_u(const uint8_t* p) {
     return (i16x8)wasm_u16x8_load8x8(p);
 #else
     const u8x8 v = load<u8x8>(p);
-    return (i16x8)((u16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8);
+    return (i16x8)((u16x8)__builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15) >> 8);
 #endif
 }
 inline i16x8 load8x8_s(const int8_t* p) {
@@ -66,20 +66,21 @@ inline i16x8 load8x8_s(const int8_t* p) {
     return (i16x8)wasm_i16x8_load8x8(p);
 #else
     const i8x8 v = load<i8x8>(p);
-    return (i16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+    return (i16x8)__builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15) >> 8;
 #endif
 }
 
 // 16 bytes widened to 16 int16 lanes, zero-extended: bytes 0..7 into *lo, 8..15 into *hi (punpck{l,h}bw with
-// zero natively, i16x8.extend_{low,high}_u8x16 in wasm).
+// zero natively: GCC recognizes only the plain interleave pattern, and scalarizes any other; in wasm
+// i16x8.extend_{low,high}_u8x16).
 inline void widen_u8(u8x16 v, i16x8* lo, i16x8* hi) {
 #if defined(__wasm_simd128__)
     *lo = (i16x8)wasm_u16x8_extend_low_u8x16((v128_t)v);
     *hi = (i16x8)wasm_u16x8_extend_high_u8x16((v128_t)v);
 #else
     const u8x16 zero = {0};
-    *lo = (i16x8)__builtin_shufflevector(v, zero, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
-    *hi = (i16x8)__builtin_shufflevector(v, zero, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    *lo = (i16x8)__builtin_shufflevector(v, zero, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    *hi = (i16x8)__builtin_shufflevector(v, zero, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 #endif
 }
 
