@@ -2,10 +2,11 @@
 //
 // Storage of a 32-value format: panels of kPanelRows = 4 rows (the last one padded with zero rows), each panel
 // its n_in / 32 block columns in order, each column the 4 rows' blocks in the format's column layout below: the
-// 4 fp16 scales widened to one f32x4 in front (so the scale work is one vector operation for 4 rows), the
-// quants as the file stores them. A GEMV then streams one sequential array. Resident size: 144 / 136 bytes per
-// 4 blocks of the file for Q8_0 (+6 %), 80 / 72 Q4_0 (+11 %), 88 / 80 Q4_1 (+10 %, its mins stay fp16 and are
-// widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
+// 4 fp16 scales widened to one f32x4 in front (so the scale work is one vector operation for 4 rows), then each
+// row's quants with their bits as in the file, regrouped within the block where that saves the kernel work
+// (Q4_x: regroup_nibbles; Q5_x: spread_fifth_bits). A GEMV then streams one sequential array. Resident size:
+// 144 / 136 bytes per 4 blocks of the file for Q8_0 (+6 %), 80 / 72 Q4_0 (+11 %), 88 / 80 Q4_1 (+10 %, its mins
+// stay fp16 and are widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
 //
 // Products: per block the weights' integers times the activations' (quantize_activation_blocks) summed exactly in
 // int32 (madd), the 4 rows' sums folded into one i32x4, then for each output
