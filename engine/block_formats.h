@@ -39,8 +39,7 @@ struct BlockFormat {
     void (*dequantize_row)(float* out, const void* storage, int n_out, int n_in, int row);
     // multiply_linear (linear.h) for this format: out[t][o] for the tokens [t0, t0 + n_tok) and the outputs
     // [o0, o0 + n_rows); the input prepared by quantize_activation_blocks (F16: in.x as it is).
-    void (*multiply)(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0,
-                     int n_rows);
+    void (*multiply)(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows);
 };
 
 // The block format of a WeightFormat, or nullptr for fp32 and int8.

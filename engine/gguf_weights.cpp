@@ -128,8 +128,8 @@ bool GgufWeightsSink::on_header(const GgufModelInfo& info, std::string* error) {
     if (!(info.layer_norm_epsilon > 0.0f) || !std::isfinite(info.layer_norm_epsilon))
         return fail(error, "gpt2.attention.layer_norm_epsilon must be a positive number");
     // the reader caps the tokens at kGgufMaxTokens, well within an int
-    config_ = Config{int(info.tokens.size()),       int(info.context_length), int(info.embedding_length),
-                     int(info.head_count),          int(info.block_count),    info.layer_norm_epsilon};
+    config_ = Config{int(info.tokens.size()), int(info.context_length), int(info.embedding_length),
+                     int(info.head_count),    int(info.block_count),    info.layer_norm_epsilon};
     weights_->layers.resize(size_t(config_.n_layer));
     return match_tensors(info, error) && allocate(error);
 }

@@ -41,22 +41,22 @@ class GgufWeightsSink : public GgufSink {
    private:
     // Where one tensor of the file goes.
     struct Destination {
-        Linear* matrix = nullptr;   // a weight matrix: the Linear it fills (format set from the file's type)
-        float** vector = nullptr;   // otherwise the fp32 vector field it fills (n_values floats)
-        uint64_t n_values = 0;      // elements
-        uint64_t offset = 0;        // bytes from the start of Weights::memory
+        Linear* matrix = nullptr;  // a weight matrix: the Linear it fills (format set from the file's type)
+        float** vector = nullptr;  // otherwise the fp32 vector field it fills (n_values floats)
+        uint64_t n_values = 0;     // elements
+        uint64_t offset = 0;       // bytes from the start of Weights::memory
         GgmlType type = GgmlType::F32;
-        uint64_t row_bytes = 0;     // a matrix's row as the file stores it
+        uint64_t row_bytes = 0;  // a matrix's row as the file stores it
     };
 
     bool match_tensors(const GgufModelInfo& info, std::string* error);
     bool place(const GgufModelInfo& info, size_t tensor, Destination* d, std::string* error);
     bool allocate(std::string* error);
     // The current tensor's bytes (destinations_[tensor]), in order.
-    bool vector_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes,
-                      size_t n, uint64_t tensor_bytes, std::string* error);
-    bool matrix_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes,
-                      size_t n, uint64_t tensor_bytes, std::string* error);
+    bool vector_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes, size_t n,
+                      uint64_t tensor_bytes, std::string* error);
+    bool matrix_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes, size_t n,
+                      uint64_t tensor_bytes, std::string* error);
 
     Weights* weights_;
     Config config_{};

@@ -130,7 +130,7 @@ class ModelLoader {
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)
     std::string error_;                   // "" until something failed
     ErrorKind error_kind_ = ErrorKind::none;
-    uint64_t bytes_fed_ = 0;  // bytes of the file received
+    uint64_t bytes_fed_ = 0;                  // bytes of the file received
     const char* file_ = "model.safetensors";  // the file's name in messages
 
     bool check_threads(const LoadOptions& options);

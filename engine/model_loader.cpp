@@ -143,15 +143,17 @@ ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
     state.file_size = file_size;
     state.gguf_sink.reset(new (std::nothrow) GgufWeightsSink(state.weights.get()));
     if (state.gguf_sink)
-        state.gguf_reader.reset(new (std::nothrow) GgufReader(
-            state.gguf_sink.get(), file_size == kUnknownFileSize ? kGgufUnknownFileSize : file_size));
+        state.gguf_reader.reset(
+            new (std::nothrow)
+                GgufReader(state.gguf_sink.get(), file_size == kUnknownFileSize ? kGgufUnknownFileSize : file_size));
     if (!state.gguf_reader) {
         error_kind_ = ErrorKind::memory;
         out_of_memory(sizeof(GgufReader), "the GGUF reader", &error_);
     }
 }
 
-ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options, uint64_t file_size) {
+ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
+                         uint64_t file_size) {
     if (!check_threads(options)) return;
     if (!parse_config(config_json, config_len, &state_->config, &error_)) {
         error_kind_ = ErrorKind::config;

@@ -3,6 +3,7 @@
 that llama.cpp (and this project's GGUF loader) reads as a complete model: weights, hyper-parameters, tokenizer.
 
     /usr/bin/python3 tools/convert_to_gguf.py public/models/tiny-shakespeare --type q8_0 -o tiny-q8_0.gguf
+    npm run convert -- DIR --type q4_k_m -o gpt2.Q4_K_M.gguf      # the same, for site owners (Python 3 + NumPy)
 
 What is written follows llama.cpp's convert_hf_to_gguf.py (GPT2Model) and, for the quantized types,
 llama-quantize's choice of type per tensor (src/llama-quant.cpp):
@@ -30,7 +31,10 @@ import json
 import os
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("convert_to_gguf.py needs NumPy: apt-get install python3-numpy (or pip install numpy)")
 
 import gguf_blocks
 from gguf_io import write_gguf

@@ -83,7 +83,8 @@ class WasmModelLoader {
 
     // A GGUF file (model.gguf), which carries its own config and tokenizer; its matrices keep the file's types.
     WasmModelLoader(double file_size, int n_threads, double staging_bytes)
-        : loader_(options(false, n_threads), file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        : loader_(options(false, n_threads),
+                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
         allocate_staging(staging_bytes);
     }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js).
 //
-//   gpt2-wasm [--model DIR_OR_URL] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache]
+//   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache]
 //             [--threads N|auto] "prompt"
 //
 // Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
@@ -12,7 +12,7 @@ import { loadModel } from './gpt2.js';
 
 const DEFAULT_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
 const USAGE =
-  'usage: gpt2-wasm [--model DIR_OR_URL] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache] ' +
+  'usage: gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache] ' +
   '[--threads N|auto] "prompt"';
 
 // flag -> [option name, parse]

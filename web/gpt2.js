@@ -4,8 +4,9 @@
 //   for await (const piece of model.generate('Hello', { maxNewTokens: 20 })) show(piece.text);
 //   model.dispose();
 //
-// source: a base URL of a model folder (config.json, model.safetensors, vocab.json, merges.txt), absolute or
-// relative to the page; in Node a folder path; or local files (see loader.js). In browser pages the model
+// source: a base URL of a model folder (config.json, model.safetensors, vocab.json, merges.txt), or the URL of a
+// GGUF file (its path ends in .gguf), absolute or relative to the page; in Node a folder or .gguf file path; or
+// local files: the folder's files, or one GGUF File/Blob/ArrayBuffer (see loader.js). In browser pages the model
 // lives in a Web Worker (useWorker defaults to true where `window` exists), elsewhere in this thread; both
 // kinds of Model have the same interface.
 //
@@ -27,9 +28,12 @@ export { ModelLoadError };
 
 const IS_PAGE = typeof window !== 'undefined';
 
-// -> Model: { config, weightBytes, threads, generate(prompt, options), encode(text), decode(ids), dispose() }
-// weights: 'fp32' (default) or 'int8' (quantized on load: about a quarter of the weight memory); the engine checks
-// it before model.safetensors is opened.
+// -> Model: { config, weightBytes, weightTypes, threads, generate(prompt, options), encode(text), decode(ids),
+// dispose() }; weightTypes: how the weight matrices are stored ("fp32", "int8", or a GGUF file's types, e.g.
+// "Q4_K, Q6_K").
+// weights: 'fp32' (default) or 'int8' (a safetensors model quantized on load: about a quarter of the weight
+// memory); the engine checks it before model.safetensors is opened. A GGUF file runs in its own types:
+// 'int8' with one is a TypeError.
 // threads: 'auto' (default in browsers: the cores, at most 8) or a count (default 1 in Node). More than one
 // needs SharedArrayBuffer, which browsers give only to cross-origin-isolated pages (COOP + COEP headers);
 // elsewhere the model quietly runs on one thread. model.threads says how many it got.

@@ -1,9 +1,9 @@
 // The errors of loading a model: ModelLoadError (which file, and what kind of failure), and the mapping of the
 // engine's errors onto it by their kind.
-import { MODEL_FILES } from './model_files.js';
+import { ENGINE_GGUF_NAME, MODEL_FILES } from './model_files.js';
 
 // kind: 'network' (connection, CORS, interrupted download), 'http' (error status), 'missing' (no such local
-// file) or 'invalid' (the bytes are not what the file should be: HTML page, corrupt JSON, bad safetensors).
+// file) or 'invalid' (the bytes are not what the file should be: HTML page, corrupt JSON, bad safetensors or GGUF).
 export class ModelLoadError extends Error {
   constructor(file, kind, message, options) {
     super(`${file}: ${message}`, options);
@@ -18,14 +18,21 @@ const ENGINE_ERROR_FILES = { config: MODEL_FILES.config, file: MODEL_FILES.weigh
 
 // Runs fn, turning the engine's errors into load errors by their kind: a config or file error is the file's
 // fault (ModelLoadError 'invalid'; the engine's message already names the file); out of memory is not (a plain
-// Error, and nothing is evicted from the cache).
-export function engineCall(fn) {
+// Error, and nothing is evicted from the cache). ggufName: the GGUF file being loaded, if any, whose name
+// replaces the "model.gguf" that the engine's messages start with.
+export function engineCall(fn, ggufName) {
   try {
     return fn();
   } catch (error) {
     if (error.name !== 'EngineError') throw error;
     if (error.kind === 'memory') {
       throw new Error(`${error.message} (the WebAssembly heap holds 4 GB at most, and one allocation 2 GB)`, { cause: error });
+    }
+    if (error.kind === 'file' && ggufName !== undefined) {
+      const loadError = new ModelLoadError(ggufName, 'invalid', '', { cause: error });
+      loadError.message = error.message.startsWith(`${ENGINE_GGUF_NAME}: `)
+        ? `${ggufName}${error.message.slice(ENGINE_GGUF_NAME.length)}` : `${ggufName}: ${error.message}`;
+      throw loadError;
     }
     const file = ENGINE_ERROR_FILES[error.kind];
     if (!file) throw error;  // 'input': a caller's mistake, not the files'

@@ -2,37 +2,18 @@
 // the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop.
 import { DEFAULT_THREADS, loadEngine, resolveThreads } from './engine.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from './generate.js';
-import { ModelLoadError, loadEngineModel } from './loader.js';
-import { createTokenizer } from './tokenizer.js';
+import { loadEngineModel } from './loader.js';
 
 export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   const engine = await loadEngine({ threads: await resolveThreads(threads) });
-  const { model, vocab, merges } = await loadEngineModel(engine, source, { onProgress, signal, weights });
-  try {
-    return new LocalModel(model, createModelTokenizer(vocab, merges, model.config));
-  } catch (error) {
-    model.dispose();
-    throw error;
-  }
-}
-
-function createModelTokenizer(vocab, merges, config) {
-  let tokenizer;
-  try {
-    tokenizer = createTokenizer(vocab, merges);
-  } catch (error) {
-    throw new ModelLoadError('vocab.json + merges.txt', 'invalid', `invalid tokenizer files: ${error.message}`);
-  }
-  if (tokenizer.vocabSize > config.n_vocab) {
-    throw new ModelLoadError('vocab.json', 'invalid',
-      `has ${tokenizer.vocabSize} tokens but the model only ${config.n_vocab}: files of different models?`);
-  }
-  return tokenizer;
+  const { model, tokenizer } = await loadEngineModel(engine, source, { onProgress, signal, weights });
+  return new LocalModel(model, tokenizer);
 }
 
 class LocalModel {
   config;
   weightBytes;
+  weightTypes;
   threads;
   #engineModel;
   #pool;
@@ -41,6 +22,7 @@ class LocalModel {
   constructor(engineModel, tokenizer) {
     this.config = engineModel.config;
     this.weightBytes = engineModel.weightBytes;
+    this.weightTypes = engineModel.weightTypes;
     this.threads = engineModel.threads;
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);

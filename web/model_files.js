@@ -1,7 +1,16 @@
-// The files of a model folder in the Hugging Face layout.
+// The files of a model: a folder in the Hugging Face layout, or one GGUF file (weights, hyper-parameters and
+// tokenizer in one), recognized by its name.
 export const MODEL_FILES = Object.freeze({
   config: 'config.json',
   weights: 'model.safetensors',
   vocab: 'vocab.json',
   merges: 'merges.txt',
 });
+
+// The name the engine's GGUF messages start with ("model.gguf: …"), replaced by the file's own name.
+export const ENGINE_GGUF_NAME = 'model.gguf';
+
+// Whether a file name (or a URL path) is a GGUF file's: it ends in .gguf, in any case.
+export function isGgufName(name) {
+  return typeof name === 'string' && /\.gguf$/i.test(name);
+}

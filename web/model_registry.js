@@ -51,6 +51,7 @@ export class ModelRegistry {
 class LeasedModel {
   config;
   weightBytes;
+  weightTypes;
   threads;
   #model;
   #release;
@@ -58,6 +59,7 @@ class LeasedModel {
   constructor(model, release) {
     this.config = model.config;
     this.weightBytes = model.weightBytes;
+    this.weightTypes = model.weightTypes;
     this.threads = model.threads;
     this.#model = model;
     this.#release = release;

@@ -1,40 +1,80 @@
-// Where a model's files come from: each source gives { config, weights, vocab, merges } of file openers
-// ({ name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(), cacheCopy? } }),
-// plus evict() for the cached URL folder. Sources: a base URL (through the Cache API in browsers), local
-// File/Blob/ArrayBuffer objects, an array or FileList of Files, or (Node) a folder path.
-import { MODEL_FILES } from './model_files.js';
+// Where a model's files come from. A source gives either a folder in the Hugging Face layout,
+// { format: 'safetensors', config, weights, vocab, merges }, or one GGUF file, { format: 'gguf', model }, of file
+// openers ({ name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(),
+// cacheCopy? } }), plus evict() for cached URLs. Sources: a base URL or a .gguf URL (through the Cache API in
+// browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one object alone: a
+// GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf, or starting with
+// its magic); or (Node) a folder or file path.
+import { MODEL_FILES, isGgufName } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache } from './model_cache.js';
 import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const NODE_READ_CHUNK_BYTES = 4 << 20;
+const UNNAMED_GGUF = 'model.gguf';
+const GGUF_MAGIC = 'GGUF';  // a GGUF file's first 4 bytes
 
 export async function openModelFiles(source) {
   if (typeof source === 'string' || source instanceof URL) {
     const text = String(source);
-    if (/^https?:/i.test(text) || !IS_NODE) return openUrlFolder(resolveUrl(text));
-    return openNodeFolder(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
+    if (/^https?:/i.test(text) || !IS_NODE) return openUrl(absoluteUrl(text));
+    return openNodePath(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
   }
-  if (isFileList(source)) return openNamedFiles(Array.from(source));
+  if (isFileList(source)) {
+    const list = Array.from(source);
+    return openNamedFiles(list, await startsLikeGguf(list));
+  }
+  if (isFileObject(source)) return { format: 'gguf', model: localFile(source, source.name ?? UNNAMED_GGUF) };
   if (source && typeof source === 'object') return openLocalObjects(source);
   throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
 }
 
-function resolveUrl(text) {
+function absoluteUrl(text) {
   const base = globalThis.document?.baseURI ?? globalThis.location?.href;
-  const url = base ? new URL(text, base) : new URL(text);
+  return base ? new URL(text, base) : new URL(text);
+}
+
+// A URL whose path ends in .gguf is that file; any other, a folder.
+function openUrl(url) {
+  if (isGgufName(url.pathname)) {
+    const model = urlFile(fileNameOf(url), url.href);
+    return { format: 'gguf', model, evict: () => evictFromCache([model.url]) };
+  }
   if (!url.pathname.endsWith('/')) url.pathname += '/';
-  return url;
+  return openUrlFolder(url);
+}
+
+function fileNameOf(url) {
+  const name = url.pathname.slice(url.pathname.lastIndexOf('/') + 1);
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
 }
 
 function isFileList(source) {
   return Array.isArray(source) || (typeof FileList !== 'undefined' && source instanceof FileList);
 }
 
+// Whether a list of files is one GGUF file: named .gguf, or a Blob whose first bytes are GGUF's magic.
+async function startsLikeGguf(list) {
+  if (list.length !== 1) return false;
+  const [file] = list;
+  if (isGgufName(file?.name)) return true;
+  if (typeof Blob === 'undefined' || !(file instanceof Blob)) return false;
+  return new TextDecoder().decode(await file.slice(0, GGUF_MAGIC.length).arrayBuffer()) === GGUF_MAGIC;
+}
+
+// One File, Blob, ArrayBuffer or typed array: the bytes of one file.
+function isFileObject(source) {
+  return (typeof Blob !== 'undefined' && source instanceof Blob) || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+}
+
 function openUrlFolder(baseUrl) {
-  const files = {};
+  const files = { format: 'safetensors' };
   for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = urlFile(name, new URL(name, baseUrl).href);
-  const urls = Object.values(files).map((file) => file.url);
+  const urls = Object.keys(MODEL_FILES).map((key) => files[key].url);
   files.evict = () => evictFromCache(urls);
   return files;
 }
@@ -98,13 +138,19 @@ async function* readerChunks(reader) {
 
 // Local objects: { config, weights, vocab, merges } of File, Blob, ArrayBuffer, typed array or string.
 function openLocalObjects(objects) {
-  const files = {};
+  const files = { format: 'safetensors' };
   for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = localFile(objects[key], objects[key]?.name ?? name);
   return files;
 }
 
-// An array or FileList of Files (e.g. from <input type=file multiple> or a dropped folder), matched by name.
-function openNamedFiles(list) {
+// An array or FileList of Files (e.g. from <input type=file multiple> or a dropped folder), matched by name:
+// the folder's files, or one .gguf file (or one file of another name that starts with GGUF's magic).
+function openNamedFiles(list, isOneGguf) {
+  const ggufs = list.filter((file) => isGgufName(file?.name));
+  if (isOneGguf) return { format: 'gguf', model: localFile(list[0], list[0].name ?? UNNAMED_GGUF) };
+  if (ggufs.length > 0) {
+    throw new ModelLoadError(ggufs[0].name, 'invalid', `give one .gguf file alone (got ${list.map((file) => file.name).join(', ')})`);
+  }
   const byName = new Map(list.map((file) => [file.name, file]));
   const objects = {};
   for (const [key, name] of Object.entries(MODEL_FILES)) objects[key] = byName.get(name);
@@ -133,11 +179,15 @@ function toBytes(object, name) {
   throw new ModelLoadError(name, 'invalid', `expected a File, Blob, ArrayBuffer or typed array, got ${typeof object}`);
 }
 
-// Node: a folder path, read in chunks of NODE_READ_CHUNK_BYTES (the size of the engine's staging block).
-async function openNodeFolder(folder) {
+// Node: a folder path, or a file path (a GGUF file: its name ends in .gguf, or it is a file), read in chunks
+// of NODE_READ_CHUNK_BYTES (the size of the engine's staging block).
+async function openNodePath(filePath) {
   const [fs, path] = await Promise.all([import('node:fs'), import('node:path')]);
-  const files = {};
-  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = nodeFile(fs, path.join(folder, name), name);
+  if (isGgufName(filePath) || fs.statSync(filePath, { throwIfNoEntry: false })?.isFile()) {
+    return { format: 'gguf', model: nodeFile(fs, filePath, path.basename(filePath)) };
+  }
+  const files = { format: 'safetensors' };
+  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = nodeFile(fs, path.join(filePath, name), name);
   return files;
 }
 

@@ -3,9 +3,11 @@
 // textContent, never as HTML.
 import { loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
+import { isGgufName } from './model_files.js';
 
 const HUGGING_FACE = 'https://huggingface.co/';
 const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
+const hfFile = (repository, file) => `${hfFolder(repository)}${file}`;
 
 // Download sizes are those of model.safetensors on the Hugging Face Hub (float32 weights). int8Only: the fp32
 // weights (3.1 and 6.2 GB) exceed what one WebAssembly allocation can hold (2 GB), so the model always loads
@@ -18,6 +20,22 @@ const MODEL_CHOICES = [
   { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl'), int8Only: true },
   { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hfFolder('distilbert/distilgpt2') },
 ];
+
+// GGUF files on the Hub, one file each, run in their own (quantized) types; sizes as the Hub lists them. Only
+// files whose types the engine runs (F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): the Hub's Q2_K
+// and Q3_K variants are left out.
+const GGUF_REPOSITORY = 'QuantFactory/gpt2-GGUF';
+const GGUF_CHOICES = [
+  ['Q8_0', '178 MB'], ['Q6_K', '138 MB'], ['Q5_1', '130 MB'], ['Q5_K_M', '127 MB'], ['Q5_0', '122 MB'],
+  ['Q5_K_S', '122 MB'], ['Q4_1', '114 MB'], ['Q4_K_M', '113 MB'], ['Q4_0', '107 MB'], ['Q4_K_S', '107 MB'],
+].map(([type, size]) => ggufChoice('GPT-2 124M', GGUF_REPOSITORY, `gpt2.${type}.gguf`, size)).concat([
+  ggufChoice('GPT-2 355M', 'mradermacher/gpt2-medium-GGUF', 'gpt2-medium.Q4_K_M.gguf', '271 MB'),
+  ggufChoice('GPT-2 1.5B', 'mradermacher/gpt2-xl-GGUF', 'gpt2-xl.Q4_K_M.gguf', '1.19 GB'),
+]);
+
+function ggufChoice(model, repository, file, size) {
+  return { value: `gguf:${repository}/${file}`, label: `${model} · ${file}`, size, source: hfFile(repository, file), gguf: true };
+}
 const LOCAL_FILES_VALUE = 'local-files';
 const LOADED_LOCAL_VALUE = 'loaded-local';
 const URL_PARAMETER_VALUE = 'url-parameter';
@@ -62,7 +80,7 @@ const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the
 const state = {
   model: null,
   modelChoice: null, // the choice (with .value and .label) whose model is loaded
-  modelWeights: null, // 'fp32' | 'int8': how the loaded model's weights are stored
+  modelWeights: null, // 'fp32' | 'int8' | undefined (a GGUF file): the weights setting the model loaded with
   loadingChoice: null, // the choice being loaded, if any
   urlChoice: null, // the folder given as ?model=, if any
   localChoice: null, // the latest local files picked
@@ -74,27 +92,35 @@ const state = {
 
 function fillModelSelect(urlChoice) {
   const choices = urlChoice ? [urlChoice, ...MODEL_CHOICES] : MODEL_CHOICES;
-  for (const choice of choices) {
-    elements.model.append(new Option(choice.size ? `${choice.label} (${choice.size} download)` : choice.label, choice.value));
-  }
-  elements.model.append(new Option('Open local files…', LOCAL_FILES_VALUE));
+  elements.model.append(...choices.map(choiceOption));
+  const ggufGroup = document.createElement('optgroup');
+  ggufGroup.label = 'GGUF files (quantized)';
+  ggufGroup.append(...GGUF_CHOICES.map(choiceOption));
+  elements.model.append(ggufGroup, new Option('Open local files…', LOCAL_FILES_VALUE));
 }
 
-// `?model=<folder URL>` preselects a model folder (absolute, or relative to this page).
+function choiceOption(choice) {
+  return new Option(choice.size ? `${choice.label} (${choice.size} download)` : choice.label, choice.value);
+}
+
+// `?model=<URL>` preselects a model folder, or a GGUF file (a path ending in .gguf), absolute or relative to
+// this page.
 function choiceFromUrlParameter() {
-  const folder = new URLSearchParams(location.search).get('model');
-  if (!folder) return null;
-  let source;
+  const address = new URLSearchParams(location.search).get('model');
+  if (!address) return null;
+  let url;
   try {
-    source = new URL(folder.endsWith('/') ? folder : `${folder}/`, location.href).href;
+    url = new URL(address, location.href);
   } catch {
-    throw new Error(`The model address in this page's URL is not a valid URL: ${folder}`);
+    throw new Error(`The model address in this page's URL is not a valid URL: ${address}`);
   }
-  return { value: URL_PARAMETER_VALUE, label: `Model at ${source}`, source };
+  const gguf = isGgufName(url.pathname);
+  if (!gguf && !url.pathname.endsWith('/')) url.pathname += '/';
+  return { value: URL_PARAMETER_VALUE, label: `Model at ${url.href}`, source: url.href, gguf };
 }
 
 function findChoice(value) {
-  return [...MODEL_CHOICES, state.urlChoice, state.localChoice].find((choice) => choice?.value === value);
+  return [...MODEL_CHOICES, ...GGUF_CHOICES, state.urlChoice, state.localChoice].find((choice) => choice?.value === value);
 }
 
 function onModelSelected() {
@@ -113,9 +139,11 @@ function onLocalFilesChosen() {
     restoreModelSelection();
     return;
   }
-  const weights = files.find((file) => file.name.endsWith('.safetensors'));
+  const weights = files.find((file) => isGgufName(file.name)) ?? files.find((file) => file.name.endsWith('.safetensors'));
   const label = `Local files${weights ? ` (${weights.name}, ${formatBytes(weights.size)})` : ''}`;
-  const choice = { value: LOADED_LOCAL_VALUE, label, source: files };
+  // One file alone cannot be a folder's: it is loaded as a GGUF file (see model_sources.js).
+  const gguf = files.length === 1 || files.some((file) => isGgufName(file.name));
+  const choice = { value: LOADED_LOCAL_VALUE, label, source: files, gguf };
   state.localChoice = choice;
   elements.model.querySelector(`option[value="${LOADED_LOCAL_VALUE}"]`)?.remove();
   const option = new Option(label, LOADED_LOCAL_VALUE);
@@ -131,8 +159,10 @@ function restoreModelSelection() {
   else elements.model.selectedIndex = -1;
 }
 
-// The weight format a choice loads with: the Weights setting, unless the model only fits as int8.
+// The weight format a choice loads with: the Weights setting, unless the model only fits as int8; none for a
+// GGUF file, which runs in its own types.
 function weightsFor(choice) {
+  if (choice.gguf) return undefined;
   return choice.int8Only ? 'int8' : elements.weights.value;
 }
 
@@ -146,7 +176,7 @@ async function switchModel(choice) {
   state.loadingChoice = choice;
   const weights = weightsFor(choice);
   clearError();
-  showModelStatus(`Loading ${choice.label} (${weights} weights)…`);
+  showModelStatus(weights ? `Loading ${choice.label} (${weights} weights)…` : `Loading ${choice.label}…`);
   showProgress({ loaded: 0, total: 0 });
   updateControls();
   try {
@@ -187,10 +217,10 @@ function onWeightsChanged() {
 function describeLoadedModel() {
   if (!state.model) return 'No model loaded: choose one in Settings.';
   const { n_layer, n_embd, n_ctx } = state.model.config;
-  const { weightBytes, threads } = state.model;
+  const { weightBytes, weightTypes, threads } = state.model;
   // threads: more than one only on a cross-origin-isolated page (tools/serve.mjs sends COOP + COEP)
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
-    `${state.modelWeights} weights, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+    `${weightTypes} weights, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
   return `Ready: ${state.modelChoice.label} · ${details}`;
 }
 

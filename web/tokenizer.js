@@ -54,15 +54,13 @@ function byteAlphabet() {
 
 // Token bytes are stored flat (tokenBytes[tokenStart[id] .. tokenStart[id] + tokenLength[id]]) rather than
 // as 50k small arrays: faster to build and to decode from. tokenLength is -1 for ids the vocab lacks.
-function parseVocab(vocab, charCodeToByte) {
-  // Object.keys lists only own properties, so a "__proto__" key from JSON.parse is an ordinary token
-  // (and vocab["__proto__"] reads that own property, not the prototype).
-  const tokens = Object.keys(vocab);
+// tokens: the token strings; idOf(i): the id of tokens[i].
+function parseVocab(tokens, idOf, charCodeToByte) {
   const ids = new Int32Array(tokens.length);
   let vocabSize = 0;
   let totalLength = 0;
   for (let i = 0; i < tokens.length; i++) {
-    const id = vocab[tokens[i]];
+    const id = idOf(i);
     if (!Number.isInteger(id) || id < 0 || id >= MAX_VOCAB_SIZE) {
       throw new Error(`createTokenizer: vocab id of token ${JSON.stringify(tokens[i])} is not an integer in [0, ${MAX_VOCAB_SIZE}): ${id}`);
     }
@@ -79,6 +77,9 @@ function parseVocab(vocab, charCodeToByte) {
     const token = tokens[i];
     const id = ids[i];
     if (tokenLength[id] !== -1) throw new Error(`createTokenizer: vocab id ${id} is used by more than one token`);
+    if (tokenToId.has(token)) {
+      throw new Error(`createTokenizer: vocab token ${JSON.stringify(token)} has more than one id (${tokenToId.get(token)} and ${id})`);
+    }
     tokenStart[id] = offset;
     tokenLength[id] = token.length;
     for (let j = 0; j < token.length; j++) {
@@ -136,8 +137,8 @@ function mergeLineError(lineIndex, line, problem) {
   return new Error(`createTokenizer: merges line ${lineIndex + 1} ${JSON.stringify(line)} ${problem}`);
 }
 
-function parseMerges(merges, tokenToId) {
-  const lines = merges.split('\n');
+// lines: merges.txt's lines ("left right"; a first "#version" line and empty lines are skipped).
+function parseMerges(lines, tokenToId) {
   if (lines.length > MAX_MERGES) throw new Error(`createTokenizer: more than ${MAX_MERGES} merges`);
   const pairTable = createPairTable(lines.length);
   const mergeLeft = new Int32Array(lines.length);
@@ -177,9 +178,39 @@ export function createTokenizer(vocab, merges) {
   if (typeof merges !== 'string') {
     throw new Error('createTokenizer: merges must be the text of merges.txt');
   }
+  // Object.keys lists only own properties, so a "__proto__" key from JSON.parse is an ordinary token
+  // (and vocab["__proto__"] reads that own property, not the prototype).
+  const tokens = Object.keys(vocab);
+  return buildTokenizer(tokens, (i) => vocab[tokens[i]], merges.split('\n'), (tokenToId) => {
+    const eosId = tokenToId.get(END_OF_TEXT);
+    if (eosId === undefined) throw new Error(`createTokenizer: vocab lacks ${END_OF_TEXT}`);
+    return eosId;
+  });
+}
+
+// The same tokenizer from a vocabulary as a GGUF file holds it (EngineModel.readVocabulary()): tokens (the
+// token strings in id order, as vocab.json's keys), merges (merges.txt's lines as an array) and eosTokenId.
+// Checked as createTokenizer checks the files, with the same messages.
+export function createTokenizerFromVocabulary({ tokens, merges, eosTokenId } = {}) {
+  if (!Array.isArray(tokens) || !tokens.every((token) => typeof token === 'string')) {
+    throw new Error('createTokenizer: tokens must be an array of token strings (in id order)');
+  }
+  if (!Array.isArray(merges) || !merges.every((merge) => typeof merge === 'string')) {
+    throw new Error('createTokenizer: merges must be an array of "left right" strings');
+  }
+  return buildTokenizer(tokens, (i) => i, merges, () => {
+    if (!(Number.isInteger(eosTokenId) && eosTokenId >= 0 && eosTokenId < tokens.length)) {
+      throw new Error(`createTokenizer: end-of-text token id ${eosTokenId} is not in the vocab of ${tokens.length} tokens`);
+    }
+    return eosTokenId;
+  });
+}
+
+// tokens and idOf(i): the vocabulary (see parseVocab); mergeLines: see parseMerges; findEosId(tokenToId) -> id.
+function buildTokenizer(tokens, idOf, mergeLines, findEosId) {
   const { byteToCharacter, charCodeToByte } = byteAlphabet();
-  const { tokenToId, tokenBytes, tokenStart, tokenLength, vocabSize } = parseVocab(vocab, charCodeToByte);
-  const { pairTable, mergeLeft, mergeRight, mergeResult } = parseMerges(merges, tokenToId);
+  const { tokenToId, tokenBytes, tokenStart, tokenLength, vocabSize } = parseVocab(tokens, idOf, charCodeToByte);
+  const { pairTable, mergeLeft, mergeRight, mergeResult } = parseMerges(mergeLines, tokenToId);
 
   const byteTokenIds = new Int32Array(256);
   for (let byte = 0; byte < 256; byte++) {
@@ -187,8 +218,7 @@ export function createTokenizer(vocab, merges) {
     if (id === undefined) throw new Error(`createTokenizer: vocab lacks the token for byte ${byte}`);
     byteTokenIds[byte] = id;
   }
-  const eosId = tokenToId.get(END_OF_TEXT);
-  if (eosId === undefined) throw new Error(`createTokenizer: vocab lacks ${END_OF_TEXT}`);
+  const eosId = findEosId(tokenToId);
 
   // Scratch space for one piece, reused across pieces and grown on demand. A symbol is a run of bytes;
   // symbols form a doubly linked list over byte positions, a merged symbol lives at its leftmost position.

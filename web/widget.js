@@ -22,7 +22,7 @@
   // name -> [parser of a data-* attribute value, default]. The generation options are those of
   // Model.generate (web/gpt2.js), which checks their values.
   const OPTIONS = {
-    model: [String, undefined],  // a model folder URL, relative to the page; default: the bundled model
+    model: [String, undefined],  // a model folder URL or a .gguf file URL, relative to the page; default: the bundled model
     prompt: [String, ''],
     maxNewTokens: [Number, 64],
     temperature: [Number, 0.8],
@@ -71,14 +71,17 @@
     }
     const complete = Object.fromEntries(Object.entries(OPTIONS).map(([name, [, fallback]]) => [name, options[name] ?? fallback]));
     if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
-    complete.model = folderUrl(complete.model === undefined ? defaultModelUrl : new URL(complete.model, document.baseURI));
+    complete.model = modelUrl(complete.model === undefined ? defaultModelUrl : new URL(complete.model, document.baseURI));
     complete.prompt = String(complete.prompt);
     return complete;
   }
 
-  function folderUrl(url) {
-    const href = String(url);
-    return href.endsWith('/') ? href : `${href}/`;
+  // A GGUF file's URL (its path ends in .gguf) as it is; a folder's with a trailing slash, so that widgets
+  // of one folder share it however it is spelled.
+  function modelUrl(address) {
+    const url = new URL(address);
+    if (!/\.gguf$/i.test(url.pathname) && !url.pathname.endsWith('/')) url.pathname += '/';
+    return url.href;
   }
 
   // ---- the generator's code (js/gpt2.js), loaded once for every widget of the page ----

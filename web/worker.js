@@ -3,7 +3,7 @@
 // cross-origin pages).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
-//   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, threads }
+//   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads }
 //                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
 //                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
@@ -29,7 +29,7 @@ const handlers = {
     const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal, weights, threads });
     const modelId = nextModelId++;
     models.set(modelId, model);
-    return { modelId, config: model.config, weightBytes: model.weightBytes, threads: model.threads };
+    return { modelId, config: model.config, weightBytes: model.weightBytes, weightTypes: model.weightTypes, threads: model.threads };
   },
 
   async generate({ id, modelId, prompt, options }) {

@@ -55,16 +55,18 @@ function portableSource(source) {
 class WorkerModel {
   config;
   weightBytes;
+  weightTypes;
   threads;
   #worker;
   #modelId;
   #disposed = false;
 
-  constructor(worker, { modelId, config, weightBytes, threads }) {
+  constructor(worker, { modelId, config, weightBytes, weightTypes, threads }) {
     this.#worker = worker;
     this.#modelId = modelId;
     this.config = config;
     this.weightBytes = weightBytes;
+    this.weightTypes = weightTypes;
     this.threads = threads;
   }
 

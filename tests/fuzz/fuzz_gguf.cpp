@@ -6,8 +6,7 @@
 //    the end is then found when the file ends), with the same tensor bytes;
 //  - a failure is one line starting with "model.gguf: " (or "out of memory: ");
 //  - a success delivered every tensor's bytes, in order, each tensor whole and inside the data section.
-// Then the input is loaded as a model (gpt2::ModelLoader's GGUF form, in pieces): a failure names the file; a
-// model generates, cached and uncached bit-identical (fuzz_common.h).
+// fuzz_gguf_model.cpp takes the same inputs through the model loader.
 // Seeds: tests/fuzz/corpus/gguf (tests/fuzz/make_gguf_corpus.py), run by tools/fuzz.sh 60 fuzz_gguf.
 #include <algorithm>
 #include <cstddef>
@@ -17,7 +16,6 @@
 
 #include "fuzz_common.h"
 #include "gguf.h"
-#include "gpt2.h"
 
 namespace {
 
@@ -83,21 +81,6 @@ Outcome read(const uint8_t* data, size_t size, bool size_known, size_t max_piece
     return outcome;
 }
 
-// The input as a model, in pieces of 1..64 bytes.
-void load_model(const uint8_t* data, size_t size) {
-    gpt2::ModelLoader loader(gpt2::LoadOptions{}, size);
-    uint64_t state = size * 0x2545F4914F6CDD1Dull;
-    for (size_t offset = 0; offset < size && !loader.failed();) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        const size_t n = std::min<size_t>(size - offset, 1 + (state >> 33) % 64);
-        loader.feed(data + offset, n);
-        offset += n;
-    }
-    const std::unique_ptr<gpt2::Model> model = loader.finish();
-    if (model) gpt2_fuzz::exercise(*model);
-    else gpt2_fuzz::check_load_error(loader.error());
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -110,6 +93,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (unannounced.ok != whole.ok || unannounced.hashes != whole.hashes)
         gpt2_fuzz::fail("a read in pieces (size not announced) differs from the whole read",
                         unannounced.error + " / " + whole.error);
-    if (whole.ok) load_model(data, size);
     return 0;
 }

@@ -1,6 +1,7 @@
-// The HTTP server of the Jest tests that load models over the network (loader.test.js, faults.test.js): it
-// serves GET /ROUTE/NAME, the file NAME of `files` answered by the handler of ROUTE, so a test picks how each
-// file misbehaves by the URL it loads from. Unknown routes and files are 404s.
+// The HTTP server of the Jest tests that load models over the network (loader.test.js, faults.test.js,
+// gguf.test.js): it serves GET /ROUTE/…/NAME, the file NAME of `files` answered by the handler of ROUTE, so a
+// test picks how each file misbehaves by the URL it loads from (folders between, as in the Hub's
+// /REPO/resolve/main/NAME, are allowed). Unknown routes and files are 404s.
 import { createServer } from 'node:http';
 
 // routes: route -> (res, body, name) that answers; read at each request, so a test may change them.
@@ -9,7 +10,8 @@ export async function startFileServer(files, routes) {
   let requests = 0;
   const server = createServer((req, res) => {
     requests++;
-    const [, route, name] = req.url.split('/');
+    const segments = req.url.split('/');
+    const [route, name] = [segments[1], segments.at(-1)];
     const body = files[name];
     if (!routes[route] || !body) return status(res, 404, 'Not Found');
     return routes[route](res, body, name);

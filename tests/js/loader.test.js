@@ -8,7 +8,7 @@ import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
 import { send, sendCut, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
-const VOCAB = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
+const VOCAB = fileURLToPath(new URL('../fixtures/tiny-random-gguf/', import.meta.url));  // a tokenizer of tiny-random's 384 ids
 const files = {
   'config.json': readFileSync(`${TINY}config.json`),
   'model.safetensors': readFileSync(`${TINY}model.safetensors`),
@@ -180,10 +180,10 @@ describe('loader with a Cache API (an in-memory stand-in for the browser\'s)', (
   });
 
   test('a completed load is cached and the next load makes no requests', async () => {
-    const { model, vocab, merges } = await loadEngineModel(engine, `${baseUrl}/ok/`, { withTokenizer: true });
+    const { model, tokenizer } = await loadEngineModel(engine, `${baseUrl}/ok/`, { withTokenizer: true });
     model.dispose();
-    expect(Object.keys(vocab)).toHaveLength(50257);
-    expect(merges.startsWith('#version')).toBe(true);
+    expect(tokenizer.vocabSize).toBe(384);
+    expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');
     expect(Buffer.from(stored.get(`${baseUrl}/ok/model.safetensors`).body).equals(files['model.safetensors'])).toBe(true);
     expect(stored.size).toBe(4);
     const requestsBefore = server.requestCount();
@@ -249,5 +249,22 @@ describe('loader from local sources', () => {
     await expectLoadError({ config: files['config.json'], weights: new Uint8Array(16).fill(0x41) }, (error) => {
       expect(error.message).toMatch(/^model\.safetensors: not a safetensors file/);
     });
+  });
+});
+
+describe('the tokenizer the loader builds', () => {
+  test('vocab.json and merges.txt make the tokenizer; a larger vocabulary than the model\'s, or a bad one, is named', async () => {
+    const { model, tokenizer } = await loadEngineModel(engine, `${baseUrl}/ok/`);
+    model.dispose();
+    expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');
+    const gpt2 = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
+    const folder = { config: files['config.json'], weights: files['model.safetensors'], merges: files['merges.txt'] };
+    await expectLoadError({ ...folder, vocab: readFileSync(`${gpt2}vocab.json`), merges: readFileSync(`${gpt2}merges.txt`) }, (error) => {
+      expect(error).toMatchObject({ file: 'vocab.json + merges.txt', kind: 'invalid' });
+      expect(error.message).toBe('vocab.json + merges.txt: has 50257 tokens but the model only 384: files of different models?');
+    }, { withTokenizer: true });
+    await expectLoadError({ ...folder, vocab: '{"a": 0}' }, (error) => {
+      expect(error.message).toBe('vocab.json + merges.txt: invalid tokenizer: createTokenizer: merges line 2 "Ġ t" uses a token that is not in the vocab');
+    }, { withTokenizer: true });
   });
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, jest, test } from '@jest/globals';
 import { encode as referenceEncode } from 'gpt-tokenizer/encoding/r50k_base';
-import { createTokenizer } from '../../web/tokenizer.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const vocabDir = path.join(repoRoot, 'tests/fixtures/gpt2-vocab');
@@ -286,5 +286,41 @@ describe('construction', () => {
     expect(small.encode('__proto__')).toEqual([vocab.__, vocab.proto, vocab.__]);
     expect(small.eosId).toBe(entries.length - 1);
     expect(small.vocabSize).toBe(entries.length);
+  });
+});
+
+// A GGUF file holds the tokenizer as arrays (tokenizer.ggml.tokens in id order, tokenizer.ggml.merges as
+// merges.txt's lines) and the end-of-text id: the same tokenizer, checked the same way.
+describe('createTokenizerFromVocabulary (a GGUF file\'s tokenizer)', () => {
+  const vocab = JSON.parse(vocabText);
+  const tokens = Object.keys(vocab).sort((a, b) => vocab[a] - vocab[b]);
+  const merges = mergesText.split('\n').filter((line) => line !== '' && !line.startsWith('#version'));
+  const fromVocabulary = createTokenizerFromVocabulary({ tokens, merges, eosTokenId: 50256, bosTokenId: 50256 });
+
+  test('gives the ids and text of the tokenizer from vocab.json and merges.txt', () => {
+    const sample = shakespeare.slice(0, 20000);
+    expectSameIds(fromVocabulary.encode(sample), tokenizer.encode(sample));
+    expect(fromVocabulary.decode(tokenizer.encode(sample))).toBe(sample);
+    expect(fromVocabulary.eosId).toBe(50256);
+    expect(fromVocabulary.vocabSize).toBe(50257);
+  });
+
+  test('rejects tokens or merges that are not arrays of strings', () => {
+    expect(() => createTokenizerFromVocabulary({ tokens: vocab, merges, eosTokenId: 50256 }))
+      .toThrow('createTokenizer: tokens must be an array of token strings (in id order)');
+    expect(() => createTokenizerFromVocabulary({ tokens: [...tokens.slice(0, 10), 7], merges, eosTokenId: 50256 }))
+      .toThrow('createTokenizer: tokens must be an array of token strings (in id order)');
+    expect(() => createTokenizerFromVocabulary({ tokens, merges: mergesText, eosTokenId: 50256 }))
+      .toThrow('createTokenizer: merges must be an array of "left right" strings');
+  });
+
+  test('rejects a token listed twice, a merge outside the vocabulary and an end-of-text id out of range', () => {
+    const twice = [...tokens.slice(0, 300), 'Ġt', ...tokens.slice(301)];
+    expect(() => createTokenizerFromVocabulary({ tokens: twice, merges, eosTokenId: 50256 }))
+      .toThrow('createTokenizer: vocab token "Ġt" has more than one id (256 and 300)');
+    expect(() => createTokenizerFromVocabulary({ tokens, merges: ['Ġ t', 'not-a-token x'], eosTokenId: 50256 }))
+      .toThrow('createTokenizer: merges line 2 "not-a-token x" uses a token that is not in the vocab');
+    expect(() => createTokenizerFromVocabulary({ tokens, merges, eosTokenId: 50257 }))
+      .toThrow('createTokenizer: end-of-text token id 50257 is not in the vocab of 50257 tokens');
   });
 });
