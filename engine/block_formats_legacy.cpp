@@ -2,10 +2,11 @@
 //
 // Storage of a 32-value format: panels of kPanelRows = 4 rows (the last one padded with zero rows), each panel
 // its n_in / 32 block columns in order, each column the 4 rows' blocks in the format's column layout below: the
-// 4 fp16 scales widened to one f32x4 in front (so the scale work is one vector operation for 4 rows), the
-// quants as the file stores them. A GEMV then streams one sequential array. Resident size: 144 / 136 bytes per
-// 4 blocks of the file for Q8_0 (+6 %), 80 / 72 Q4_0 (+11 %), 88 / 80 Q4_1 (+10 %, its mins stay fp16 and are
-// widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
+// 4 fp16 scales widened to one f32x4 in front (so the scale work is one vector operation for 4 rows), then each
+// row's quants with their bits as in the file, regrouped within the block where that saves the kernel work
+// (Q4_x: regroup_nibbles; Q5_x: spread_fifth_bits). A GEMV then streams one sequential array. Resident size:
+// 144 / 136 bytes per 4 blocks of the file for Q8_0 (+6 %), 80 / 72 Q4_0 (+11 %), 88 / 80 Q4_1 (+10 %, its mins
+// stay fp16 and are widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
 //
 // Products: per block the weights' integers times the activations' (quantize_activation_blocks) summed exactly in
 // int32 (madd), the 4 rows' sums folded into one i32x4, then for each output
@@ -72,30 +73,59 @@ inline XBlock x_block(const int16_t* xq, float d, int32_t sum) {
     return {load<i16x8>(xq), load<i16x8>(xq + 8), load<i16x8>(xq + 16), load<i16x8>(xq + 24), d, sum};
 }
 
-// 32 weights in 4 bit: byte j holds value j (low nibble) and value j + 16 (high nibble), times x.
-inline i32x4 dot_nibbles(const uint8_t* qs, const XBlock& x) {
-    const i16x8 a = simd::load8x8_u(qs), b = simd::load8x8_u(qs + 8);
-    return (madd(a & 15, x.x0) + madd(b & 15, x.x1)) + (madd(a >> 4, x.x2) + madd(b >> 4, x.x3));
+// The 32 4-bit values of a block (the file's qs: byte j holds value j in its low nibble, value j + 16 in its
+// high one) regrouped so that 16-bit lane i of the 16 bytes holds values i, 8 + i, 16 + i, 24 + i in its bits
+// 0-3, 4-7, 8-11, 12-15: then one plain load and a shift and a mask per 8 values bring them into int16 lanes in
+// order (v128.load takes a constant offset where V8 gives v128.load8x8 a register of its own per offset).
+void regroup_nibbles(uint8_t* out, const uint8_t* qs) {
+    const auto value = [&](int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; };
+    for (int i = 0; i < 8; i++) {
+        out[2 * i] = uint8_t(value(i) | value(8 + i) << 4);
+        out[2 * i + 1] = uint8_t(value(16 + i) | value(24 + i) << 4);
+    }
+}
+inline int regrouped_nibble(const uint8_t* q, int j) {
+    const int byte = q[2 * (j % 8) + j / 16];
+    return (j / 8) % 2 ? byte >> 4 : byte & 15;
 }
 
-// 32 weights in 5 bit: the nibbles as above, bit j of qh the fifth bit (16) of value j, times x.
-inline i32x4 dot_nibbles_5(const uint8_t* qh, const uint8_t* qs, const XBlock& x) {
-    const uint32_t bits = u32_at(qh);
-    const u8x16 h = (u8x16)(i32x4){int32_t(bits), 0, 0, 0};
-    const u8x16 lane_bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    // qh byte k holds the fifth bits of values 8k..8k+7: spread each byte over its 8 lanes
-    const u8x16 h_lo = __builtin_shufflevector(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const u8x16 h_hi = __builtin_shufflevector(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const u8x16 fifth_lo = (u8x16)((h_lo & lane_bit) == lane_bit) & 16;
-    const u8x16 fifth_hi = (u8x16)((h_hi & lane_bit) == lane_bit) & 16;
+// 32 weights in 4 bit (regroup_nibbles) times x.
+inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
+    const simd::u16x8 v = load<simd::u16x8>(q);
+    return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
+           (madd(i16x8((v >> 8) & 15), x.x2) + madd(i16x8(v >> 12), x.x3));
+}
+
+// 32 weights in 5 bit: the file's nibbles, their fifth bits (16) in `spread` (spread_fifth_bits), times x.
+// The fifth bits of a 5-bit block (qh: bit j is value j's) rearranged for dot_nibbles_5: bit b of byte k holds
+// value 4b + k's (b < 4) and value 16 + 4(b - 4) + k's (b >= 4).
+inline int fifth_bit_position(int j) { return 8 * (j % 4) + (j % 16) / 4 + (j >= 16 ? 4 : 0); }
+uint32_t spread_fifth_bits(uint32_t qh) {
+    uint32_t spread = 0;
+    for (int j = 0; j < kBlock; j++) spread |= ((qh >> j) & 1u) << fifth_bit_position(j);
+    return spread;
+}
+inline int fifth_bit(uint32_t spread, int j) { return int(spread >> fifth_bit_position(j)) & 1; }
+
+inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
+    // lane g of t is spread << (3 - g): byte k then holds value 4g + k's bit at bit 3, value 16 + 4g + k's at bit
+    // 7, which puts every value's fifth bit into the byte lane of its nibble (lane 4g + k)
+    const simd::u32x4 t = {spread << 3, spread << 2, spread << 1, spread};
+    const u8x16 fifth_lo = (u8x16)((t << 1) & 0x10101010u), fifth_hi = (u8x16)((t >> 3) & 0x10101010u);
     const u8x16 v = load<u8x16>(qs);
     i16x8 a, b, c, d;
-    simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
-    simd::widen_u8((v >> 4) | fifth_hi, &c, &d);  // values 16..23, 24..31
+    simd::widen_u8((v & 15) | fifth_lo, &a, &b);                 // values 0..7, 8..15
+    const u8x16 high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
+    simd::widen_u8(high | fifth_hi, &c, &d);                     // values 16..23, 24..31
     return (madd(a, x.x0) + madd(b, x.x1)) + (madd(c, x.x2) + madd(d, x.x3));
 }
 
-inline i32x4 sum_rows(const i32x4 r[kPanelRows]) { return simd::sum_lanes4(r[0], r[1], r[2], r[3]); }
+// The 4 rows' block sums {row(0), .., row(3)} folded into one vector (written out, not as a loop over an array,
+// which clang leaves rolled for the larger rows, keeping the sums in memory).
+template <typename Row>
+inline i32x4 sum_rows(const Row& row) {
+    return simd::sum_lanes4(row(0), row(1), row(2), row(3));
+}
 inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
 
 struct Q8_0 {
@@ -112,115 +142,108 @@ struct Q8_0 {
         for (int i = 0; i < kBlock; i++) out[i] = float(qs[i]) * d;
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
-        i32x4 r[kPanelRows];
-        for (int k = 0; k < kPanelRows; k++) {
+        const auto row = [&](int k) {
             const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * k);
-            r[k] = (madd(simd::load8x8_s(qs), x.x0) + madd(simd::load8x8_s(qs + 8), x.x1)) +
+            return (madd(simd::load8x8_s(qs), x.x0) + madd(simd::load8x8_s(qs + 8), x.x1)) +
                    (madd(simd::load8x8_s(qs + 16), x.x2) + madd(simd::load8x8_s(qs + 24), x.x3));
-        }
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r));
+        };
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row));
     }
 };
 
 struct Q4_0 {
-    // file: half d; u8 qs[16]                      column: f32 d[4]; u8 qs[4][16]
+    // file: half d; u8 qs[16]                      column: f32 d[4]; u8 regrouped qs[4][16]
     static constexpr uint32_t kFileBytes = 18;
     static constexpr size_t kColumnBytes = 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
-        std::memcpy(column + 16 + 16 * r, block + 2, 16);
+        regroup_nibbles(column + 16 + 16 * r, block + 2);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
         const uint8_t* qs = column + 16 + 16 * r;
-        for (int j = 0; j < 16; j++) {
-            out[j] = float((qs[j] & 15) - 8) * d;
-            out[j + 16] = float((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < kBlock; j++) out[j] = float(regrouped_nibble(qs, j) - 8) * d;
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
-        i32x4 r[kPanelRows];
-        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles(column + 16 + 16 * k, x);
-        const i32x4 isum = sum_rows(r) - 8 * x.sum;
+        const auto row = [&](int k) { return dot_nibbles(column + 16 + 16 * k, x); };
+        const i32x4 isum = sum_rows(row) - 8 * x.sum;
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
     }
 };
 
 struct Q4_1 {
-    // file: half d, m; u8 qs[16]                   column: f32 d[4]; half m[4]; u8 qs[4][16]
+    // file: half d, m; u8 qs[16]                   column: f32 d[4]; half m[4]; u8 regrouped qs[4][16]
     static constexpr uint32_t kFileBytes = 20;
     static constexpr size_t kColumnBytes = 16 + 8 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
-        std::memcpy(column + 24 + 16 * r, block + 4, 16);
+        regroup_nibbles(column + 24 + 16 * r, block + 4);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
         const uint8_t* qs = column + 24 + 16 * r;
-        for (int j = 0; j < 16; j++) {
-            out[j] = float(qs[j] & 15) * d + m;
-            out[j + 16] = float(qs[j] >> 4) * d + m;
-        }
+        for (int j = 0; j < kBlock; j++) out[j] = float(regrouped_nibble(qs, j)) * d + m;
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
-        i32x4 r[kPanelRows];
-        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles(column + 24 + 16 * k, x);
+        const auto row = [&](int k) { return dot_nibbles(column + 24 + 16 * k, x); };
         const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r)) + m * (x.d * float(x.sum));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row)) +
+               m * (x.d * float(x.sum));
     }
 };
 
 struct Q5_0 {
-    // file: half d; u32 qh; u8 qs[16]              column: f32 d[4]; u32 qh[4]; u8 qs[4][16]
+    // file: half d; u32 qh; u8 qs[16]              column: f32 d[4]; u32 spread qh[4]; u8 qs[4][16]
     static constexpr uint32_t kFileBytes = 22;
     static constexpr size_t kColumnBytes = 16 + 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
-        std::memcpy(column + 16 + 4 * r, block + 2, 4);
+        const uint32_t spread = spread_fifth_bits(u32_at(block + 2));
+        std::memcpy(column + 16 + 4 * r, &spread, 4);
         std::memcpy(column + 32 + 16 * r, block + 6, 16);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
-        const uint32_t qh = u32_at(column + 16 + 4 * r);
+        const uint32_t spread = u32_at(column + 16 + 4 * r);
         const uint8_t* qs = column + 32 + 16 * r;
         for (int j = 0; j < 16; j++) {
-            out[j] = float(int((qs[j] & 15) | ((qh >> j) & 1) << 4) - 16) * d;
-            out[j + 16] = float(int((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * d;
+            out[j] = float(((qs[j] & 15) | fifth_bit(spread, j) << 4) - 16) * d;
+            out[j + 16] = float(((qs[j] >> 4) | fifth_bit(spread, j + 16) << 4) - 16) * d;
         }
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
-        i32x4 r[kPanelRows];
-        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles_5(column + 16 + 4 * k, column + 32 + 16 * k, x);
-        const i32x4 isum = sum_rows(r) - 16 * x.sum;
+        const auto row = [&](int k) { return dot_nibbles_5(u32_at(column + 16 + 4 * k), column + 32 + 16 * k, x); };
+        const i32x4 isum = sum_rows(row) - 16 * x.sum;
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
     }
 };
 
 struct Q5_1 {
-    // file: half d, m; u32 qh; u8 qs[16]           column: f32 d[4]; half m[4]; u32 qh[4]; u8 qs[4][16]
+    // file: half d, m; u32 qh; u8 qs[16]           column: f32 d[4]; half m[4]; u32 spread qh[4]; u8 qs[4][16]
     static constexpr uint32_t kFileBytes = 24;
     static constexpr size_t kColumnBytes = 16 + 8 + 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
         put_float(column + 4 * r, half_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
-        std::memcpy(column + 24 + 4 * r, block + 4, 4);
+        const uint32_t spread = spread_fifth_bits(u32_at(block + 4));
+        std::memcpy(column + 24 + 4 * r, &spread, 4);
         std::memcpy(column + 40 + 16 * r, block + 8, 16);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
-        const uint32_t qh = u32_at(column + 24 + 4 * r);
+        const uint32_t spread = u32_at(column + 24 + 4 * r);
         const uint8_t* qs = column + 40 + 16 * r;
         for (int j = 0; j < 16; j++) {
-            out[j] = float((qs[j] & 15) | ((qh >> j) & 1) << 4) * d + m;
-            out[j + 16] = float((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * d + m;
+            out[j] = float((qs[j] & 15) | fifth_bit(spread, j) << 4) * d + m;
+            out[j + 16] = float((qs[j] >> 4) | fifth_bit(spread, j + 16) << 4) * d + m;
         }
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
-        i32x4 r[kPanelRows];
-        for (int k = 0; k < kPanelRows; k++) r[k] = dot_nibbles_5(column + 24 + 4 * k, column + 40 + 16 * k, x);
+        const auto row = [&](int k) { return dot_nibbles_5(u32_at(column + 24 + 4 * k), column + 40 + 16 * k, x); };
         const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(r)) + m * (x.d * float(x.sum));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row)) +
+               m * (x.d * float(x.sum));
     }
 };
 
@@ -275,15 +298,20 @@ inline void store_outputs(float* out, f32x4 acc, const float* bias, int n) {
     for (int k = 0; k < n; k++) out[k] = bias ? acc[k] + bias[k] : acc[k];
 }
 
+// The panels of the outputs [o0, o1) are visited alternately from the first and the second half of the range: two
+// sequential streams keep more reads from memory in flight than one while the kernel works (measured in wasm, a
+// GPT-2 124M decode step's matmuls: Q4_0 0.8x the time of one stream, Q8_0 0.9x). The order of the panels changes
+// no output.
 template <typename F>
 void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
     const int n_in = linear.n_in, n_out = linear.n_out, n_blocks = n_in / kBlock;
     const size_t panel = panel_bytes<F>(n_in);
     const uint8_t* const storage = static_cast<const uint8_t*>(linear.weight);
-    const int o1 = o0 + n_rows;
+    const int o1 = o0 + n_rows, n_panels = (n_rows + kPanelRows - 1) / kPanelRows, half = (n_panels + 1) / 2;
     for (int tb = t0; tb < t0 + n_tok; tb += kTokenBlock) {
         const int te = tb + kTokenBlock < t0 + n_tok ? tb + kTokenBlock : t0 + n_tok;
-        for (int o = o0; o < o1; o += kPanelRows) {
+        for (int i = 0; i < n_panels; i++) {
+            const int o = o0 + kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);  // see above
             const uint8_t* p = storage + size_t(o / kPanelRows) * panel;
             const float* bias = linear.bias ? linear.bias + o : nullptr;
             const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
@@ -343,13 +371,6 @@ void f16_dequantize_row(float* out, const void* storage, int, int n_in, int row)
     for (int i = 0; i < tail; i++) out[n8 + i] = f16_to_float(panel[n8 * kPanelRows + r * tail + i]);
 }
 
-// 8 halves widened to fp32: values 0..3 and 4..7.
-inline void load_halves8(const uint16_t* p, f32x4* lo, f32x4* hi) {
-    const i16x8 h = load<i16x8>(p);
-    *lo = simd::widen_halves(__builtin_convertvector(__builtin_shufflevector(h, h, 0, 1, 2, 3), i32x4));
-    *hi = simd::widen_halves(__builtin_convertvector(__builtin_shufflevector(h, h, 4, 5, 6, 7), i32x4));
-}
-
 // kernels.h's fp32 order: acc0 + acc1, then ((l0 + l1) + (l2 + l3)), then the tail in order.
 inline float finish_f16(f32x4 acc0, f32x4 acc1, const float* x_tail, const uint16_t* w_tail, int n_tail) {
     const f32x4 s = acc0 + acc1;
@@ -366,7 +387,7 @@ inline void f16_panel_dot(float out[kPanelRows], const float* x, const uint16_t*
         const f32x4 x0 = load4(x + i), x1 = load4(x + i + 4);
         for (int r = 0; r < kPanelRows; r++) {
             f32x4 w0, w1;
-            load_halves8(p + r * kChunkF16, &w0, &w1);
+            simd::widen_halves8(load<i16x8>(p + r * kChunkF16), &w0, &w1);
             a[r][0] += x0 * w0;
             a[r][1] += x1 * w1;
         }

@@ -20,6 +20,7 @@ typedef uint8_t u8x16 __attribute__((vector_size(16)));
 typedef int16_t i16x8 __attribute__((vector_size(16)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
 typedef int16_t i16x4 __attribute__((vector_size(8)));
 typedef int8_t i8x8 __attribute__((vector_size(8)));
 typedef uint8_t u8x8 __attribute__((vector_size(8)));
@@ -57,7 +58,7 @@ inline i16x8 load8x8_u(const uint8_t* p) {
     return (i16x8)wasm_u16x8_load8x8(p);
 #else
     const u8x8 v = load<u8x8>(p);
-    return (i16x8)((u16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8);
+    return (i16x8)((u16x8)__builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15) >> 8);
 #endif
 }
 inline i16x8 load8x8_s(const int8_t* p) {
@@ -65,20 +66,21 @@ inline i16x8 load8x8_s(const int8_t* p) {
     return (i16x8)wasm_i16x8_load8x8(p);
 #else
     const i8x8 v = load<i8x8>(p);
-    return (i16x8)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
+    return (i16x8)__builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15) >> 8;
 #endif
 }
 
 // 16 bytes widened to 16 int16 lanes, zero-extended: bytes 0..7 into *lo, 8..15 into *hi (punpck{l,h}bw with
-// zero natively, i16x8.extend_{low,high}_u8x16 in wasm).
+// zero natively: GCC recognizes only the plain interleave pattern, and scalarizes any other; in wasm
+// i16x8.extend_{low,high}_u8x16).
 inline void widen_u8(u8x16 v, i16x8* lo, i16x8* hi) {
 #if defined(__wasm_simd128__)
     *lo = (i16x8)wasm_u16x8_extend_low_u8x16((v128_t)v);
     *hi = (i16x8)wasm_u16x8_extend_high_u8x16((v128_t)v);
 #else
     const u8x16 zero = {0};
-    *lo = (i16x8)__builtin_shufflevector(v, zero, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
-    *hi = (i16x8)__builtin_shufflevector(v, zero, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    *lo = (i16x8)__builtin_shufflevector(v, zero, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    *hi = (i16x8)__builtin_shufflevector(v, zero, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 #endif
 }
 
@@ -89,22 +91,22 @@ inline i32x4 sum_lanes4(i32x4 a, i32x4 b, i32x4 c, i32x4 d) {
     return __builtin_shufflevector(ab, cd, 0, 1, 4, 5) + __builtin_shufflevector(ab, cd, 2, 3, 6, 7);
 }
 
-// Four IEEE halves (their bits sign-extended to int32 lanes) as fp32, exactly, with integer operations and one
-// exact int-to-float conversion only (no arithmetic on subnormal floats, which x86 runs in slow microcode):
-// normal halves rebias their exponent, subnormal ones are their mantissa times 2^-24, inf and nan keep their
-// mantissa under an all-ones exponent.
-inline f32x4 widen_halves(i32x4 h) {
-    const i32x4 magnitude = h & 0x7FFF, sign = h & int32_t(0x80000000u);
-    const i32x4 normal = (magnitude << 13) + (112 << 23);
-    const i32x4 special = (magnitude << 13) | 0x7F800000;
-    const i32x4 subnormal = (i32x4)(__builtin_convertvector(magnitude, f32x4) * 0x1p-24f);
-    const i32x4 is_subnormal = magnitude<0x400, is_special = magnitude> 0x7BFF;
-    const i32x4 bits = (subnormal & is_subnormal) | (special & is_special) | (normal & ~(is_subnormal | is_special));
-    return (f32x4)(bits | sign);
+// 8 IEEE halves as fp32, exactly: values 0..3 into *lo, 4..7 into *hi. The halves are rewritten in 16-bit lanes
+// as fp32 bit patterns with their exponent left unbiased (sign | 000eeeee | mantissa << 13), which one multiply by
+// 2^112 rebiases for normal and subnormal halves alike; inf and nan get the all-ones exponent instead.
+// (A subnormal half is a subnormal float before that multiply, which x86 runs in slow microcode: rare in weights.)
+inline void widen_halves8(i16x8 h, f32x4* lo, f32x4* hi) {
+    const i16x8 special = (h & 0x7C00) == 0x7C00;
+    const i16x8 high = ((h >> 3) & int16_t(0x8FFF)) | (special & 0x7F80);
+    const i16x8 low = h << 13;
+    *lo = (f32x4)__builtin_shufflevector(low, high, 0, 8, 1, 9, 2, 10, 3, 11) * 0x1p112f;
+    *hi = (f32x4)__builtin_shufflevector(low, high, 4, 12, 5, 13, 6, 14, 7, 15) * 0x1p112f;
 }
 inline f32x4 load_halves4(const uint16_t* p) {
     const i16x4 h = load<i16x4>(p);
-    return widen_halves(__builtin_convertvector(h, i32x4));
+    f32x4 lo, unused;
+    widen_halves8(__builtin_shufflevector(h, h, 0, 1, 2, 3, 0, 1, 2, 3), &lo, &unused);
+    return lo;
 }
 
 }  // namespace simd
