@@ -5,7 +5,9 @@
 //             [--threads N|auto] "prompt"
 //
 // Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
-// and exits with status 1. The default model is the bundled public/models/tiny-shakespeare.
+// and exits with status 1. The default model is the bundled public/models/tiny-shakespeare, as its safetensors
+// folder: read from disk, the page's smaller Q4_0 GGUF file would save no download, and the folder's weights are
+// the exact fp32 ones.
 import { fileURLToPath } from 'node:url';
 import { normalizeGenerateOptions } from './generate.js';
 import { loadModel } from './gpt2.js';

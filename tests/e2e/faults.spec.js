@@ -11,7 +11,10 @@ import { fileURLToPath } from 'node:url';
 
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const BUNDLED_LABEL = 'Tiny Shakespeare (bundled, offline)';
-const WEIGHTS_PATTERN = '**/models/tiny-shakespeare/model.safetensors';
+// The page's default model is the bundled model's one GGUF file; ?model= with the folder loads its safetensors.
+const BUNDLED_GGUF = 'tiny-shakespeare.Q4_0.gguf';
+const WEIGHTS_PATTERN = `**/models/tiny-shakespeare/${BUNDLED_GGUF}`;
+const BUNDLED_FOLDER_PAGE = `/?model=${encodeURIComponent('models/tiny-shakespeare/')}`;
 const READY = 90_000;
 const files = Object.fromEntries(
   ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt'].map((name) => [name, readFileSync(BUNDLED + name)]),
@@ -139,7 +142,7 @@ test.describe('network and storage faults', () => {
     for (const status of [404, 500]) {
       await page.route(WEIGHTS_PATTERN, (route) => route.fulfill({ status, body: 'no' }));
       await page.goto('/');
-      await expect(alert).toContainText(`model.safetensors: HTTP ${status}`, { timeout: READY });
+      await expect(alert).toContainText(`${BUNDLED_GGUF}: HTTP ${status}`, { timeout: READY });
       await expect(alert).not.toContainText('corrupt');
       await expect(progress).toBeHidden();
       await expect(generate).toBeDisabled();
@@ -216,46 +219,54 @@ test.describe('network and storage faults', () => {
     await expectGenerates(page);
   });
 
-  test('a full storage quota: the model still loads and runs; nothing partial is cached', async ({ page }) => {
-    // The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is
-    // served with a stub in front that lets the first put through and then rejects like a full quota.
-    await page.route('**/js/worker.js', async (route) => {
-      const response = await route.fetch();
-      const stub = `{
-        let puts = 0;
-        const put = Cache.prototype.put;
-        Cache.prototype.put = function (...args) {
-          if (++puts > 1) return Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError'));
-          return put.apply(this, args);
-        };
-      }\n`;
-      await route.fulfill({ response, body: stub + (await response.text()) });
+  // The folder's four files: the first put (config.json) goes through and the rest fail, leaving the folder
+  // half cached; the GGUF file (the default model): its only put fails.
+  const quotaCases = [
+    { model: 'the bundled safetensors folder', path: BUNDLED_FOLDER_PAGE, allowedPuts: 1 },
+    { model: 'the bundled GGUF file', path: '/', allowedPuts: 0 },
+  ];
+  for (const { model, path, allowedPuts } of quotaCases) {
+    test(`a full storage quota (${model}): the model still loads and runs; nothing partial is cached`, async ({ page }) => {
+      // The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is
+      // served with a stub in front that lets the first allowedPuts puts through and then rejects like a full quota.
+      await page.route('**/js/worker.js', async (route) => {
+        const response = await route.fetch();
+        const stub = `{
+          let puts = 0;
+          const put = Cache.prototype.put;
+          Cache.prototype.put = function (...args) {
+            if (++puts > ${allowedPuts}) return Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError'));
+            return put.apply(this, args);
+          };
+        }\n`;
+        await route.fulfill({ response, body: stub + (await response.text()) });
+      });
+      const messages = [];
+      page.on('console', (message) => messages.push(`${message.type()}: ${message.text()}`));
+      page.on('pageerror', (error) => messages.push(`pageerror: ${error.message}`));
+      const { alert, generate } = controls(page);
+      await page.goto(path);
+      await expect(generate).toBeEnabled({ timeout: READY });
+      await expect(alert).toBeEmpty();
+      await expectGenerates(page);
+      const cached = (await cachedUrls(page)).filter((url) => url.includes('tiny-shakespeare'));
+      expect(cached.length).toBeLessThanOrEqual(allowedPuts);
+      // What was stored is whole.
+      const lengths = await page.evaluate(async (urls) => {
+        const cache = await caches.open('gpt2-wasm-models-v1');
+        return Promise.all(urls.map(async (url) => (await (await cache.match(url)).arrayBuffer()).byteLength));
+      }, cached);
+      for (const [i, url] of cached.entries()) expect(lengths[i]).toBe(files[url.split('/').at(-1)].length);
+      // One console warning (the worker's console reaches the page's), no error.
+      expect(messages.filter((text) => /quota|cache/i.test(text)))
+        .toEqual(['warning: gpt2-wasm: could not cache the model files: The quota has been exceeded.']);
+      expect(messages.filter((text) => text.startsWith('pageerror:'))).toEqual([]);
+      // A reload still works with what the cache holds.
+      await page.reload();
+      await expect(generate).toBeEnabled({ timeout: READY });
+      await expectGenerates(page);
     });
-    const messages = [];
-    page.on('console', (message) => messages.push(`${message.type()}: ${message.text()}`));
-    page.on('pageerror', (error) => messages.push(`pageerror: ${error.message}`));
-    const { alert, generate } = controls(page);
-    await page.goto('/');
-    await expect(generate).toBeEnabled({ timeout: READY });
-    await expect(alert).toBeEmpty();
-    await expectGenerates(page);
-    const cached = (await cachedUrls(page)).filter((url) => url.includes('tiny-shakespeare'));
-    expect(cached.length).toBeLessThanOrEqual(1);
-    // What was stored is whole.
-    const lengths = await page.evaluate(async (urls) => {
-      const cache = await caches.open('gpt2-wasm-models-v1');
-      return Promise.all(urls.map(async (url) => (await (await cache.match(url)).arrayBuffer()).byteLength));
-    }, cached);
-    for (const [i, url] of cached.entries()) expect(lengths[i]).toBe(files[url.split('/').at(-1)].length);
-    // One console warning (the worker's console reaches the page's), no error.
-    expect(messages.filter((text) => /quota|cache/i.test(text)))
-      .toEqual(['warning: gpt2-wasm: could not cache the model files: The quota has been exceeded.']);
-    expect(messages.filter((text) => text.startsWith('pageerror:'))).toEqual([]);
-    // A reload still works with the half-filled cache.
-    await page.reload();
-    await expect(generate).toBeEnabled({ timeout: READY });
-    await expectGenerates(page);
-  });
+  }
 });
 
 test('a model too large for the wasm heap reports "out of memory" with the size; the page recovers', async ({ page }) => {

@@ -5,21 +5,27 @@ import { controls, fillSettings } from './page-controls.js';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../../web/gpt2.js';
 
+// The bundled model: the menu's default entry loads its Q4_0 GGUF file; the safetensors entry, its folder
+// (which the Weights setting applies to).
 const BUNDLED_MODEL_FOLDER = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const BUNDLED_GGUF_FILE = `${BUNDLED_MODEL_FOLDER}tiny-shakespeare.Q4_0.gguf`;
 const BUNDLED_MODEL_LABEL = 'Tiny Shakespeare (bundled, offline)';
-const WEIGHTS_PATTERN = '**/models/tiny-shakespeare/model.safetensors';
+const SAFETENSORS_MODEL_LABEL = 'Tiny Shakespeare, safetensors (bundled, fp32 or int8)';
+const WEIGHTS_PATTERN = '**/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
 const PROMPT = 'ROMEO:\nWhat light';
 // The page's top-k / top-p are passed along; with temperature 0 the likeliest token wins regardless.
 const GREEDY = { temperature: 0, topK: 40, topP: 0.95, maxNewTokens: 40 };
 const MODEL_READY_TIMEOUT = 90_000;
 
-// The Node API's greedy continuation of PROMPT: the page must produce exactly this text. Computed once per
-// test worker, since several tests compare against it.
-const nodeGreedyTexts = new Map(); // weights -> Promise of the text
-function nodeGreedyText(weights = 'fp32') {
-  if (!nodeGreedyTexts.has(weights)) {
-    nodeGreedyTexts.set(weights, (async () => {
-      const model = await loadModel(BUNDLED_MODEL_FOLDER, { weights });
+// The Node API's greedy continuation of PROMPT by the model at path (the GGUF file, or the folder with fp32 or
+// int8 weights): the page must produce exactly this text. Computed once per test worker, since several tests
+// compare against it.
+const nodeGreedyTexts = new Map(); // `${path} ${weights}` -> Promise of the text
+function nodeGreedyText(path, weights) {
+  const key = `${path} ${weights}`;
+  if (!nodeGreedyTexts.has(key)) {
+    nodeGreedyTexts.set(key, (async () => {
+      const model = await loadModel(path, { weights });
       try {
         let text = '';
         for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
@@ -29,7 +35,7 @@ function nodeGreedyText(weights = 'fp32') {
       }
     })());
   }
-  return nodeGreedyTexts.get(weights);
+  return nodeGreedyTexts.get(key);
 }
 
 async function openPageWithModel(page, path = '/') {
@@ -50,7 +56,7 @@ async function generatedText(page) {
 }
 
 test('shows download progress, then generates the same greedy text as the Node API', async ({ page }) => {
-  const expected = await nodeGreedyText();
+  const expected = await nodeGreedyText(BUNDLED_GGUF_FILE);
   // Holding the weights back for a moment keeps the progress bar on screen long enough to observe.
   await page.route(WEIGHTS_PATTERN, async (route) => {
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -61,7 +67,7 @@ test('shows download progress, then generates the same greedy text as the Node A
   await expect(progress).toBeVisible();
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   await expect(progress).toBeHidden();
-  await expect(page.getByText(/Ready: Tiny Shakespeare/)).toBeVisible();
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* of q4_0 weights, /)).toBeVisible();
 
   await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(expected.length).toBeGreaterThan(0);
@@ -81,8 +87,11 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
 });
 
 test('the Weights setting reloads the model as int8, generates the Node API\'s int8 text, and is remembered', async ({ page }) => {
-  const [expectedFp32, expectedInt8] = await Promise.all([nodeGreedyText('fp32'), nodeGreedyText('int8')]);
+  const [expectedFp32, expectedInt8] = await Promise.all([
+    nodeGreedyText(BUNDLED_MODEL_FOLDER, 'fp32'), nodeGreedyText(BUNDLED_MODEL_FOLDER, 'int8'),
+  ]);
   await openPageWithModel(page);
+  await controls(page).model.selectOption({ label: SAFETENSORS_MODEL_LABEL });
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible();
   const fp32Status = await page.getByText(/Ready: Tiny Shakespeare/).textContent();
   const weightMegabytes = (status) => Number(/([\d.]+) MB of (fp32|int8) weights/.exec(status)[1]);
@@ -97,6 +106,7 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
 
   await page.reload();
   await expect(weights).toHaveValue('int8');
+  await controls(page).model.selectOption({ label: SAFETENSORS_MODEL_LABEL });
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await weights.selectOption('fp32');
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
@@ -110,7 +120,7 @@ test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed
   await page.route('https://huggingface.co/**', () => {}); // the download never answers: the load stays in progress
   await controls(page).model.selectOption({ label: 'GPT-2 1.5B (6.4 GB download)' });
   await expect(page.getByText('Loading GPT-2 1.5B (int8 weights)…')).toBeVisible();
-  await controls(page).model.selectOption({ label: BUNDLED_MODEL_LABEL }); // cancels it
+  await controls(page).model.selectOption({ label: SAFETENSORS_MODEL_LABEL }); // cancels it
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
 });
 
@@ -153,7 +163,7 @@ test('a bad model URL shows a clear error, and the page keeps working', async ({
 test('a reload takes the model from the cache instead of the network', async ({ page }) => {
   const weightRequests = [];
   page.on('request', (request) => {
-    if (request.url().endsWith('/models/tiny-shakespeare/model.safetensors')) weightRequests.push(request.url());
+    if (request.url().endsWith('/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf')) weightRequests.push(request.url());
   });
   await openPageWithModel(page);
   expect(weightRequests).toHaveLength(1);
@@ -177,7 +187,7 @@ test('"Open local files…" loads a model from the four chosen files', async ({ 
   await expect(page.getByText(/Ready: Local files \(model\.safetensors/)).toBeVisible();
   await expect(alert).toBeEmpty();
   await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
-  expect(await generateText(page)).toBe(await nodeGreedyText());
+  expect(await generateText(page)).toBe(await nodeGreedyText(BUNDLED_MODEL_FOLDER, 'fp32'));
 });
 
 test('HTML in the prompt or the model URL stays text and never runs', async ({ page }) => {

@@ -9,7 +9,8 @@ import { loadModel } from '../../web/gpt2.js';
 import { controls, fillSettings } from './page-controls.js';
 
 const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));
-const BUNDLED_MODEL_FOLDER = `${PUBLIC}models/tiny-shakespeare/`;
+// The page's default model: the bundled model's Q4_0 GGUF file.
+const BUNDLED_MODEL_FILE = `${PUBLIC}models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf`;
 const PROMPT = 'ROMEO:\nWhat light';
 const MAX_NEW_TOKENS = 40;
 const MODEL_READY_TIMEOUT = 90_000;
@@ -18,7 +19,7 @@ const MODEL_READY_TIMEOUT = 90_000;
 let singleThreadTextPromise = null;
 function singleThreadText() {
   singleThreadTextPromise ??= (async () => {
-    const model = await loadModel(BUNDLED_MODEL_FOLDER, { threads: 1 });
+    const model = await loadModel(BUNDLED_MODEL_FILE, { threads: 1 });
     try {
       let text = '';
       for await (const piece of model.generate(PROMPT, { temperature: 0, maxNewTokens: MAX_NEW_TOKENS })) text += piece.text;

@@ -10,9 +10,10 @@ import { startServer } from '../../tools/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';
 
 const ASSETS_ROOT = fileURLToPath(new URL('../../public/', import.meta.url));
-const BUNDLED_MODEL_FOLDER = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+// The widget's default model: the bundled model's Q4_0 GGUF file (weights and tokenizer in one file).
+const BUNDLED_MODEL_FILE = fileURLToPath(new URL('../../public/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf', import.meta.url));
 const HOSTS_FOLDER = new URL('./hosts/', import.meta.url);
-const WEIGHTS_REQUEST = 'GET /models/tiny-shakespeare/model.safetensors';
+const WEIGHTS_REQUEST = 'GET /models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
 const MODEL_READY_TIMEOUT = 90_000;
 const HTML_PAYLOAD = '<img src=x onerror="window.__pwned=1">';
 const WASM_FORBIDDEN_MESSAGE = "This site's security policy does not allow WebAssembly, so the generator cannot run here.";
@@ -92,7 +93,7 @@ async function generateAndWait(widget) {
 }
 
 async function nodeGreedyText(prompt, maxNewTokens) {
-  const model = await loadModel(BUNDLED_MODEL_FOLDER);
+  const model = await loadModel(BUNDLED_MODEL_FILE);
   try {
     let text = '';
     for await (const piece of model.generate(prompt, { maxNewTokens, temperature: 0 })) text += piece.text;
@@ -160,7 +161,8 @@ test('two widgets on one page share one model download and one worker, and both 
     expect((await widget.generated.textContent()).length).toBeGreaterThan(0);
   }
 
-  expect(assets.requests.filter((request) => request === WEIGHTS_REQUEST)).toHaveLength(1);
+  // One download of the one file of the default model, for both widgets.
+  expect(assets.requests.filter((request) => request.includes('/models/'))).toEqual([WEIGHTS_REQUEST]);
   // one engine worker, plus its thread workers on this cross-origin-isolated host (threads - 1; the threads are
   // the cores, at most 8: web/engine.js)
   const threads = await page.evaluate(() => Math.min(navigator.hardwareConcurrency, 8));
