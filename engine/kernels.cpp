@@ -6,30 +6,20 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "simd.h"
 
 namespace gpt2 {
 
 namespace {
 
-typedef float f32x4 __attribute__((vector_size(16)));
-typedef int8_t i8x16 __attribute__((vector_size(16)));
-typedef int16_t i16x8 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-
-// memcpy loads/stores: no alignment requirement, compiled to movups / v128.load
-template <typename V, typename T>
-inline V load(const T* p) {
-    V v;
-    __builtin_memcpy(&v, p, sizeof v);
-    return v;
-}
-inline f32x4 load4(const float* p) { return load<f32x4>(p); }
-inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
+using simd::f32x4;
+using simd::i16x8;
+using simd::i32x4;
+using simd::i8x16;
+using simd::load;
+using simd::load4;
+using simd::madd;
+using simd::store4;
 
 // ---- layout ----
 
@@ -111,22 +101,6 @@ inline void panel_dot(float out[kPanelRows], const float* x, const float* panel,
 }
 
 // ---- int8 ----
-
-// Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
-// Exact for int8 weights times activations within activation_range().
-inline i32x4 madd(i16x8 a, i16x8 b) {
-#if defined(__wasm_simd128__)
-    return (i32x4)wasm_i32x4_dot_i16x8((v128_t)a, (v128_t)b);
-#elif defined(__SSE2__)
-    return (i32x4)_mm_madd_epi16((__m128i)a, (__m128i)b);
-#else
-    typedef int16_t i16x4 __attribute__((vector_size(8)));
-    const i16x4 ae = __builtin_shufflevector(a, a, 0, 2, 4, 6), ao = __builtin_shufflevector(a, a, 1, 3, 5, 7);
-    const i16x4 be = __builtin_shufflevector(b, b, 0, 2, 4, 6), bo = __builtin_shufflevector(b, b, 1, 3, 5, 7);
-    return __builtin_convertvector(ae, i32x4) * __builtin_convertvector(be, i32x4) +
-           __builtin_convertvector(ao, i32x4) * __builtin_convertvector(bo, i32x4);
-#endif
-}
 
 // 16 int8 weights sign-extended to int16: lanes 0..7 and 8..15. Spelled per target: i16x8.extend_{low,high}_i8x16_s
 // in wasm; natively each byte is duplicated into both halves of a 16-bit lane and shifted right arithmetically
