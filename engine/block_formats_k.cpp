@@ -24,8 +24,9 @@
 //       sum_d += dx[b] * float(scale * sum of q * xq), sum_m += dx[b] * float(min * xsum[b]) for its 8 blocks in
 //       order, then out += d * sum_d - dmin * sum_m;
 //   Q6_K: y = d * scale * (q - 32) per sub-block of 16, so per super-block
-//       sum += dx[b] * (float(scale_0 * sum_0) + float(scale_1 * sum_1)) for its 8 blocks (two sub-blocks each,
-//       with q - 32 in the lanes), then out += d * sum.
+//       sum += dx[b] * float(scale_0 * sum_0 + scale_1 * sum_1) for its 8 blocks (two sub-blocks each, with
+//       q - 32 in the lanes; |scale_0 * sum_0 + scale_1 * sum_1| <= 2 * 128 * 16 * 32 * 127 < 2^24), then
+//       out += d * sum.
 // Every integer there is below 2^24, so exact as a float, and the lanes of the 4 rows never mix: a gemm row
 // equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
 #include "block_formats_k.h"
@@ -152,6 +153,16 @@ inline f32x4 product_float(i32x4 a, i32x4 b) {
     return to_float(a * b);
 #else
     return to_float(a) * to_float(b);
+#endif
+}
+
+// float(a * b + c * d), exact for |a * b| + |c * d| < 2^24: in wasm in int32, then one conversion; natively (no
+// 32-bit multiply in SSE2) from the exact conversions, whose products and sum are exact too.
+inline f32x4 products_float(i32x4 a, i32x4 b, i32x4 c, i32x4 d) {
+#if defined(__wasm_simd128__)
+    return to_float(a * b + c * d);
+#else
+    return to_float(a) * to_float(b) + to_float(c) * to_float(d);
 #endif
 }
 
@@ -466,8 +477,7 @@ struct Q6K {
                 }
                 i32x4 scale0, scale1;
                 widen_bytes(block + kScale + 8 * b, &scale0, &scale1);
-                const f32x4 v = product_float(scale0, row_sums(lo01, lo23)) +
-                                product_float(scale1, row_sums(hi01, hi23));
+                const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
                 sum += splat(dx[s * kBlocksPerSuperBlock + b]) * v;
             }
             out += load<f32x4>(block + kD) * sum;
