@@ -460,25 +460,33 @@ struct Q6K {
         f32x4 out = {0, 0, 0, 0};
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            // block b's quants (4 row-pair stretches, pair_at), scales and activations, advanced a block at a time
+            // (so that the loop's loads have constant offsets)
+            const uint8_t* q = block + pair_at(0, 0, 0);
+            const uint8_t* scale = block + kScale;
+            const int16_t* x = xq + s * kSuperBlock;
+            const float* d_x = dx + s * kBlocksPerSuperBlock;
             f32x4 sum = {0, 0, 0, 0};
             kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                const int16_t* x = xq + s * kSuperBlock + b * kActivationBlock;
                 i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
                 for (int h = 0; h < 2; h++) {
                     const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
                                 x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
                     for (int p = 0; p < 2; p++) {
-                        const uint8_t* q = block + pair_at(b, h, 2 * p);
-                        const i16x8 v = load<i16x8>(q), w = load8_sign_extend(q + 16);
+                        const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
+                        const i16x8 v = load<i16x8>(qp), w = load8_sign_extend(qp + 16);
                         const i16x8 q0 = v >> 10, q1 = (v << 6) >> 10, q2 = (v & low4) | ((w << 14) >> 10), q3 = w >> 2;
                         (p ? lo23 : lo01) += madd(q0, x0) + madd(q1, x1);
                         (p ? hi23 : hi01) += madd(q2, x2) + madd(q3, x3);
                     }
                 }
                 i32x4 scale0, scale1;
-                widen_bytes(block + kScale + 8 * b, &scale0, &scale1);
+                widen_bytes(scale, &scale0, &scale1);
                 const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
-                sum += splat(dx[s * kBlocksPerSuperBlock + b]) * v;
+                sum += splat(d_x[b]) * v;
+                q += pair_at(1, 0, 0) - pair_at(0, 0, 0);
+                scale += 2 * kPanelRows;
+                x += kActivationBlock;
             }
             out += load<f32x4>(block + kD) * sum;
         }
