@@ -36,6 +36,7 @@
 
 #include "float16.h"
 #include "kernels.h"
+#include "simd.h"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
@@ -330,20 +331,24 @@ struct KQuant {
     // constant so that Q5_K's shifts are immediates.
     template <int C>
     static void chunk_sums(const uint8_t* block, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
-        const i16x8 low4 = splat16(0x0F), bit4 = splat16(0x10);
+        const i16x8 low4 = splat16(0x0F);
         i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};  // {row 2p, row 2p, row 2p + 1, row 2p + 1} partial sums
         const uint8_t* qs = block + kQs + C * kChunkBytes;
         kUnrollTwice for (int j = 0; j < 8; j++) {
             const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
-            i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
-            i16x8 qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
-            if (HighBits) {
-                const i16x8 h01 = load8_widen(block + kQh + pair_offset(j, 0));
-                const i16x8 h23 = load8_widen(block + kQh + pair_offset(j, 2));
-                qa01 |= shift_left<4 - 2 * C>(h01) & bit4;
-                qb01 |= shift_left<3 - 2 * C>(h01) & bit4;
-                qa23 |= shift_left<4 - 2 * C>(h23) & bit4;
-                qb23 |= shift_left<3 - 2 * C>(h23) & bit4;
+            i16x8 qa01, qb01, qa23, qb23;
+            if constexpr (HighBits) {
+                // the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0)) get their 5th bits on
+                // bytes, 16 values an operation (the masks drop what the 16-bit shifts carry across bytes), then
+                // are widened
+                const u8x16 v = load<u8x16>(qs + pair_offset(j, 0)), h = load<u8x16>(block + kQh + pair_offset(j, 0));
+                const u8x16 qa = (v & 0x0F) | ((u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10);
+                const u8x16 qb = ((u8x16)((i16x8)v >> 4) & 0x0F) | ((u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10);
+                simd::widen_u8(qa, &qa01, &qa23);
+                simd::widen_u8(qb, &qb01, &qb23);
+            } else {
+                const i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
+                qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
             }
             a01 += madd(qa01, xa);
             b01 += madd(qb01, xb);
