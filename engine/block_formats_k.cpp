@@ -24,8 +24,9 @@
 //       sum_d += dx[b] * float(scale * sum of q * xq), sum_m += dx[b] * float(min * xsum[b]) for its 8 blocks in
 //       order, then out += d * sum_d - dmin * sum_m;
 //   Q6_K: y = d * scale * (q - 32) per sub-block of 16, so per super-block
-//       sum += dx[b] * (float(scale_0 * sum_0) + float(scale_1 * sum_1)) for its 8 blocks (two sub-blocks each,
-//       with q - 32 in the lanes), then out += d * sum.
+//       sum += dx[b] * float(scale_0 * sum_0 + scale_1 * sum_1) for its 8 blocks (two sub-blocks each, with
+//       q - 32 in the lanes; |scale_0 * sum_0 + scale_1 * sum_1| <= 2 * 128 * 16 * 32 * 127 < 2^24), then
+//       out += d * sum.
 // Every integer there is below 2^24, so exact as a float, and the lanes of the 4 rows never mix: a gemm row
 // equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
 #include "block_formats_k.h"
@@ -35,6 +36,7 @@
 
 #include "float16.h"
 #include "kernels.h"
+#include "simd.h"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
@@ -155,6 +157,16 @@ inline f32x4 product_float(i32x4 a, i32x4 b) {
 #endif
 }
 
+// float(a * b + c * d), exact for |a * b| + |c * d| < 2^24: in wasm in int32, then one conversion; natively (no
+// 32-bit multiply in SSE2) from the exact conversions, whose products and sum are exact too.
+inline f32x4 products_float(i32x4 a, i32x4 b, i32x4 c, i32x4 d) {
+#if defined(__wasm_simd128__)
+    return to_float(a * b + c * d);
+#else
+    return to_float(a) * to_float(b) + to_float(c) * to_float(d);
+#endif
+}
+
 // v shifted left by S bits (right by -S when S is negative)
 template <int S>
 inline i16x8 shift_left(i16x8 v) {
@@ -235,7 +247,9 @@ void dequantize_row(float* out, const void* storage, int n_out, int n_in, int ro
 }
 
 // multiply (block_formats.h): every panel touching [o0, o0 + n_rows) against every token, a block of tokens
-// at a time so that a panel is read from memory once per block.
+// at a time so that a panel is read from memory once per block. The panels are visited alternately from the first
+// and the second half of the range: two sequential streams keep more reads from memory in flight than one while
+// the kernel works (as block_formats_legacy.cpp does); the order of the panels changes no output.
 template <typename Format>
 void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
     assert(o0 % kPanelRows == 0 && "an output range starts at a panel");
@@ -244,9 +258,11 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
     const size_t panel_bytes = size_t(n_sb) * Format::kPanelBlockBytes;
     const uint8_t* w = static_cast<const uint8_t*>(linear.weight);
     const int o1 = o0 + n_rows, t1 = t0 + n_tok;
+    const int n_panels = (n_rows + kPanelRows - 1) / kPanelRows, half = (n_panels + 1) / 2;
     for (int tb = t0; tb < t1; tb += kTokenBlock) {
         const int tb1 = tb + kTokenBlock < t1 ? tb + kTokenBlock : t1;
-        for (int o = o0; o < o1; o += kPanelRows) {
+        for (int i = 0; i < n_panels; i++) {
+            const int o = o0 + kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);  // see above
             const uint8_t* panel = w + size_t(o / kPanelRows) * panel_bytes;
             const int rows = o1 - o < kPanelRows ? o1 - o : kPanelRows;
             for (int t = tb; t < tb1; t++) {
@@ -315,20 +331,24 @@ struct KQuant {
     // constant so that Q5_K's shifts are immediates.
     template <int C>
     static void chunk_sums(const uint8_t* block, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
-        const i16x8 low4 = splat16(0x0F), bit4 = splat16(0x10);
+        const i16x8 low4 = splat16(0x0F);
         i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};  // {row 2p, row 2p, row 2p + 1, row 2p + 1} partial sums
         const uint8_t* qs = block + kQs + C * kChunkBytes;
         kUnrollTwice for (int j = 0; j < 8; j++) {
             const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
-            i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
-            i16x8 qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
-            if (HighBits) {
-                const i16x8 h01 = load8_widen(block + kQh + pair_offset(j, 0));
-                const i16x8 h23 = load8_widen(block + kQh + pair_offset(j, 2));
-                qa01 |= shift_left<4 - 2 * C>(h01) & bit4;
-                qb01 |= shift_left<3 - 2 * C>(h01) & bit4;
-                qa23 |= shift_left<4 - 2 * C>(h23) & bit4;
-                qb23 |= shift_left<3 - 2 * C>(h23) & bit4;
+            i16x8 qa01, qb01, qa23, qb23;
+            if constexpr (HighBits) {
+                // the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0)) get their 5th bits on
+                // bytes, 16 values an operation (the masks drop what the 16-bit shifts carry across bytes), then
+                // are widened
+                const u8x16 v = load<u8x16>(qs + pair_offset(j, 0)), h = load<u8x16>(block + kQh + pair_offset(j, 0));
+                const u8x16 qa = (v & 0x0F) | ((u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10);
+                const u8x16 qb = ((u8x16)((i16x8)v >> 4) & 0x0F) | ((u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10);
+                simd::widen_u8(qa, &qa01, &qa23);
+                simd::widen_u8(qb, &qb01, &qb23);
+            } else {
+                const i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
+                qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
             }
             a01 += madd(qa01, xa);
             b01 += madd(qb01, xb);
@@ -445,26 +465,33 @@ struct Q6K {
         f32x4 out = {0, 0, 0, 0};
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            // block b's quants (4 row-pair stretches, pair_at), scales and activations, advanced a block at a time
+            // (so that the loop's loads have constant offsets)
+            const uint8_t* q = block + pair_at(0, 0, 0);
+            const uint8_t* scale = block + kScale;
+            const int16_t* x = xq + s * kSuperBlock;
+            const float* d_x = dx + s * kBlocksPerSuperBlock;
             f32x4 sum = {0, 0, 0, 0};
             kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                const int16_t* x = xq + s * kSuperBlock + b * kActivationBlock;
                 i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
                 for (int h = 0; h < 2; h++) {
                     const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
                                 x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
                     for (int p = 0; p < 2; p++) {
-                        const uint8_t* q = block + pair_at(b, h, 2 * p);
-                        const i16x8 v = load<i16x8>(q), w = load8_sign_extend(q + 16);
+                        const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
+                        const i16x8 v = load<i16x8>(qp), w = load8_sign_extend(qp + 16);
                         const i16x8 q0 = v >> 10, q1 = (v << 6) >> 10, q2 = (v & low4) | ((w << 14) >> 10), q3 = w >> 2;
                         (p ? lo23 : lo01) += madd(q0, x0) + madd(q1, x1);
                         (p ? hi23 : hi01) += madd(q2, x2) + madd(q3, x3);
                     }
                 }
                 i32x4 scale0, scale1;
-                widen_bytes(block + kScale + 8 * b, &scale0, &scale1);
-                const f32x4 v = product_float(scale0, row_sums(lo01, lo23)) +
-                                product_float(scale1, row_sums(hi01, hi23));
-                sum += splat(dx[s * kBlocksPerSuperBlock + b]) * v;
+                widen_bytes(scale, &scale0, &scale1);
+                const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
+                sum += splat(d_x[b]) * v;
+                q += pair_at(1, 0, 0) - pair_at(0, 0, 0);
+                scale += 2 * kPanelRows;
+                x += kActivationBlock;
             }
             out += load<f32x4>(block + kD) * sum;
         }
