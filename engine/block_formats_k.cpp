@@ -40,18 +40,18 @@
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
-#elif defined(__SSE2__)
-#include <emmintrin.h>
 #endif
 
 namespace gpt2 {
 
 namespace {
 
-typedef float f32x4 __attribute__((vector_size(16)));
-typedef int16_t i16x8 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-typedef uint8_t u8x16 __attribute__((vector_size(16)));
+using simd::f32x4;
+using simd::i16x8;
+using simd::i32x4;
+using simd::load;
+using simd::madd;
+using simd::u8x16;
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
 constexpr int kSuperBlock = 256;                                      // values per super-block
@@ -60,57 +60,8 @@ constexpr int kTokenBlock = 64;  // tokens that reuse one panel from L1 in a bat
 
 // ---- SIMD helpers ----
 
-// memcpy loads: no alignment requirement, compiled to movups / v128.load
-template <typename V, typename T>
-inline V load(const T* p) {
-    V v;
-    __builtin_memcpy(&v, p, sizeof v);
-    return v;
-}
-
 inline f32x4 splat(float v) { return f32x4{v, v, v, v}; }
 inline i16x8 splat16(int16_t v) { return i16x8{v, v, v, v, v, v, v, v}; }
-
-// 8 bytes zero-extended to 8 int16 lanes: one v128.load8x8_u in wasm; natively movq + punpcklbw.
-inline i16x8 load8_widen(const uint8_t* p) {
-#if defined(__wasm_simd128__)
-    return (i16x8)wasm_u16x8_load8x8(p);
-#else
-    uint64_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    const u8x16 b = (u8x16)(u64x2{bits, 0});
-    const u8x16 zero = {};
-    return (i16x8)__builtin_shufflevector(b, zero, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-#endif
-}
-
-// 8 bytes sign-extended to 8 int16 lanes: one v128.load8x8_s in wasm; natively each byte duplicated into both
-// halves of a 16-bit lane (punpcklbw) and shifted right arithmetically (psraw).
-inline i16x8 load8_sign_extend(const uint8_t* p) {
-#if defined(__wasm_simd128__)
-    return (i16x8)wasm_i16x8_load8x8(p);
-#else
-    uint64_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    const u8x16 b = (u8x16)(u64x2{bits, 0});
-    return (i16x8)__builtin_shufflevector(b, b, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7) >> 8;
-#endif
-}
-
-// Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
-inline i32x4 madd(i16x8 a, i16x8 b) {
-#if defined(__wasm_simd128__)
-    return (i32x4)wasm_i32x4_dot_i16x8((v128_t)a, (v128_t)b);
-#elif defined(__SSE2__)
-    return (i32x4)_mm_madd_epi16((__m128i)a, (__m128i)b);
-#else
-    typedef int16_t i16x4 __attribute__((vector_size(8)));
-    const i16x4 ae = __builtin_shufflevector(a, a, 0, 2, 4, 6), ao = __builtin_shufflevector(a, a, 1, 3, 5, 7);
-    const i16x4 be = __builtin_shufflevector(b, b, 0, 2, 4, 6), bo = __builtin_shufflevector(b, b, 1, 3, 5, 7);
-    return __builtin_convertvector(ae, i32x4) * __builtin_convertvector(be, i32x4) +
-           __builtin_convertvector(ao, i32x4) * __builtin_convertvector(bo, i32x4);
-#endif
-}
 
 // The 4 int16 values x[0..3] in both halves: v128.load64_splat in wasm, movq + punpcklqdq natively.
 inline i16x8 load4_twice(const int16_t* x) {
@@ -133,14 +84,14 @@ inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
 
 // 8 signed bytes widened to int32 lanes: bytes 0..3 in *lo, 4..7 in *hi (Q4_K's and Q5_K's 6-bit scales and
 // mins are stored as such too: below 64). i16x8.load8x8_s + i32x4.extend_{low,high}_i16x8_s in wasm; natively
-// load8_sign_extend, then each 16-bit lane duplicated into a 32-bit lane and shifted right arithmetically.
+// simd::load8x8_s, then each 16-bit lane duplicated into a 32-bit lane and shifted right arithmetically.
 inline void widen_bytes(const uint8_t* p, i32x4* lo, i32x4* hi) {
 #if defined(__wasm_simd128__)
     const v128_t v = wasm_i16x8_load8x8(p);
     *lo = (i32x4)wasm_i32x4_extend_low_i16x8(v);
     *hi = (i32x4)wasm_i32x4_extend_high_i16x8(v);
 #else
-    const i16x8 v = load8_sign_extend(p);
+    const i16x8 v = simd::load8x8_s(reinterpret_cast<const int8_t*>(p));
     *lo = (i32x4)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
     *hi = (i32x4)__builtin_shufflevector(v, v, 4, 4, 5, 5, 6, 6, 7, 7) >> 16;
 #endif
@@ -347,7 +298,8 @@ struct KQuant {
                 simd::widen_u8(qa, &qa01, &qa23);
                 simd::widen_u8(qb, &qb01, &qb23);
             } else {
-                const i16x8 v01 = load8_widen(qs + pair_offset(j, 0)), v23 = load8_widen(qs + pair_offset(j, 2));
+                const i16x8 v01 = simd::load8x8_u(qs + pair_offset(j, 0)),
+                            v23 = simd::load8x8_u(qs + pair_offset(j, 2));
                 qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
             }
             a01 += madd(qa01, xa);
@@ -479,7 +431,7 @@ struct Q6K {
                                 x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
                     for (int p = 0; p < 2; p++) {
                         const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
-                        const i16x8 v = load<i16x8>(qp), w = load8_sign_extend(qp + 16);
+                        const i16x8 v = load<i16x8>(qp), w = simd::load8x8_s(reinterpret_cast<const int8_t*>(qp + 16));
                         const i16x8 q0 = v >> 10, q1 = (v << 6) >> 10, q2 = (v & low4) | ((w << 14) >> 10), q3 = w >> 2;
                         (p ? lo23 : lo01) += madd(q0, x0) + madd(q1, x1);
                         (p ? hi23 : hi01) += madd(q2, x2) + madd(q3, x3);
