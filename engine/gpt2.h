@@ -133,7 +133,7 @@ class ModelLoader {
     uint64_t bytes_fed_ = 0;                  // bytes of the file received
     const char* file_ = "model.safetensors";  // the file's name in messages
 
-    bool check_threads(const LoadOptions& options);
+    bool start(const LoadOptions& options);
     std::unique_ptr<Model> finish_gguf(LoaderState& state);
     std::unique_ptr<Model> make_model(const Config& config, std::unique_ptr<Weights> weights,
                                       std::unique_ptr<Vocabulary> vocabulary, int n_threads);

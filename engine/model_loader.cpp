@@ -108,8 +108,8 @@ void feed_gguf(LoaderState& state, const uint8_t* bytes, size_t n, std::string* 
 
 }  // namespace
 
-// The state and the weights, and the options every file takes. false (and the error) on failure.
-bool ModelLoader::check_threads(const LoadOptions& options) {
+// Allocates the state and the weights and checks the options every file takes. false (and the error) on failure.
+bool ModelLoader::start(const LoadOptions& options) {
     state_.reset(new (std::nothrow) LoaderState());
     if (!state_) {
         error_kind_ = ErrorKind::memory;
@@ -131,7 +131,7 @@ bool ModelLoader::check_threads(const LoadOptions& options) {
 }
 
 ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
-    if (!check_threads(options)) return;
+    if (!start(options)) return;
     if (options.format != WeightFormat::fp32) {
         error_kind_ = ErrorKind::input;
         error_ = "model.gguf: a GGUF model runs in the types its file stores; re-quantizing it to int8 is not offered";
@@ -154,7 +154,7 @@ ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
 
 ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
                          uint64_t file_size) {
-    if (!check_threads(options)) return;
+    if (!start(options)) return;
     if (!parse_config(config_json, config_len, &state_->config, &error_)) {
         error_kind_ = ErrorKind::config;
         return;
