@@ -9,8 +9,7 @@ import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/serve.mjs';
-import { loadModel } from '../../web/gpt2.js';
-import { controls, fillSettings } from './page-controls.js';
+import { controls, fillSettings, nodeText } from './page-controls.js';
 
 const GGUF_PATH = fileURLToPath(new URL('../fixtures/tiny-random-gguf/model-f32.gguf', import.meta.url));
 // A tiny model whose matrices use every type the engine runs (F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
@@ -67,22 +66,8 @@ function closeServer(server) {
   return new Promise((resolve) => server.close(resolve));
 }
 
-const nodeTexts = new Map();  // path -> Promise of the Node API's greedy text
-async function nodeGreedyText(path = GGUF_PATH) {
-  if (!nodeTexts.has(path)) {
-    nodeTexts.set(path, (async () => {
-      const model = await loadModel(path);
-      try {
-        let text = '';
-        for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
-        return text;
-      } finally {
-        model.dispose();
-      }
-    })());
-  }
-  return nodeTexts.get(path);
-}
+// The Node API's greedy text of the GGUF file at path: the page and the widget must produce exactly this text.
+const nodeGreedyText = (path = GGUF_PATH) => nodeText(path, PROMPT, GREEDY);
 
 async function generateText(page) {
   const { generate, output } = controls(page);

@@ -1,4 +1,7 @@
-// The page's controls, found by the accessible names that screen readers use too (shared by the page specs).
+// The page's controls, found by the accessible names that screen readers use too, and the Node API's text the page
+// must match (shared by the page specs).
+import { loadModel } from '../../web/gpt2.js';
+
 export function controls(page) {
   return {
     prompt: page.getByRole('textbox', { name: 'Prompt' }),
@@ -23,4 +26,25 @@ export async function fillSettings(page, { prompt, temperature, topK, topP, maxN
   if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
   if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
   if (useKVCache !== undefined) await controls(page).kvCache.setChecked(useKVCache);
+}
+
+// The Node API's continuation of prompt with settings (generate()'s options) by the model at path (loadModel's
+// options: weights), computed once per test worker for each set of arguments, since several tests compare
+// against it.
+const nodeTexts = new Map(); // the arguments as JSON -> Promise of the text
+export function nodeText(path, prompt, settings, loadOptions = {}) {
+  const key = JSON.stringify([path, prompt, settings, loadOptions]);
+  if (!nodeTexts.has(key)) {
+    nodeTexts.set(key, (async () => {
+      const model = await loadModel(path, loadOptions);
+      try {
+        let text = '';
+        for await (const piece of model.generate(prompt, settings)) text += piece.text;
+        return text;
+      } finally {
+        model.dispose();
+      }
+    })());
+  }
+  return nodeTexts.get(key);
 }

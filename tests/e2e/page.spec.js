@@ -1,9 +1,8 @@
 // End-to-end tests of the page (public/index.html + web/page.js) with the real wasm engine and the bundled
 // model, served by tools/serve.mjs (see playwright.config.js). Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
-import { controls, fillSettings } from './page-controls.js';
+import { controls, fillSettings, nodeText } from './page-controls.js';
 import { fileURLToPath } from 'node:url';
-import { loadModel } from '../../web/gpt2.js';
 
 // The bundled model: the menu's default entry loads its Q4_0 GGUF file; the safetensors entry, its folder
 // (which the Weights setting applies to).
@@ -18,25 +17,8 @@ const GREEDY = { temperature: 0, topK: 40, topP: 0.95, maxNewTokens: 40 };
 const MODEL_READY_TIMEOUT = 90_000;
 
 // The Node API's greedy continuation of PROMPT by the model at path (the GGUF file, or the folder with fp32 or
-// int8 weights): the page must produce exactly this text. Computed once per test worker, since several tests
-// compare against it.
-const nodeGreedyTexts = new Map(); // `${path} ${weights}` -> Promise of the text
-function nodeGreedyText(path, weights) {
-  const key = `${path} ${weights}`;
-  if (!nodeGreedyTexts.has(key)) {
-    nodeGreedyTexts.set(key, (async () => {
-      const model = await loadModel(path, { weights });
-      try {
-        let text = '';
-        for await (const piece of model.generate(PROMPT, GREEDY)) text += piece.text;
-        return text;
-      } finally {
-        model.dispose();
-      }
-    })());
-  }
-  return nodeGreedyTexts.get(key);
-}
+// int8 weights): the page must produce exactly this text.
+const nodeGreedyText = (path, weights) => nodeText(path, PROMPT, GREEDY, weights ? { weights } : {});
 
 async function openPageWithModel(page, path = '/') {
   await page.goto(path);

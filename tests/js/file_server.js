@@ -42,3 +42,14 @@ export function sendCut(res, body) {
   res.writeHead(200, { 'Content-Length': body.length });
   res.write(body.subarray(0, Math.floor(body.length * 0.9)), () => setTimeout(() => res.socket.destroy(), 20));
 }
+
+// The whole body at 4 KiB per 10 ms, with its length announced: a download slow enough to abort or switch during.
+export function sendSlow(res, body) {
+  res.writeHead(200, { 'Content-Length': body.length });
+  let offset = 0;
+  const timer = setInterval(() => {
+    if (res.destroyed || offset >= body.length) return clearInterval(timer);
+    res.write(body.subarray(offset, (offset += 4096)));
+  }, 10);
+  res.on('close', () => clearInterval(timer));
+}

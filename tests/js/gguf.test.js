@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { loadEngine } from '../../web/engine.js';
 import { loadModel } from '../../web/gpt2.js';
 import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
-import { send, sendCut, startFileServer, status } from './file_server.js';
+import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const GGUF = fileURLToPath(new URL('../fixtures/tiny-random-gguf/', import.meta.url));
@@ -36,15 +36,7 @@ const routes = {
   chunked: (res, body) => send(res, body, {}),
   html: (res) => send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'application/octet-stream' }),
   cut: (res, body) => sendCut(res, body),
-  slow: (res, body) => {
-    res.writeHead(200, { 'Content-Length': body.length });
-    let offset = 0;
-    const timer = setInterval(() => {
-      if (res.destroyed || offset >= body.length) return clearInterval(timer);
-      res.write(body.subarray(offset, (offset += 4096)));
-    }, 10);
-    res.on('close', () => clearInterval(timer));
-  },
+  slow: (res, body) => sendSlow(res, body),
   missing: (res) => status(res, 404, 'Not Found'),
 };
 

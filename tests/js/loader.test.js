@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/engine.js';
 import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
-import { send, sendCut, startFileServer, status } from './file_server.js';
+import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const VOCAB = fileURLToPath(new URL('../fixtures/tiny-random-gguf/', import.meta.url));  // a tokenizer of tiny-random's 384 ids
@@ -28,16 +28,7 @@ const routes = {
   disguised: (res, body, name) =>
     name === 'model.safetensors' ? send(res, Buffer.from(HTML_PAGE), { 'Content-Type': 'application/octet-stream' }) : routes.ok(res, body),
   cut: (res, body, name) => (name === 'model.safetensors' ? sendCut(res, body) : routes.ok(res, body)),
-  slow: (res, body, name) => {
-    if (name !== 'model.safetensors') return routes.ok(res, body);
-    res.writeHead(200, { 'Content-Length': body.length });
-    let offset = 0;
-    const timer = setInterval(() => {
-      if (res.destroyed || offset >= body.length) return clearInterval(timer);
-      res.write(body.subarray(offset, (offset += 4096)));
-    }, 10);
-    res.on('close', () => clearInterval(timer));
-  },
+  slow: (res, body, name) => (name === 'model.safetensors' ? sendSlow(res, body) : routes.ok(res, body)),
   badjson: (res, body, name) => (name === 'config.json' ? send(res, Buffer.from('{"n_embd": 64,'), {}) : routes.ok(res, body)),
 };
 
