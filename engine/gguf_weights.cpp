@@ -7,6 +7,7 @@
 
 #include "block_formats.h"
 #include "float16.h"
+#include "json.h"
 #include "kernels.h"
 
 namespace gpt2 {
@@ -26,7 +27,9 @@ bool fail(std::string* error, const std::string& message) {
     return false;
 }
 
-std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+// A tensor name in a message: escaped and shortened like every name the reader quotes (a file's names may hold
+// any bytes, a message is one line).
+std::string quoted(std::string_view name) { return "'" + printable(std::string(name)) + "'"; }
 
 bool check_count(const char* key, uint64_t value, uint64_t max, std::string* error) {
     if (value >= 1 && value <= max) return true;

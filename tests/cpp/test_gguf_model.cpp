@@ -265,6 +265,13 @@ TEST(GgufModel, AnUnexpectedTensorIsNamed) {
               "model.gguf: unexpected tensor 'blk.1.attn_norm.weight' (not one of a gpt2 model with 1 layers)");
 }
 
+TEST(GgufModel, ATensorNameWithControlCharactersStaysOnOneLineInTheMessage) {  // found by fuzz_gguf_model
+    GgufFile file = small_model();
+    file.tensors.push_back({"b\n\x01", {32}, 0, float_bytes(std::vector<float>(32, 0.0f))});
+    EXPECT_EQ(load_error(build_gguf(file)),
+              "model.gguf: unexpected tensor 'b\\u000A\\u0001' (not one of a gpt2 model with 1 layers)");
+}
+
 TEST(GgufModel, AMisShapedTensorIsNamedWithBothShapes) {
     GgufFile file = small_model();
     GgufTensorSpec& qkv = tensor(file, "blk.0.attn_qkv.weight");
