@@ -138,8 +138,6 @@ inline i16x8 shift_left(i16x8 v) {
 
 // ---- reading the file's blocks ----
 
-inline float read_f16(const uint8_t* p) { return f16_to_float(uint16_t(p[0] | p[1] << 8)); }
-
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j from Q4_K/Q5_K's 12 packed bytes.
 inline void scale_min_k4(const uint8_t* q, int j, uint8_t* scale, uint8_t* min) {
     if (j < 4) {
@@ -245,8 +243,8 @@ struct KQuant {
     static constexpr size_t kPanelBlockBytes = kQs + 4 * kChunkBytes;
 
     static void store(uint8_t* block, int r, const uint8_t* file) {
-        store_f32(block + kD + 4 * r, read_f16(file));
-        store_f32(block + kDmin + 4 * r, read_f16(file + 2));
+        store_f32(block + kD + 4 * r, f16_at(file));
+        store_f32(block + kDmin + 4 * r, f16_at(file + 2));
         for (int j = 0; j < 8; j++)
             scale_min_k4(file + kFileScales, j, block + kScale + 4 * j + r, block + kMin + 4 * j + r);
         for (int j = 0; j < 8; j++) {
@@ -376,7 +374,7 @@ struct Q6K {
     static size_t byte_at(int b, int k, int r) { return pair_at(b, k / 4, r) + 16 + size_t((r % 2) * 4 + k % 4); }
 
     static void store(uint8_t* block, int r, const uint8_t* file) {
-        store_f32(block + kD + 4 * r, read_f16(file + kFileD));
+        store_f32(block + kD + 4 * r, f16_at(file + kFileD));
         for (int j = 0; j < 16; j++) block[kScale + 4 * j + r] = file[kFileScales + j];
         for (int b = 0; b < kBlocksPerSuperBlock; b++) {
             for (int k = 0; k < 8; k++) {

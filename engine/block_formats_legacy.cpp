@@ -42,11 +42,6 @@ using simd::u8x16;
 constexpr int kBlock = 32;       // values per block of these formats
 constexpr int kTokenBlock = 64;  // tokens per pass of a panel in the batched product: their rows stay in L2
 
-inline float half_at(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, sizeof h);
-    return f16_to_float(h);
-}
 inline void put_float(uint8_t* p, float v) { std::memcpy(p, &v, sizeof v); }
 inline float float_at(const uint8_t* p) {
     float v;
@@ -133,7 +128,7 @@ struct Q8_0 {
     static constexpr uint32_t kFileBytes = 34;
     static constexpr size_t kColumnBytes = 16 + kPanelRows * 32;
     static void store(uint8_t* column, int r, const uint8_t* block) {
-        put_float(column + 4 * r, half_at(block));
+        put_float(column + 4 * r, f16_at(block));
         std::memcpy(column + 16 + 32 * r, block + 2, 32);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
@@ -156,7 +151,7 @@ struct Q4_0 {
     static constexpr uint32_t kFileBytes = 18;
     static constexpr size_t kColumnBytes = 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
-        put_float(column + 4 * r, half_at(block));
+        put_float(column + 4 * r, f16_at(block));
         regroup_nibbles(column + 16 + 16 * r, block + 2);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
@@ -176,12 +171,12 @@ struct Q4_1 {
     static constexpr uint32_t kFileBytes = 20;
     static constexpr size_t kColumnBytes = 16 + 8 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
-        put_float(column + 4 * r, half_at(block));
+        put_float(column + 4 * r, f16_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
         regroup_nibbles(column + 24 + 16 * r, block + 4);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
-        const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
+        const float d = float_at(column + 4 * r), m = f16_at(column + 16 + 2 * r);
         const uint8_t* qs = column + 24 + 16 * r;
         for (int j = 0; j < kBlock; j++) out[j] = float(regrouped_nibble(qs, j)) * d + m;
     }
@@ -198,7 +193,7 @@ struct Q5_0 {
     static constexpr uint32_t kFileBytes = 22;
     static constexpr size_t kColumnBytes = 16 + 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
-        put_float(column + 4 * r, half_at(block));
+        put_float(column + 4 * r, f16_at(block));
         const uint32_t spread = spread_fifth_bits(u32_at(block + 2));
         std::memcpy(column + 16 + 4 * r, &spread, 4);
         std::memcpy(column + 32 + 16 * r, block + 6, 16);
@@ -224,14 +219,14 @@ struct Q5_1 {
     static constexpr uint32_t kFileBytes = 24;
     static constexpr size_t kColumnBytes = 16 + 8 + 16 + kPanelRows * 16;
     static void store(uint8_t* column, int r, const uint8_t* block) {
-        put_float(column + 4 * r, half_at(block));
+        put_float(column + 4 * r, f16_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
         const uint32_t spread = spread_fifth_bits(u32_at(block + 4));
         std::memcpy(column + 24 + 4 * r, &spread, 4);
         std::memcpy(column + 40 + 16 * r, block + 8, 16);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
-        const float d = float_at(column + 4 * r), m = half_at(column + 16 + 2 * r);
+        const float d = float_at(column + 4 * r), m = f16_at(column + 16 + 2 * r);
         const uint32_t spread = u32_at(column + 24 + 4 * r);
         const uint8_t* qs = column + 40 + 16 * r;
         for (int j = 0; j < 16; j++) {

@@ -36,4 +36,7 @@ inline float f16_to_float(uint16_t h) {
     return bits_to_float(sign | ((113u - shift) << 23) | ((mantissa & 0x3FFu) << 13));
 }
 
+// The little-endian half at p (a block's fp16 scale in a GGUF file) as float32.
+inline float f16_at(const uint8_t* p) { return f16_to_float(uint16_t(p[0] | p[1] << 8)); }
+
 }  // namespace gpt2

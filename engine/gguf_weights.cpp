@@ -6,9 +6,9 @@
 #include <unordered_map>
 
 #include "block_formats.h"
-#include "float16.h"
 #include "json.h"
 #include "kernels.h"
+#include "safetensors.h"
 
 namespace gpt2 {
 
@@ -107,8 +107,7 @@ uint64_t align_tensor(uint64_t bytes) { return (bytes + kTensorAlignment - 1) / 
 bool non_finite(std::string_view name, const float* v, size_t n, std::string* error) {
     const size_t i = first_non_finite(v, n);
     if (i == n) return false;
-    const char* what = std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "Inf" : "-Inf";
-    fail(error, "tensor " + quoted(name) + " contains " + what + " at element " + std::to_string(i));
+    fail(error, "tensor " + quoted(name) + " contains " + non_finite_name(v[i]) + " at element " + std::to_string(i));
     return true;
 }
 
@@ -224,14 +223,7 @@ bool GgufWeightsSink::vector_bytes(const Destination& d, std::string_view name, 
     const bool half = d.type == GgmlType::F16;
     std::memcpy(place + (half ? d.n_values * 2 : 0) + byte_offset, bytes, n);
     if (byte_offset + n < tensor_bytes) return true;
-    if (half) {
-        const char* halves = place + d.n_values * 2;
-        for (uint64_t i = 0; i < d.n_values; i++) {
-            uint16_t h;
-            std::memcpy(&h, halves + 2 * i, 2);
-            values[i] = f16_to_float(h);
-        }
-    }
+    if (half) decode_elements(DType::F16, reinterpret_cast<const uint8_t*>(place) + d.n_values * 2, d.n_values, values);
     return !non_finite(name, values, size_t(d.n_values), error);
 }
 

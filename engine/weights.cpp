@@ -234,10 +234,11 @@ size_t first_non_finite(const float* v, size_t n) {
     return i;
 }
 
+const char* non_finite_name(float value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }
+
 bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error) {
-    const char* what = std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf";
-    return weights_file_error(error,
-                              "tensor '" + tensor + "' contains " + what + " at element " + std::to_string(element));
+    return weights_file_error(error, "tensor '" + tensor + "' contains " + non_finite_name(value) + " at element " +
+                                         std::to_string(element));
 }
 
 void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale) {

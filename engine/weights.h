@@ -127,6 +127,8 @@ bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
 // Index of the first NaN or infinity in v[0, n), or n.
 size_t first_non_finite(const float* v, size_t n);
+// How an error names a non-finite value: "NaN", "Inf" or "-Inf".
+const char* non_finite_name(float value);
 // The error for value, the element'th of the tensor (in file order). Returns false.
 bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error);
 // Symmetric per-row quantization of src (rows, cols): scale[r] = max|w| / 127, q = round(w / scale[r]).

@@ -252,6 +252,26 @@ TEST(GgufModel, TheSmallF32ModelLoadsWithAFileOfItsOwnTiedHead) {
     EXPECT_EQ(gpt2::model_weight_types(*model), "fp32");
 }
 
+TEST(GgufModel, AnF16VectorIsWidenedExactlyInPlace) {
+    GgufFile file = small_model();
+    GgufTensorSpec& bias = tensor(file, "blk.0.ffn_up.bias");
+    bias.type = 1;  // F16: 128 halves cycling through these patterns and their values
+    const uint16_t halves[] = {0x3C00, 0xC000, 0x3800, 0x0001, 0x7BFF, 0x8000};
+    const float values[] = {1.0f, -2.0f, 0.5f, 0x1p-24f, 65504.0f, -0.0f};
+    bias.bytes.clear();
+    std::vector<float> expected;
+    for (int i = 0; i < 128; i++) {
+        bias.bytes.push_back(uint8_t(halves[i % 6]));
+        bias.bytes.push_back(uint8_t(halves[i % 6] >> 8));
+        expected.push_back(values[i % 6]);
+    }
+    std::string error;
+    auto model = load_gguf(build_gguf(file), 7, 1, &error);
+    ASSERT_TRUE(model) << error;
+    const float* widened = model->weights().layers[0].mlp_fc.bias;
+    EXPECT_TRUE(same_bits(std::vector<float>(widened, widened + 128), expected));
+}
+
 TEST(GgufModel, AMissingTensorIsNamed) {
     GgufFile file = small_model();
     file.tensors.erase(file.tensors.begin() + 5);  // blk.0.ffn_norm.bias
