@@ -1,5 +1,5 @@
-// gpt2_block_kernels: times one-token products (the decode GEMV) of the K-quant block formats against the int8
-// gemv_q8 on GPT-2 124M's matrix shapes, natively or in wasm. Weights are random valid blocks, the input a
+// gpt2_block_kernels: times one-token products (the decode GEMV) of every block format and of fp32's gemv against
+// the int8 gemv_q8 on GPT-2 124M's matrix shapes, natively or in wasm. Weights are random valid blocks, the input a
 // random row quantized as the formats expect. Each product reads the next of enough copies of the matrix to
 // hold 64 Mi weights (--hot: one copy), as a decode step streams the whole model from memory instead of finding one
 // matrix in cache. Prints one line per shape and format: the least time of a product over 40 runs taken in
@@ -8,7 +8,7 @@
 //
 //   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
 //   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
-//             tools/bench/block_kernels.cpp engine/kernels.cpp engine/block_formats_k.cpp
+//             tools/bench/block_kernels.cpp engine/kernels.cpp engine/block_formats*.cpp engine/linear.cpp
 //             -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -o build/block_kernels.cjs
 //           && node build/block_kernels.cjs [--hot]
 #include <algorithm>
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "block_formats_k.h"
+#include "block_formats.h"
 #include "kernels.h"
 #include "linear.h"
 
@@ -67,17 +67,21 @@ void time_in_turns(std::vector<Candidate>& candidates) {
     }
 }
 
-// Random file blocks of a format: random bytes, with every fp16 field (d, dmin) a small normal number.
+// Random file blocks of a format: random bytes, with every fp16 field (F16's values; the scales d, and m or dmin) a
+// small normal number.
 std::vector<uint8_t> random_blocks(const gpt2::BlockFormat& format, int n_out, int n_in, std::mt19937& rng) {
     const size_t n_blocks = size_t(n_out) * n_in / format.values_per_block;
     std::vector<uint8_t> bytes(n_blocks * format.bytes_per_block);
     for (uint8_t& b : bytes) b = uint8_t(rng());
-    const bool q6 = format.bytes_per_block == 210;  // Q6_K: d last; Q4_K, Q5_K: d, dmin first
+    const std::string name = format.name;
+    std::vector<size_t> halves = {0};                                                            // Q8_0, Q4_0, Q5_0, F16
+    if (name == "Q4_1" || name == "Q5_1" || name == "Q4_K" || name == "Q5_K") halves = {0, 2};  // d, then m or dmin
+    if (name == "Q6_K") halves = {208};                                                          // d last
     for (size_t b = 0; b < n_blocks; b++) {
         uint8_t* block = bytes.data() + b * format.bytes_per_block;
-        for (size_t at : q6 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
+        for (size_t at : halves) {
             block[at] = uint8_t(rng());
-            block[at + 1] = uint8_t(0x10 | (rng() & 0x03));  // exponent 4..5: about 2^-11
+            block[at + 1] = uint8_t((rng() & 0x80) | 0x10 | (rng() & 0x03));  // exponent 4..5: about 2^-11
         }
     }
     return bytes;
@@ -135,6 +139,26 @@ Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
                      }};
 }
 
+Candidate fp32_candidate(int n_out, int n_in, std::mt19937& rng) {
+    struct State {
+        std::vector<float> w, out;  // w: (copies, n_out, n_in) in panels
+        Input in;
+    };
+    auto s = std::make_shared<State>();
+    const int n_copies = copies(n_out, n_in);
+    const size_t n = size_t(n_out) * n_in;
+    s->w.resize(n * n_copies);
+    std::vector<float> scratch(size_t(gpt2::kPanelRows) * n_in);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    for (float& v : s->w) v = normal(rng);
+    for (int c = 0; c < n_copies; c++) gpt2::pack_panels(s->w.data() + c * n, n_out, n_in, scratch.data());
+    s->out.resize(size_t(n_out));
+    s->in = block_input(n_in, rng);
+    return Candidate{"fp32", n_copies, [s, n, n_in, n_out](int c) {
+                         gpt2::gemv(s->out.data(), s->in.x.data(), s->w.data() + c * n, nullptr, n_in, n_out);
+                     }};
+}
+
 Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat weight_format, int n_out, int n_in,
                            std::mt19937& rng) {
     struct State {
@@ -167,16 +191,30 @@ Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat w
 
 }  // namespace
 
+// gpt2_block_kernels [--hot] [FORMAT ...]: FORMATs (ggml names, e.g. F16 Q4_0; fp32) restrict the formats timed
+// beside int8.
 int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == "--hot") streamed_weights = 1;
+    std::vector<std::string> only;
+    for (int i = 1; i < argc; i++) {
+        if (std::string(argv[i]) == "--hot") streamed_weights = 1;
+        else only.push_back(argv[i]);
+    }
+    const auto wanted = [&](const std::string& name) {
+        return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    };
+    using gpt2::WeightFormat;
+    const WeightFormat block_formats[] = {WeightFormat::f16,  WeightFormat::q8_0, WeightFormat::q4_0,
+                                          WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1,
+                                          WeightFormat::q4_k, WeightFormat::q5_k, WeightFormat::q6_k};
     std::mt19937 rng(1);
     const int shapes[][2] = {{3072, 768}, {768, 3072}, {2304, 768}, {50257, 768}};
     for (const auto& shape : shapes) {
         std::vector<Candidate> candidates;
         candidates.push_back(int8_candidate(shape[0], shape[1], rng));
-        candidates.push_back(format_candidate(gpt2::kQ4_K, gpt2::WeightFormat::q4_k, shape[0], shape[1], rng));
-        candidates.push_back(format_candidate(gpt2::kQ5_K, gpt2::WeightFormat::q5_k, shape[0], shape[1], rng));
-        candidates.push_back(format_candidate(gpt2::kQ6_K, gpt2::WeightFormat::q6_k, shape[0], shape[1], rng));
+        if (wanted("fp32")) candidates.push_back(fp32_candidate(shape[0], shape[1], rng));
+        for (WeightFormat format : block_formats)
+            if (wanted(gpt2::block_format(format)->name))
+                candidates.push_back(format_candidate(*gpt2::block_format(format), format, shape[0], shape[1], rng));
         time_in_turns(candidates);
         for (const Candidate& c : candidates)
             std::printf("%5d x %4d  %-4s %8.1f us  %.2fx int8\n", shape[0], shape[1], c.name.c_str(), c.least_us,
