@@ -54,7 +54,7 @@ class Arena {
 };
 
 // The one list of the run state's buffers, in memory order (B = s->n_batch token rows): it both sizes the block
-// and assigns the buffers. *kv_cache_bytes: the bytes of the two caches.
+// and assigns the buffers. *kv_cache_bytes: the bytes of the cache (with the int8 format's scales).
 void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache_bytes) {
     const uint64_t B = uint64_t(s->n_batch), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
     const uint64_t X = (4 * C + kActivationBlock - 1) / kActivationBlock;  // blocks of the widest matmul input
@@ -71,18 +71,33 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     arena->take(&s->logits, uint64_t(c.n_vocab));
     arena->take(&s->xq_scale, B * X);
     arena->take(&s->xq_sum, B * X);
-    const uint64_t kv_cache = arena->at();
-    arena->take(&s->key_cache, L * T * C);
-    arena->take(&s->value_cache, L * T * C);
-    *kv_cache_bytes = arena->at() - kv_cache;
+    // the KV cache: fp32 rows, or int8 rows and their scales (the int8 arrays last, where they need no alignment)
+    const uint64_t H = uint64_t(c.n_head);
+    uint64_t at = arena->at();
+    if (s->kv_format == KvCacheFormat::fp32) {
+        arena->take(&s->key_cache, L * T * C);
+        arena->take(&s->value_cache, L * T * C);
+    } else {
+        arena->take(&s->key_scale, L * H * T);
+        arena->take(&s->value_scale, L * H * T);
+    }
+    *kv_cache_bytes = arena->at() - at;
     arena->take(&s->tokens, T);
     arena->take(&s->xq, B * 4 * C);
+    if (s->kv_format == KvCacheFormat::int8) {
+        arena->take(&s->query_q, C / H);
+        at = arena->at();
+        arena->take(&s->key_cache_q8, L * T * C);
+        arena->take(&s->value_cache_q8, L * T * C);
+        *kv_cache_bytes += arena->at() - at;
+    }
 }
 
 }  // namespace
 
-bool create_run_state(const Config& c, RunState* s, std::string* error) {
+bool create_run_state(const Config& c, KvCacheFormat kv_format, RunState* s, std::string* error) {
     s->n_batch = c.n_ctx < kMaxBatch ? c.n_ctx : kMaxBatch;
+    s->kv_format = kv_format;
     Arena sizes;
     uint64_t kv_cache_bytes = 0;
     take_buffers(c, s, &sizes, &kv_cache_bytes);
@@ -190,28 +205,50 @@ void layernorm_rows(float* out, const float* x, const LayerNorm& norm, int n, in
         layernorm(out + (size_t)t * n_embd, x + (size_t)t * n_embd, norm.weight, norm.bias, n_embd, eps);
 }
 
-// Copies the keys and values of n tokens at positions pos0.. from qkv (n, 3 * n_embd) into one layer's caches
-// (n_head, n_ctx, head_size).
-void write_kv_cache(float* key_cache, float* value_cache, const float* qkv, int n, int pos0, const Config& c) {
+// Layer l's int8 cache (RunState's int8 buffers).
+Int8KvLayer int8_layer(const RunState& s, const Config& c, int l) {
+    const size_t rows = size_t(c.n_head) * c.n_ctx, values = size_t(c.n_ctx) * c.n_embd;
+    return {s.key_cache_q8 + l * values, s.value_cache_q8 + l * values, s.key_scale + l * rows,
+            s.value_scale + l * rows};
+}
+
+// Writes the keys and values of n tokens at positions pos0.. from qkv (n, 3 * n_embd) into layer l's cache
+// (n_head, n_ctx, head_size), in the run state's format.
+void write_kv_cache(RunState* s, int l, const float* qkv, int n, int pos0, const Config& c) {
     const int C = c.n_embd, hs = C / c.n_head;
+    const size_t layer = size_t(l) * c.n_ctx * C;
     for (int t = 0; t < n; t++) {
-        const float* row = qkv + (size_t)t * 3 * C;
+        const float* key = qkv + (size_t)t * 3 * C + C;
+        const float* value = key + C;
         for (int h = 0; h < c.n_head; h++) {
-            const size_t at = ((size_t)h * c.n_ctx + (size_t)(pos0 + t)) * hs;
-            std::memcpy(key_cache + at, row + C + h * hs, sizeof(float) * hs);
-            std::memcpy(value_cache + at, row + 2 * C + h * hs, sizeof(float) * hs);
+            const size_t row = (size_t)h * c.n_ctx + (size_t)(pos0 + t), at = row * hs;
+            if (s->kv_format == KvCacheFormat::fp32) {
+                std::memcpy(s->key_cache + layer + at, key + h * hs, sizeof(float) * hs);
+                std::memcpy(s->value_cache + layer + at, value + h * hs, sizeof(float) * hs);
+            } else {
+                const Int8KvLayer cache = int8_layer(*s, c, l);
+                quantize_cache_row(cache.keys + at, cache.key_scale + row, key + h * hs, hs);
+                quantize_cache_row(cache.values + at, cache.value_scale + row, value + h * hs, hs);
+            }
         }
     }
 }
 
-// Causal self-attention of n tokens at positions pos0..: the token at pos0 + t sees positions 0..pos0 + t of
-// the caches. out (n, n_embd), qkv (n, 3 * n_embd); scores is scratch (n_ctx).
-void attention(float* out, const float* qkv, const float* key_cache, const float* value_cache, int n, int pos0,
-               const Config& c, float* scores) {
+// Causal self-attention of n tokens at positions pos0.. over layer l's cache: the token at pos0 + t sees positions
+// 0..pos0 + t. out (n, n_embd), qkv (n, 3 * n_embd).
+void attention(RunState* s, int l, float* out, const float* qkv, int n, int pos0, const Config& c) {
     const int C = c.n_embd;
-    for (int t = 0; t < n; t++)
-        attention_row(out + (size_t)t * C, qkv + (size_t)t * 3 * C, key_cache, value_cache, pos0 + t + 1, C, c.n_head,
-                      c.n_ctx, scores);
+    for (int t = 0; t < n; t++) {
+        float* row = out + (size_t)t * C;
+        const float* q = qkv + (size_t)t * 3 * C;
+        if (s->kv_format == KvCacheFormat::fp32) {
+            const size_t layer = size_t(l) * c.n_ctx * C;
+            attention_row(row, q, s->key_cache + layer, s->value_cache + layer, pos0 + t + 1, C, c.n_head, c.n_ctx,
+                          s->scores);
+        } else {
+            attention_row_q8(row, q, int8_layer(*s, c, l), pos0 + t + 1, C, c.n_head, c.n_ctx, s->scores, s->query_q);
+        }
+    }
 }
 
 // One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives
@@ -223,19 +260,16 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
     const int C = c.n_embd, V = c.n_vocab;
     const float eps = c.layer_norm_epsilon;
     ThreadPool* const pool = model.thread_pool();
-    const size_t cache_floats = (size_t)c.n_ctx * C;  // one layer's key (or value) cache
 
     embed_tokens(c, w, s->x, tokens, n, pos0, reinterpret_cast<int8_t*>(s->xq));
     for (int l = 0; l < c.n_layer; l++) {
         const Layer& layer = w.layers[l];
-        float* const key_cache = s->key_cache + l * cache_floats;
-        float* const value_cache = s->value_cache + l * cache_floats;
 
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
         layernorm_rows(s->xb, s->x, layer.ln_1, n, C, eps);
         matmul(pool, s, s->qkv, s->xb, layer.attn_qkv, n);
-        write_kv_cache(key_cache, value_cache, s->qkv, n, pos0, c);
-        attention(s->att, s->qkv, key_cache, value_cache, n, pos0, c, s->scores);
+        write_kv_cache(s, l, s->qkv, n, pos0, c);
+        attention(s, l, s->att, s->qkv, n, pos0, c);
         matmul(pool, s, s->proj, s->att, layer.attn_proj, n);
         residual_add(s->x, s->proj, n * C);
 

@@ -14,23 +14,29 @@ namespace gpt2 {
 // on its chunk, so the result is the same bit for bit), which keeps the steady-state memory close to weights +
 // KV cache.
 struct RunState {
-    int n_batch = 0;               // token rows of the activation buffers, min(n_ctx, kMaxBatch)
-    float* x = nullptr;            // (n_batch, n_embd) residual stream of the tokens being fed
-    float* xb = nullptr;           // (n_batch, n_embd) layernorm output
-    float* qkv = nullptr;          // (n_batch, 3 * n_embd) query | key | value per token
-    float* att = nullptr;          // (n_batch, n_embd) attention output, heads concatenated
-    float* proj = nullptr;         // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
-    float* fc = nullptr;           // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
-    float* scores = nullptr;       // (n_ctx) attention weights of one query row and head
-    float* logits = nullptr;       // (n_vocab) logits of the last fed token
-    float* xq_scale = nullptr;     // (n_batch, ceil(4 * n_embd / 32)) int8 weights: the scale of each quantized
-                                   // input row (the first n_batch); block formats: of each block of 32 of xq
-    int32_t* xq_sum = nullptr;     // (n_batch, ceil(4 * n_embd / 32)) block formats: the sum of each block of xq
-    float* key_cache = nullptr;    // (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
-    float* value_cache = nullptr;  // (n_layer, n_head, n_ctx, head_size)
-    int32_t* tokens = nullptr;     // (n_ctx) token ids of the window, oldest first
-    int16_t* xq = nullptr;         // (n_batch, 4 * n_embd) int8 and block formats: a matmul's input rows
-                                   // quantized to int16
+    int n_batch = 0;            // token rows of the activation buffers, min(n_ctx, kMaxBatch)
+    float* x = nullptr;         // (n_batch, n_embd) residual stream of the tokens being fed
+    float* xb = nullptr;        // (n_batch, n_embd) layernorm output
+    float* qkv = nullptr;       // (n_batch, 3 * n_embd) query | key | value per token
+    float* att = nullptr;       // (n_batch, n_embd) attention output, heads concatenated
+    float* proj = nullptr;      // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
+    float* fc = nullptr;        // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
+    float* scores = nullptr;    // (n_ctx) attention weights of one query row and head
+    float* logits = nullptr;    // (n_vocab) logits of the last fed token
+    float* xq_scale = nullptr;  // (n_batch, ceil(4 * n_embd / 32)) int8 weights: the scale of each quantized
+                                // input row (the first n_batch); block formats: of each block of 32 of xq
+    int32_t* xq_sum = nullptr;  // (n_batch, ceil(4 * n_embd / 32)) block formats: the sum of each block of xq
+    KvCacheFormat kv_format = KvCacheFormat::fp32;  // which of the two caches below exists
+    float* key_cache = nullptr;        // fp32: (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
+    float* value_cache = nullptr;      // fp32: (n_layer, n_head, n_ctx, head_size)
+    int8_t* key_cache_q8 = nullptr;    // int8: (n_layer, n_head, n_ctx, head_size), rows as kernels.h quantizes them
+    int8_t* value_cache_q8 = nullptr;  // int8: (n_layer, n_head, n_ctx, head_size)
+    float* key_scale = nullptr;        // int8: (n_layer, n_head, n_ctx) the scale of each key row
+    float* value_scale = nullptr;      // int8: (n_layer, n_head, n_ctx) the scale of each value row
+    int16_t* query_q = nullptr;        // int8: (head_size) one head's query quantized
+    int32_t* tokens = nullptr;         // (n_ctx) token ids of the window, oldest first
+    int16_t* xq = nullptr;             // (n_batch, 4 * n_embd) int8 and block formats: a matmul's input rows
+                                       // quantized to int16
 
     void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)
     size_t bytes = 0;
@@ -43,7 +49,7 @@ struct RunState {
 };
 
 // "out of memory: need N bytes for ..." on failure.
-bool create_run_state(const Config& config, RunState* state, std::string* error);
+bool create_run_state(const Config& config, KvCacheFormat kv_format, RunState* state, std::string* error);
 
 // Feeds tokens[0..n) at positions pos0..pos0+n-1; the KV cache must hold positions < pos0 and
 // pos0 + n <= n_ctx, token ids in range (the caller checks). Fills the cache for the new positions and writes

@@ -71,7 +71,24 @@ std::string model_weight_types(const Model& model) {
 
 Session::~Session() = default;
 
+const char* kv_cache_format_name(KvCacheFormat format) { return format == KvCacheFormat::int8 ? "int8" : "fp32"; }
+
+bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format) {
+    for (KvCacheFormat f : {KvCacheFormat::fp32, KvCacheFormat::int8}) {
+        if (name == kv_cache_format_name(f)) {
+            *format = f;
+            return true;
+        }
+    }
+    return false;
+}
+
 std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, std::string* error) {
+    return create(model, use_kv_cache, KvCacheFormat::fp32, error);
+}
+
+std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
+                                         std::string* error) {
     std::unique_ptr<Session> session(new (std::nothrow) Session());
     if (session) {
         session->state_.reset(new (std::nothrow) RunState());
@@ -83,7 +100,7 @@ std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, 
                      " bytes for the session";
         return nullptr;
     }
-    if (!create_run_state(model.config(), session->state_.get(), error)) return nullptr;
+    if (!create_run_state(model.config(), kv_cache, session->state_.get(), error)) return nullptr;
     if (!session->sampler_->init(model.config().n_vocab, error)) return nullptr;
     session->model_ = &model;
     session->use_kv_cache_ = use_kv_cache;
@@ -96,6 +113,7 @@ const float* Session::logits() const { return state_->logits; }
 void Session::reset() { n_cached_ = 0; }
 int Session::n_cached() const { return n_cached_; }
 size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
+KvCacheFormat Session::kv_cache_format() const { return state_->kv_format; }
 const std::string& Session::error() const { return error_; }
 const int32_t* Session::window() const { return state_->tokens; }
 

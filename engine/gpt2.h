@@ -39,6 +39,14 @@ struct SamplingSettings {
 // (engine/block_formats.h): a GGUF model's Linears each have the format of their tensor in the file.
 enum class WeightFormat { fp32, int8, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k };
 
+// Storage of a session's KV cache. fp32: the keys and values as computed. int8: each head's key and value row of
+// a position is stored as int8 with one fp32 scale (engine/kernels.h's quantize_cache_row), a quarter of the bytes
+// plus a scale per head_size values (GPT-2 124M at 1024 positions: 19.7 MB instead of 75.5 MB), which is what a
+// decode step at a long context reads most; the scores are exact integer dot products with the query quantized
+// per head, the values are summed in fp32. Cached and uncached decoding stay bit-identical with either (both
+// read the rows back from the cache), as do any thread counts.
+enum class KvCacheFormat { fp32, int8 };
+
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
     // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
@@ -152,6 +160,10 @@ size_t model_weight_bytes(const Model& model);  // bytes of the engine's weight 
 std::string model_weight_types(const Model& model);
 // The name of a storage format as the JS API and the benchmark spell it: "fp32", "int8", "f16", "q8_0", ...
 const char* weight_format_name(WeightFormat format);
+// "fp32" or "int8", as the JS API, the CLI and the benchmark spell a KV cache format; parse_kv_cache_format is the
+// inverse (false for any other name).
+const char* kv_cache_format_name(KvCacheFormat format);
+bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format);
 
 // Run state of one generation: KV cache, activations, token window, sampler. Everything is allocated by
 // create(); feeding tokens allocates nothing.
@@ -165,8 +177,10 @@ class Session {
    public:
     // nullptr + *error on failure, which can only be for lack of memory (ErrorKind::memory). use_kv_cache =
     // false recomputes the whole window from scratch through the batched path at every step (like picoGPT):
-    // for verification and benchmarks.
+    // for verification and benchmarks. kv_cache: the cache's storage (the first form: fp32).
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
+    static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
+                                           std::string* error);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -180,6 +194,7 @@ class Session {
     void reset();
     int n_cached() const;  // positions currently in the window / cache
     size_t kv_cache_bytes() const;
+    KvCacheFormat kv_cache_format() const;
     const std::string& error() const;
     ErrorKind error_kind() const { return error_kind_; }  // input (token ids, lengths) or file (non-finite logits)
 

@@ -123,6 +123,19 @@ inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
     return madd(lo, x0) + madd(hi, x1);
 }
 
+// Lanes 4h .. 4h + 3 of v (h = 0 or 1) as fp32, exactly.
+inline f32x4 to_float(i16x8 v, int h) {
+#if defined(__wasm_simd128__)
+    const v128_t wide = h ? wasm_i32x4_extend_high_i16x8((v128_t)v) : wasm_i32x4_extend_low_i16x8((v128_t)v);
+    return __builtin_convertvector((i32x4)wide, f32x4);
+#else
+    // each 16-bit lane duplicated into a 32-bit lane, then shifted right arithmetically (punpck + psrad)
+    const i32x4 wide = h ? (i32x4)__builtin_shufflevector(v, v, 4, 4, 5, 5, 6, 6, 7, 7) >> 16
+                         : (i32x4)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
+    return __builtin_convertvector(wide, f32x4);
+#endif
+}
+
 inline int32_t finish_dot_q8(i32x4 acc, const int16_t* x_tail, const int8_t* w_tail, int n_tail) {
     int32_t r = acc[0] + acc[1] + acc[2] + acc[3];
     for (int i = 0; i < n_tail; i++) r += int32_t(x_tail[i]) * w_tail[i];
@@ -316,6 +329,61 @@ void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* 
 
 void attention_scores(float* scores, const float* q, const float* keys, int n_keys, int n, float scale) {
     for (int j = 0; j < n_keys; j++) scores[j] = dot(q, keys + size_t(j) * n, n) * scale;
+}
+
+void quantize_cache_row(int8_t* q, float* scale, const float* x, int n) {
+    float max_abs = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < n; i++) {
+        const float a = std::fabs(x[i]);
+        finite &= a <= FLT_MAX;  // false for NaN and Inf
+        max_abs = a > max_abs ? a : max_abs;
+    }
+    if (!finite || max_abs == 0.0f) {
+        *scale = finite ? 0.0f : NAN;
+        std::memset(q, 0, size_t(n));
+        return;
+    }
+    *scale = max_abs / 127.0f;
+    const float inverse = 127.0f / max_abs;
+    // round half away from zero by truncation; |x * inverse| <= 127 (+ rounding), clamped to be sure
+    for (int i = 0; i < n; i++) {
+        const float v = x[i] * inverse;
+        q[i] = int8_t(v >= 0.0f ? std::fmin(v + 0.5f, 127.0f) : std::fmax(v - 0.5f, -127.0f));
+    }
+}
+
+void attention_scores_q8(float* scores, const int16_t* qq, float q_scale, const int8_t* keys, const float* key_scale,
+                         int n_keys, int n) {
+    for (int j = 0; j < n_keys; j++) scores[j] = float(dot_q8(qq, keys + size_t(j) * n, n)) * (q_scale * key_scale[j]);
+}
+
+void attention_values_q8(float* out, const float* a, const int8_t* values, int n_keys, int n) {
+    // as attention_values: 16 outputs in registers while the rows stream past, each row's 16 int8 values
+    // widened to fp32
+    const int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16) {
+        f32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+        const int8_t* v = values + i;
+        for (int j = 0; j < n_keys; j++, v += n) {
+            const f32x4 aj = {a[j], a[j], a[j], a[j]};
+            i16x8 lo, hi;
+            widen(v, &lo, &hi);
+            a0 += aj * to_float(lo, 0);
+            a1 += aj * to_float(lo, 1);
+            a2 += aj * to_float(hi, 0);
+            a3 += aj * to_float(hi, 1);
+        }
+        store4(out + i, a0);
+        store4(out + i + 4, a1);
+        store4(out + i + 8, a2);
+        store4(out + i + 12, a3);
+    }
+    for (int i = n16; i < n; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < n_keys; j++) s += a[j] * float(values[size_t(j) * n + i]);
+        out[i] = s;
+    }
 }
 
 void attention_values(float* out, const float* p, const float* values, int n_keys, int n) {

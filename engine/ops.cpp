@@ -60,4 +60,20 @@ void attention_row(float* out, const float* q, const float* key_cache, const flo
     }
 }
 
+void attention_row_q8(float* out, const float* q, const Int8KvLayer& cache, int n_keys, int n_embd, int n_head,
+                      int n_ctx, float* scores, int16_t* query_q) {
+    const int head_size = n_embd / n_head;
+    const float scale = 1.0f / std::sqrt(float(head_size));
+    for (int h = 0; h < n_head; h++) {
+        const size_t head = size_t(h) * n_ctx;
+        float q_scale;
+        quantize_activations(query_q, &q_scale, q + h * head_size, 1, head_size);
+        attention_scores_q8(scores, query_q, q_scale * scale, cache.keys + head * head_size, cache.key_scale + head,
+                            n_keys, head_size);
+        softmax(scores, n_keys);
+        for (int j = 0; j < n_keys; j++) scores[j] *= cache.value_scale[head + j];
+        attention_values_q8(out + h * head_size, scores, cache.values + head * head_size, n_keys, head_size);
+    }
+}
+
 }  // namespace gpt2

@@ -2,6 +2,8 @@
 // (prefill) and single-token (step) paths run literally the same code per row.
 #pragma once
 
+#include <cstdint>
+
 namespace gpt2 {
 
 // out = (in - mean) / sqrt(var + eps) * weight + bias  (n)
@@ -21,5 +23,20 @@ void softmax(float* x, int n);
 // (n_head, n_ctx, head_size). scores is scratch (n_keys).
 void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys, int n_embd,
                    int n_head, int n_ctx, float* scores);
+
+// One layer's int8 KV cache (KvCacheFormat::int8): rows of head_size values quantized by kernels.h's
+// quantize_cache_row, and their scales.
+struct Int8KvLayer {
+    int8_t* keys;        // (n_head, n_ctx, head_size)
+    int8_t* values;      // (n_head, n_ctx, head_size)
+    float* key_scale;    // (n_head, n_ctx)
+    float* value_scale;  // (n_head, n_ctx)
+};
+
+// attention_row over an int8 cache: per head the query quantized (quantize_activations) into query_q (scratch,
+// head_size), integer scores (attention_scores_q8), the same softmax, then the weights times the value rows'
+// scales summed over the int8 values (attention_values_q8). scores is scratch (n_keys).
+void attention_row_q8(float* out, const float* q, const Int8KvLayer& cache, int n_keys, int n_embd, int n_head,
+                      int n_ctx, float* scores, int16_t* query_q);
 
 }  // namespace gpt2

@@ -2,10 +2,12 @@
 //
 //   gpt2 --model DIR|FILE.gguf --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
 //        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]
-//   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N]
-//   gpt2 --model DIR --bench [--int8] [--threads N]
+//        [--kv-cache int8|fp32]
+//   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N] [--kv-cache int8|fp32]
+//   gpt2 --model DIR --bench [--int8] [--threads N] [--kv-cache int8|fp32]
 //
 // --int8 quantizes the weight matrices and the LM head to int8 on load (gpt2::WeightFormat::int8).
+// --kv-cache sets the storage of the sessions' KV cache (gpt2::KvCacheFormat; default int8).
 // --threads N runs the forward pass on N threads (default 1; results are bit-identical for any N); the timing
 // line on stderr says how many it got.
 //
@@ -54,6 +56,7 @@ struct Options {
     bool bench = false;
     bool int8 = false;
     int n_threads = 1;
+    gpt2::KvCacheFormat kv_cache = gpt2::KvCacheFormat::int8;
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -63,7 +66,8 @@ struct Options {
 
 const char* kUsage =
     "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
-    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]";
+    "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N] "
+    "[--kv-cache int8|fp32]";
 
 long parse_long(const std::string& flag, const char* text, long min, long max) {
     char* end = nullptr;
@@ -132,7 +136,11 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--bench") o.bench = true;
         else if (flag == "--int8") o.int8 = true;
         else if (flag == "--threads") o.n_threads = int(parse_long(flag, value(), 1, 256));
-        else if (flag == "-h" || flag == "--help") {
+        else if (flag == "--kv-cache") {
+            const char* text = value();
+            if (!gpt2::parse_kv_cache_format(text, &o.kv_cache))
+                die(std::string("--kv-cache: expected int8 or fp32, got \"") + text + "\"");
+        } else if (flag == "-h" || flag == "--help") {
             std::printf("%s\n", kUsage);
             std::exit(0);
         } else die("unknown argument \"" + flag + "\"; " + kUsage);
@@ -258,10 +266,10 @@ void run_generate(gpt2::Session& session, const gpt2::Config& config, const Opti
                  o.ids.size(), n_steps ? decode_ms / double(n_steps) : 0.0, n_steps, n_threads);
 }
 
-void run_bench(const gpt2::Model& model) {
+void run_bench(const gpt2::Model& model, gpt2::KvCacheFormat kv_cache) {
     std::string error;
-    std::unique_ptr<gpt2::Session> cached = gpt2::Session::create(model, true, &error);
-    std::unique_ptr<gpt2::Session> uncached = cached ? gpt2::Session::create(model, false, &error) : nullptr;
+    std::unique_ptr<gpt2::Session> cached = gpt2::Session::create(model, true, kv_cache, &error);
+    std::unique_ptr<gpt2::Session> uncached = cached ? gpt2::Session::create(model, false, kv_cache, &error) : nullptr;
     if (!uncached) die(error);
     gpt2::SamplingSettings greedy;
     greedy.temperature = 0.0f;
@@ -317,10 +325,10 @@ int main(int argc, char** argv) {
         if (!model) die(error);
     }  // the file buffers are freed here: the model holds its own converted copy
     if (o.bench) {
-        run_bench(*model);
+        run_bench(*model, o.kv_cache);
         return 0;
     }
-    std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, &error);
+    std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, o.kv_cache, &error);
     if (!session) die(error);
     if (!o.eval_path.empty()) run_eval(*session, model_config(*model), o.eval_path);
     else {

@@ -117,13 +117,25 @@ TEST_F(Cli, DumpsTheLogitsOfEveryPromptPosition) {
     ASSERT_EQ(r.status, 0) << r.err;
     const auto bytes = read_file(dir_ + "/logits.f32");
     ASSERT_EQ(bytes.size(), 6u * size_t(spec_.n_vocab) * 4);
+    // the library's logits with the CLI's default int8 KV cache, and with --kv-cache fp32 those of an fp32 cache
     auto m = model();
-    std::string error;
-    auto session = gpt2::Session::create(*m, true, &error);
     const int32_t ids[] = {4, 8, 15, 16, 23, 42};
-    std::vector<float> expected(6 * size_t(spec_.n_vocab));
-    ASSERT_TRUE(session->prefill_logits(ids, 6, expected.data()));
-    EXPECT_EQ(std::memcmp(bytes.data(), expected.data(), bytes.size()), 0);
+    const auto library_logits = [&](gpt2::KvCacheFormat kv) {
+        std::string error;
+        auto session = gpt2::Session::create(*m, true, kv, &error);
+        std::vector<float> logits(6 * size_t(spec_.n_vocab));
+        EXPECT_TRUE(session->prefill_logits(ids, 6, logits.data()));
+        return logits;
+    };
+    const std::vector<float> int8 = library_logits(gpt2::KvCacheFormat::int8);
+    EXPECT_EQ(std::memcmp(bytes.data(), int8.data(), bytes.size()), 0);
+    ASSERT_EQ(run("--model " + dir_ + " --ids 4,8,15,16,23,42 -n 1 --kv-cache fp32 --dump-logits " + dir_ +
+                  "/logits.f32")
+                  .status,
+              0);
+    const std::vector<float> fp32 = library_logits(gpt2::KvCacheFormat::fp32);
+    EXPECT_EQ(std::memcmp(read_file(dir_ + "/logits.f32").data(), fp32.data(), bytes.size()), 0);
+    EXPECT_NE(std::memcmp(int8.data(), fp32.data(), bytes.size()), 0) << "the two caches give different logits";
 }
 
 TEST_F(Cli, EvaluatesCrossEntropyOverContextBlocks) {
@@ -136,7 +148,7 @@ TEST_F(Cli, EvaluatesCrossEntropyOverContextBlocks) {
 
     auto m = model();
     std::string error;
-    auto session = gpt2::Session::create(*m, true, &error);
+    auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
     const size_t V = size_t(spec_.n_vocab);
     double total = 0;
     for (size_t begin : {0, 40}) {
@@ -183,6 +195,8 @@ TEST_F(Cli, ErrorsAreOneLineWithNonZeroStatus) {
     expect_one_error_line(run("--model " + dir_), "give exactly one of --ids and --eval");
     expect_one_error_line(run("--model " + dir_ + " --ids 1,x"), "--ids: expected comma-separated");
     expect_one_error_line(run("--model " + dir_ + " --ids 1 -n -4"), "-n: expected an integer");
+    expect_one_error_line(run("--model " + dir_ + " --ids 1 --kv-cache fp16"),
+                          "--kv-cache: expected int8 or fp32, got \"fp16\"");
     expect_one_error_line(run("--model " + dir_ + " --ids 1 --temperature"), "--temperature: missing value");
     expect_one_error_line(run("--model " + dir_ + "/nope --ids 1"), "nope/config.json: No such file or directory");
     expect_one_error_line(run("--model " + dir_ + " --ids 1,67"), "token id 67 out of range [0, 67)");
@@ -220,7 +234,7 @@ TEST_F(Cli, AGgufFileGeneratesDumpsAndEvaluatesLikeTheLibrary) {
     const auto m = loader.finish();
     ASSERT_TRUE(m) << loader.error();
     std::string error;
-    auto session = gpt2::Session::create(*m, true, &error);
+    auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
     gpt2::SamplingSettings greedy;
     greedy.temperature = 0;
     session->set_sampling(greedy);

@@ -42,22 +42,24 @@ TEST(Session, NoMallocPerToken) {
             ASSERT_TRUE(model);
             const long at_load = g_engine_mallocs;
             EXPECT_GT(at_load, 0) << "the malloc wrappers are not linked in";
-            for (bool cache : {true, false}) {
-                std::string error;
-                auto session = gpt2::Session::create(*model, cache, &error);
-                ASSERT_TRUE(session) << error;
-                gpt2::SamplingSettings settings;
-                settings.top_k = 10;
-                settings.top_p = 0.9f;
-                settings.repetition_penalty = 1.2f;
-                session->set_sampling(settings);
-                const int32_t prompt[5] = {1, 2, 3, 4, 5};
-                const long before = g_engine_mallocs;
-                int next = session->prefill(prompt, 5);
-                for (int i = 0; i < 40 && next >= 0; i++) next = session->step(next);
-                EXPECT_GE(next, 0) << session->error();
-                EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
-            }
+            for (bool cache : {true, false})
+                for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+                    std::string error;
+                    auto session = gpt2::Session::create(*model, cache, kv, &error);
+                    ASSERT_TRUE(session) << error;
+                    gpt2::SamplingSettings settings;
+                    settings.top_k = 10;
+                    settings.top_p = 0.9f;
+                    settings.repetition_penalty = 1.2f;
+                    session->set_sampling(settings);
+                    const int32_t prompt[5] = {1, 2, 3, 4, 5};
+                    const long before = g_engine_mallocs;
+                    int next = session->prefill(prompt, 5);
+                    for (int i = 0; i < 40 && next >= 0; i++) next = session->step(next);
+                    EXPECT_GE(next, 0) << session->error();
+                    EXPECT_EQ(g_engine_mallocs - before, 0)
+                        << (cache ? "cached, " : "uncached, ") << gpt2::kv_cache_format_name(kv) << " KV cache";
+                }
         }
 }
 
@@ -73,16 +75,18 @@ TEST(Session, NoMallocPerTokenWithThreads) {
         auto model = gpt2_test::make_model(spec, options);
         ASSERT_TRUE(model);
         ASSERT_EQ(model->n_threads(), 3);
-        for (bool cache : {true, false}) {
-            std::string error;
-            auto session = gpt2::Session::create(*model, cache, &error);
-            ASSERT_TRUE(session) << error;
-            const int32_t prompt[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-            const long before = g_engine_mallocs;
-            int next = session->prefill(prompt, 20);
-            for (int i = 0; i < 70 && next >= 0; i++) next = session->step(next);
-            EXPECT_GE(next, 0) << session->error();
-            EXPECT_EQ(g_engine_mallocs - before, 0) << (cache ? "cached" : "uncached");
-        }
+        for (bool cache : {true, false})
+            for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+                std::string error;
+                auto session = gpt2::Session::create(*model, cache, kv, &error);
+                ASSERT_TRUE(session) << error;
+                const int32_t prompt[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+                const long before = g_engine_mallocs;
+                int next = session->prefill(prompt, 20);
+                for (int i = 0; i < 70 && next >= 0; i++) next = session->step(next);
+                EXPECT_GE(next, 0) << session->error();
+                EXPECT_EQ(g_engine_mallocs - before, 0)
+                    << (cache ? "cached, " : "uncached, ") << gpt2::kv_cache_format_name(kv) << " KV cache";
+            }
     }
 }

@@ -59,11 +59,12 @@ struct Trace {
     std::vector<float> uncached_logits;  // (steps, n_vocab) after each uncached step
 };
 
-Trace trace(const gpt2::Model& model, const std::vector<int32_t>& prompt, int steps) {
+Trace trace(const gpt2::Model& model, const std::vector<int32_t>& prompt, int steps,
+            gpt2::KvCacheFormat kv = gpt2::KvCacheFormat::fp32) {
     const size_t V = size_t(gpt2::model_config(model).n_vocab);
     Trace t;
-    auto cached = greedy_session(model, true);
-    auto uncached = greedy_session(model, false);
+    auto cached = greedy_session(model, true, kv);
+    auto uncached = greedy_session(model, false, kv);
     if (!cached || !uncached) return t;
     t.prefill_logits.resize(prompt.size() * V);
     EXPECT_TRUE(cached->prefill_logits(prompt.data(), prompt.size(), t.prefill_logits.data())) << cached->error();
@@ -108,6 +109,20 @@ TEST(Threads, AnyThreadCountIsBitIdenticalToOneThread) {
             expect_identical(single, trace(*model, prompt, 60),
                              std::string(format_name(format)) + ", " + std::to_string(n_threads) + " threads");
         }
+    }
+}
+
+TEST(Threads, AnyThreadCountIsBitIdenticalToOneThreadWithTheInt8KvCache) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 41; i++) prompt.push_back((i * 733 + 11) % 3001);
+    auto one = make_threaded(split_spec(), gpt2::WeightFormat::int8, 1);
+    ASSERT_TRUE(one);
+    const Trace single = trace(*one, prompt, 60, gpt2::KvCacheFormat::int8);
+    for (int n_threads : {2, 3}) {
+        auto model = make_threaded(split_spec(), gpt2::WeightFormat::int8, n_threads);
+        ASSERT_TRUE(model);
+        expect_identical(single, trace(*model, prompt, 60, gpt2::KvCacheFormat::int8),
+                         "int8 KV cache, " + std::to_string(n_threads) + " threads");
     }
 }
 

@@ -158,9 +158,10 @@ std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadO
     return model;
 }
 
-std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use_kv_cache) {
+std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use_kv_cache,
+                                              gpt2::KvCacheFormat kv_cache) {
     std::string error;
-    auto session = gpt2::Session::create(model, use_kv_cache, &error);
+    auto session = gpt2::Session::create(model, use_kv_cache, kv_cache, &error);
     EXPECT_TRUE(session) << error;
     gpt2::SamplingSettings greedy;
     greedy.temperature = 0.0f;

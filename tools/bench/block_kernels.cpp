@@ -74,9 +74,9 @@ std::vector<uint8_t> random_blocks(const gpt2::BlockFormat& format, int n_out, i
     std::vector<uint8_t> bytes(n_blocks * format.bytes_per_block);
     for (uint8_t& b : bytes) b = uint8_t(rng());
     const std::string name = format.name;
-    std::vector<size_t> halves = {0};                                                            // Q8_0, Q4_0, Q5_0, F16
+    std::vector<size_t> halves = {0};                                                           // Q8_0, Q4_0, Q5_0, F16
     if (name == "Q4_1" || name == "Q5_1" || name == "Q4_K" || name == "Q5_K") halves = {0, 2};  // d, then m or dmin
-    if (name == "Q6_K") halves = {208};                                                          // d last
+    if (name == "Q6_K") halves = {208};                                                         // d last
     for (size_t b = 0; b < n_blocks; b++) {
         uint8_t* block = bytes.data() + b * format.bytes_per_block;
         for (size_t at : halves) {
