@@ -67,7 +67,7 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     arena->take(&s->fc, B * 4 * C);
     arena->move_to(arena->end());  // the rest after both
     arena->take(&s->proj, B * C);
-    arena->take(&s->scores, T);
+    arena->take(&s->scores, uint64_t(c.n_head) * uint64_t(s->scores_stride));
     arena->take(&s->logits, uint64_t(c.n_vocab));
     arena->take(&s->xq_scale, B * X);
     arena->take(&s->xq_sum, B * X);
@@ -85,7 +85,7 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     arena->take(&s->tokens, T);
     arena->take(&s->xq, B * 4 * C);
     if (s->kv_format == KvCacheFormat::int8) {
-        arena->take(&s->query_q, C / H);
+        arena->take(&s->query_q, C);
         at = arena->at();
         arena->take(&s->key_cache_q8, L * T * C);
         arena->take(&s->value_cache_q8, L * T * C);
@@ -98,6 +98,7 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
 bool create_run_state(const Config& c, KvCacheFormat kv_format, RunState* s, std::string* error) {
     s->n_batch = c.n_ctx < kMaxBatch ? c.n_ctx : kMaxBatch;
     s->kv_format = kv_format;
+    s->scores_stride = (c.n_ctx + 3) / 4 * 4;
     Arena sizes;
     uint64_t kv_cache_bytes = 0;
     take_buffers(c, s, &sizes, &kv_cache_bytes);
@@ -205,50 +206,68 @@ void layernorm_rows(float* out, const float* x, const LayerNorm& norm, int n, in
         layernorm(out + (size_t)t * n_embd, x + (size_t)t * n_embd, norm.weight, norm.bias, n_embd, eps);
 }
 
-// Layer l's int8 cache (RunState's int8 buffers).
-Int8KvLayer int8_layer(const RunState& s, const Config& c, int l) {
-    const size_t rows = size_t(c.n_head) * c.n_ctx, values = size_t(c.n_ctx) * c.n_embd;
-    return {s.key_cache_q8 + l * values, s.value_cache_q8 + l * values, s.key_scale + l * rows,
-            s.value_scale + l * rows};
-}
-
 // Writes the keys and values of n tokens at positions pos0.. from qkv (n, 3 * n_embd) into layer l's cache
 // (n_head, n_ctx, head_size), in the run state's format.
 void write_kv_cache(RunState* s, int l, const float* qkv, int n, int pos0, const Config& c) {
     const int C = c.n_embd, hs = C / c.n_head;
-    const size_t layer = size_t(l) * c.n_ctx * C;
     for (int t = 0; t < n; t++) {
         const float* key = qkv + (size_t)t * 3 * C + C;
         const float* value = key + C;
         for (int h = 0; h < c.n_head; h++) {
-            const size_t row = (size_t)h * c.n_ctx + (size_t)(pos0 + t), at = row * hs;
+            const size_t row = ((size_t)l * c.n_head + h) * c.n_ctx + (size_t)(pos0 + t), at = row * hs;
             if (s->kv_format == KvCacheFormat::fp32) {
-                std::memcpy(s->key_cache + layer + at, key + h * hs, sizeof(float) * hs);
-                std::memcpy(s->value_cache + layer + at, value + h * hs, sizeof(float) * hs);
+                std::memcpy(s->key_cache + at, key + h * hs, sizeof(float) * hs);
+                std::memcpy(s->value_cache + at, value + h * hs, sizeof(float) * hs);
             } else {
-                const Int8KvLayer cache = int8_layer(*s, c, l);
-                quantize_cache_row(cache.keys + at, cache.key_scale + row, key + h * hs, hs);
-                quantize_cache_row(cache.values + at, cache.value_scale + row, value + h * hs, hs);
+                quantize_cache_row(s->key_cache_q8 + at, s->key_scale + row, key + h * hs, hs);
+                quantize_cache_row(s->value_cache_q8 + at, s->value_scale + row, value + h * hs, hs);
             }
         }
     }
 }
 
-// Causal self-attention of n tokens at positions pos0.. over layer l's cache: the token at pos0 + t sees positions
-// 0..pos0 + t. out (n, n_embd), qkv (n, 3 * n_embd).
-void attention(RunState* s, int l, float* out, const float* qkv, int n, int pos0, const Config& c) {
-    const int C = c.n_embd;
-    for (int t = 0; t < n; t++) {
-        float* row = out + (size_t)t * C;
-        const float* q = qkv + (size_t)t * 3 * C;
-        if (s->kv_format == KvCacheFormat::fp32) {
-            const size_t layer = size_t(l) * c.n_ctx * C;
-            attention_row(row, q, s->key_cache + layer, s->value_cache + layer, pos0 + t + 1, C, c.n_head, c.n_ctx,
-                          s->scores);
+// Thread splitting of attention(): one part per head, each with its own scores row (and query_q row), the same
+// for a head on whatever thread, so the result is bit-identical for any number of threads. Split only when a
+// head's work (its multiply-adds over the tokens and their positions) is worth waking a thread: at long contexts
+// and in prefills, not for a decode step at a short context.
+struct AttentionJob {
+    RunState* s;
+    const Config* c;
+    int l;             // layer
+    float* out;        // (n, n_embd)
+    const float* qkv;  // (n, 3 * n_embd)
+    int n;
+    int pos0;
+};
+
+void attention_part(void* context, int h) {
+    const AttentionJob& job = *static_cast<const AttentionJob*>(context);
+    const RunState& s = *job.s;
+    const int C = job.c->n_embd, hs = C / job.c->n_head;
+    const size_t head = (size_t(job.l) * job.c->n_head + h) * job.c->n_ctx;  // the head's first cache row
+    float* scores = s.scores + size_t(h) * s.scores_stride;
+    for (int t = 0; t < job.n; t++) {
+        float* out = job.out + (size_t)t * C + h * hs;
+        const float* q = job.qkv + (size_t)t * 3 * C + h * hs;
+        const int n_keys = job.pos0 + t + 1;  // causal: the token at pos0 + t sees positions 0..pos0 + t
+        if (s.kv_format == KvCacheFormat::fp32) {
+            attention_head(out, q, s.key_cache + head * hs, s.value_cache + head * hs, n_keys, hs, scores);
         } else {
-            attention_row_q8(row, q, int8_layer(*s, c, l), pos0 + t + 1, C, c.n_head, c.n_ctx, s->scores, s->query_q);
+            const Int8KvRows rows{s.key_cache_q8 + head * hs, s.key_scale + head, s.value_cache_q8 + head * hs,
+                                  s.value_scale + head};
+            attention_head_q8(out, q, rows, n_keys, hs, scores, s.query_q + h * hs);
         }
     }
+}
+
+// Causal self-attention of n tokens at positions pos0.. over layer l's cache: out (n, n_embd), qkv (n, 3 * n_embd).
+void attention(ThreadPool* pool, RunState* s, int l, float* out, const float* qkv, int n, int pos0, const Config& c) {
+    AttentionJob job{s, &c, l, out, qkv, n, pos0};
+    const int64_t per_head = int64_t(n) * (pos0 + (n + 1) / 2) * (c.n_embd / c.n_head) * 2;
+    if (pool && pool->n_threads() > 1 && per_head >= kMinMultiplyAddsPerPart)
+        pool->run(&attention_part, &job, c.n_head);
+    else
+        for (int h = 0; h < c.n_head; h++) attention_part(&job, h);
 }
 
 // One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives
@@ -269,7 +288,7 @@ void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n
         layernorm_rows(s->xb, s->x, layer.ln_1, n, C, eps);
         matmul(pool, s, s->qkv, s->xb, layer.attn_qkv, n);
         write_kv_cache(s, l, s->qkv, n, pos0, c);
-        attention(s, l, s->att, s->qkv, n, pos0, c);
+        attention(pool, s, l, s->att, s->qkv, n, pos0, c);
         matmul(pool, s, s->proj, s->att, layer.attn_proj, n);
         residual_add(s->x, s->proj, n * C);
 

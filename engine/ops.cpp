@@ -48,32 +48,22 @@ void softmax(float* x, int n) {
     v *= 1.0f / v.sum();
 }
 
-void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys, int n_embd,
-                   int n_head, int n_ctx, float* scores) {
-    const int head_size = n_embd / n_head;
-    const float scale = 1.0f / std::sqrt(float(head_size));
-    for (int h = 0; h < n_head; h++) {
-        const size_t head = size_t(h) * n_ctx * head_size;
-        attention_scores(scores, q + h * head_size, key_cache + head, n_keys, head_size, scale);
-        softmax(scores, n_keys);
-        attention_values(out + h * head_size, scores, value_cache + head, n_keys, head_size);
-    }
+void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
+                    float* scores) {
+    attention_scores(scores, q, keys, n_keys, head_size, 1.0f / std::sqrt(float(head_size)));
+    softmax(scores, n_keys);
+    attention_values(out, scores, values, n_keys, head_size);
 }
 
-void attention_row_q8(float* out, const float* q, const Int8KvLayer& cache, int n_keys, int n_embd, int n_head,
-                      int n_ctx, float* scores, int16_t* query_q) {
-    const int head_size = n_embd / n_head;
-    const float scale = 1.0f / std::sqrt(float(head_size));
-    for (int h = 0; h < n_head; h++) {
-        const size_t head = size_t(h) * n_ctx;
-        float q_scale;
-        quantize_activations(query_q, &q_scale, q + h * head_size, 1, head_size);
-        attention_scores_q8(scores, query_q, q_scale * scale, cache.keys + head * head_size, cache.key_scale + head,
-                            n_keys, head_size);
-        softmax(scores, n_keys);
-        for (int j = 0; j < n_keys; j++) scores[j] *= cache.value_scale[head + j];
-        attention_values_q8(out + h * head_size, scores, cache.values + head * head_size, n_keys, head_size);
-    }
+void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
+                       int16_t* query_q) {
+    float q_scale;
+    quantize_activations(query_q, &q_scale, q, 1, head_size);
+    attention_scores_q8(scores, query_q, q_scale * (1.0f / std::sqrt(float(head_size))), cache.keys, cache.key_scale,
+                        n_keys, head_size);
+    softmax(scores, n_keys);
+    for (int j = 0; j < n_keys; j++) scores[j] *= cache.value_scale[j];
+    attention_values_q8(out, scores, cache.values, n_keys, head_size);
 }
 
 }  // namespace gpt2

@@ -18,25 +18,24 @@ void residual_add(float* x, const float* y, int n);
 // in place, numerically stable (max subtracted)
 void softmax(float* x, int n);
 
-// Causal self-attention for ONE query row: out (n_embd) = per head h, softmax(q_h . k_h[j] / sqrt(head_size))
-// weighted sum of v_h[j] over the positions j < n_keys held in the layer's caches key_cache / value_cache
-// (n_head, n_ctx, head_size). scores is scratch (n_keys).
-void attention_row(float* out, const float* q, const float* key_cache, const float* value_cache, int n_keys, int n_embd,
-                   int n_head, int n_ctx, float* scores);
+// Causal self-attention of ONE query row in ONE head: out (head_size) = softmax(q . keys[j] / sqrt(head_size))
+// weighted sum of values[j] over the positions j < n_keys of the head's cache rows keys / values (n_ctx,
+// head_size). scores is scratch (n_keys).
+void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
+                    float* scores);
 
-// One layer's int8 KV cache (KvCacheFormat::int8): rows of head_size values quantized by kernels.h's
-// quantize_cache_row, and their scales.
-struct Int8KvLayer {
-    int8_t* keys;        // (n_head, n_ctx, head_size)
-    int8_t* values;      // (n_head, n_ctx, head_size)
-    float* key_scale;    // (n_head, n_ctx)
-    float* value_scale;  // (n_head, n_ctx)
+// One head's rows in the int8 KV cache (KvCacheFormat::int8), quantized by kernels.h's quantize_cache_row.
+struct Int8KvRows {
+    const int8_t* keys;        // (n_ctx, head_size)
+    const float* key_scale;    // (n_ctx)
+    const int8_t* values;      // (n_ctx, head_size)
+    const float* value_scale;  // (n_ctx)
 };
 
-// attention_row over an int8 cache: per head the query quantized (quantize_activations) into query_q (scratch,
+// attention_head over the int8 cache: the query quantized (quantize_activations) into query_q (scratch,
 // head_size), integer scores (attention_scores_q8), the same softmax, then the weights times the value rows'
-// scales summed over the int8 values (attention_values_q8). scores is scratch (n_keys).
-void attention_row_q8(float* out, const float* q, const Int8KvLayer& cache, int n_keys, int n_embd, int n_head,
-                      int n_ctx, float* scores, int16_t* query_q);
+// scales summed over the int8 values (attention_values_q8).
+void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
+                       int16_t* query_q);
 
 }  // namespace gpt2

@@ -122,16 +122,35 @@ TEST(Kernels, AttentionValuesAddInPositionOrder) {
     }
 }
 
-TEST(Ops, AttentionRowIsCausalAndNormalized) {
-    // 2 heads of size 2, caches (n_head, n_ctx = 3, 2); a query matching key 1 of head 0 strongly
-    const int n_embd = 4, n_head = 2, n_ctx = 3;
+TEST(Ops, AttentionHeadIsCausalAndNormalized) {
+    // 2 heads of size 2, caches (n_head, n_ctx = 3, 2); a query matching key 1 of head 0 strongly; 2 keys, so
+    // position 2 is not seen
     std::vector<float> k = {0, 0, /**/ 50, 0, /**/ 0, 0, /* head 1 */ 0, 0, /**/ 0, 0, /**/ 0, 0};
     std::vector<float> v = {1, 2, /**/ 5, 6, /**/ 100, 100, /* head 1 */ 3, 4, /**/ 7, 8, /**/ 100, 100};
     std::vector<float> q = {1, 0, 0, 0}, out(4), scores(3);
-    gpt2::attention_row(out.data(), q.data(), k.data(), v.data(), 2, n_embd, n_head, n_ctx,
-                        scores.data());  // ignores pos 2
+    for (int h = 0; h < 2; h++)
+        gpt2::attention_head(out.data() + 2 * h, q.data() + 2 * h, k.data() + 6 * h, v.data() + 6 * h, 2, 2,
+                             scores.data());
     EXPECT_NEAR(out[0], 5, 1e-4);
     EXPECT_NEAR(out[1], 6, 1e-4);
     EXPECT_NEAR(out[2], 5, 1e-4);  // head 1: uniform over positions 0 and 1
     EXPECT_NEAR(out[3], 6, 1e-4);
+
+    // the same through the int8 cache: rows quantized, then within its quantization error
+    std::vector<int8_t> kq(12), vq(12);
+    std::vector<float> k_scale(6), v_scale(6);
+    for (int row = 0; row < 6; row++) {
+        gpt2::quantize_cache_row(kq.data() + 2 * row, &k_scale[size_t(row)], k.data() + 2 * row, 2);
+        gpt2::quantize_cache_row(vq.data() + 2 * row, &v_scale[size_t(row)], v.data() + 2 * row, 2);
+    }
+    std::vector<int16_t> query_q(2);
+    for (int h = 0; h < 2; h++) {
+        const gpt2::Int8KvRows rows{kq.data() + 6 * h, k_scale.data() + 3 * h, vq.data() + 6 * h,
+                                    v_scale.data() + 3 * h};
+        gpt2::attention_head_q8(out.data() + 2 * h, q.data() + 2 * h, rows, 2, 2, scores.data(), query_q.data());
+    }
+    EXPECT_NEAR(out[0], 5, 0.05);
+    EXPECT_NEAR(out[1], 6, 0.05);
+    EXPECT_NEAR(out[2], 5, 0.05);
+    EXPECT_NEAR(out[3], 6, 0.05);
 }

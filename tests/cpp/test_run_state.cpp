@@ -38,7 +38,7 @@ void expect_buffers_tile_the_block(const gpt2::Config& c, gpt2::KvCacheFormat kv
     std::vector<Buffer> buffers = {
         buffer("x", s.x, B * C),           buffer("xb", s.xb, B * C),
         buffer("qkv", s.qkv, B * 3 * C),   buffer("att", s.att, B * C),
-        buffer("proj", s.proj, B * C),     buffer("scores", s.scores, T),
+        buffer("proj", s.proj, B * C),     buffer("scores", s.scores, H * ((T + 3) / 4 * 4)),
         buffer("logits", s.logits, V),     buffer("xq_scale", s.xq_scale, B * X),
         buffer("xq_sum", s.xq_sum, B * X), buffer("tokens", s.tokens, T),
         buffer("xq", s.xq, B * 4 * C),
@@ -53,7 +53,7 @@ void expect_buffers_tile_the_block(const gpt2::Config& c, gpt2::KvCacheFormat kv
                                                                 buffer("value_scale", s.value_scale, L * H * T)};
     for (const Buffer& b : cache) kv_cache_bytes += b.bytes;
     buffers.insert(buffers.end(), cache.begin(), cache.end());
-    if (kv == gpt2::KvCacheFormat::int8) buffers.push_back(buffer("query_q", s.query_q, C / H));
+    if (kv == gpt2::KvCacheFormat::int8) buffers.push_back(buffer("query_q", s.query_q, C));
     const char* const block = static_cast<const char*>(s.memory);
     uint64_t total = 0;
     for (const Buffer& b : buffers) {
