@@ -172,7 +172,7 @@ def engine_logits(model_dir, prompt, n_vocab, scratch):
         fail(f"{gpt2} is missing (run npm run build)")
     path = os.path.join(scratch, "engine.f32")
     result = subprocess.run([gpt2, "--model", model_dir, "--ids", ",".join(map(str, prompt)), "-n", "1",
-                             "--dump-logits", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--kv-cache", "fp32", "--dump-logits", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
         fail(f"build/native/gpt2 --dump-logits failed: {result.stderr.strip()}")
     return np.fromfile(path, dtype="<f4").reshape(len(prompt), n_vocab)

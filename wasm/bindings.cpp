@@ -176,13 +176,19 @@ class WasmModel {
 
 class WasmSession {
    public:
-    WasmSession(const WasmModel& model, bool use_kv_cache) : model_(model.shared()) {
+    // kv_cache: "int8" or "fp32" (gpt2::KvCacheFormat)
+    WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache) : model_(model.shared()) {
         if (!model_) {
             error_ = {"input", "the model failed to load: " + model.error().message};
             return;
         }
+        gpt2::KvCacheFormat format;
+        if (!gpt2::parse_kv_cache_format(kv_cache, &format)) {
+            error_ = {"input", "kvCache must be \"int8\" or \"fp32\", got \"" + kv_cache + "\""};
+            return;
+        }
         std::string error;
-        session_ = gpt2::Session::create(*model_, use_kv_cache, &error);
+        session_ = gpt2::Session::create(*model_, use_kv_cache, format, &error);
         if (session_) order_.resize(size_t(model_->config().n_vocab));
         else error_ = {"memory", error};  // creating a session fails only for lack of memory
     }
@@ -247,6 +253,7 @@ class WasmSession {
     }
     int n_cached() const { return session_ ? session_->n_cached() : 0; }
     double kv_cache_bytes() const { return session_ ? double(session_->kv_cache_bytes()) : 0.0; }
+    std::string kv_cache() const { return session_ ? gpt2::kv_cache_format_name(session_->kv_cache_format()) : ""; }
 
    private:
     std::shared_ptr<const gpt2::Model> model_;
@@ -342,7 +349,7 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("vocabulary", &WasmModel::vocabulary);
 
     emscripten::class_<WasmSession> session("Session");
-    session.constructor<const WasmModel&, bool>()
+    session.constructor<const WasmModel&, bool, const std::string&>()
         .function("ok", &WasmSession::ok)
         .function("error", &WasmSession::error)
         .function("setSampling", &WasmSession::set_sampling)
@@ -351,7 +358,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)
-        .function("kvCacheBytes", &WasmSession::kv_cache_bytes);
+        .function("kvCacheBytes", &WasmSession::kv_cache_bytes)
+        .function("kvCache", &WasmSession::kv_cache);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
     emscripten::function("heapBytes", &heap_bytes);

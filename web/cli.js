@@ -2,7 +2,7 @@
 // gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js).
 //
 //   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache]
-//             [--threads N|auto] "prompt"
+//             [--kv-cache int8|fp32] [--threads N|auto] "prompt"
 //
 // Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
 // and exits with status 1. The default model is the bundled public/models/tiny-shakespeare, as its safetensors
@@ -15,7 +15,7 @@ import { loadModel } from './gpt2.js';
 const DEFAULT_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
 const USAGE =
   'usage: gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache] ' +
-  '[--threads N|auto] "prompt"';
+  '[--kv-cache int8|fp32] [--threads N|auto] "prompt"';
 
 // flag -> [option name, parse]
 const VALUE_FLAGS = {
@@ -25,6 +25,7 @@ const VALUE_FLAGS = {
   '--top-k': ['topK', Number],
   '--top-p': ['topP', Number],
   '--seed': ['seed', Number],
+  '--kv-cache': ['kvCache', String],
   '--threads': ['threads', (value) => (value === 'auto' ? value : Number(value))],
 };
 

@@ -382,8 +382,9 @@ export class EngineModel extends EngineObject {
     return this.call((model) => model.vocabulary());
   }
 
-  createSession({ useKVCache = true } = {}) {
-    const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache))));
+  // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
+  createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
+    const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache), String(kvCache))));
     return new EngineSession(this.engine, handle);
   }
 }
@@ -431,6 +432,10 @@ export class EngineSession extends EngineObject {
 
   get nCached() {
     return this.call((session) => session.nCached());
+  }
+
+  get kvCache() {
+    return this.call((session) => session.kvCache());
   }
 
   get kvCacheBytes() {

@@ -15,6 +15,7 @@ const DEFAULT_OPTIONS = Object.freeze({
   stop: [],
   stopAtEndOfText: true,
   useKVCache: true,
+  kvCache: 'int8',  // the KV cache's storage: 'int8' (a quarter of the bytes) or 'fp32'
   signal: undefined,
   topAlternatives: 0,
 });
@@ -47,6 +48,7 @@ export function normalizeGenerateOptions(options = {}) {
   }
   if (typeof o.stopAtEndOfText !== 'boolean') fail('stopAtEndOfText', 'a boolean');
   if (typeof o.useKVCache !== 'boolean') fail('useKVCache', 'a boolean');
+  if (o.kvCache !== 'int8' && o.kvCache !== 'fp32') fail('kvCache', '"int8" or "fp32"');
   if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
   return o;
@@ -69,7 +71,7 @@ export function createStats(contextSize) {
   };
 }
 
-// Reuses one idle session per KV-cache mode, so consecutive generations do not reallocate the cache.
+// Reuses one idle session per KV-cache mode and storage, so consecutive generations do not reallocate the cache.
 export class SessionPool {
   #model;
   #idle = new Map();
@@ -79,18 +81,21 @@ export class SessionPool {
     this.#model = engineModel;
   }
 
-  acquire(useKVCache) {
-    const session = this.#idle.get(useKVCache);
+  // options: { useKVCache, kvCache } as normalizeGenerateOptions returns them
+  acquire({ useKVCache, kvCache }) {
+    const key = `${useKVCache} ${kvCache}`;
+    const session = this.#idle.get(key);
     if (session) {
-      this.#idle.delete(useKVCache);
+      this.#idle.delete(key);
       return session;
     }
-    return this.#model.createSession({ useKVCache });
+    return this.#model.createSession({ useKVCache, kvCache });
   }
 
-  release(session, useKVCache) {
-    if (this.#disposed || this.#idle.has(useKVCache)) session.dispose();
-    else this.#idle.set(useKVCache, session);
+  release(session, { useKVCache, kvCache }) {
+    const key = `${useKVCache} ${kvCache}`;
+    if (this.#disposed || this.#idle.has(key)) session.dispose();
+    else this.#idle.set(key, session);
   }
 
   dispose() {
@@ -119,7 +124,7 @@ export class Generation {
 }
 
 async function* runGeneration({ pool, tokenizer }, prompt, options, stats) {
-  const session = pool.acquire(options.useKVCache);
+  const session = pool.acquire(options);
   try {
     const decoder = tokenizer.createDecoder();
     const filter = new StopStringFilter(options.stop);
@@ -131,7 +136,7 @@ async function* runGeneration({ pool, tokenizer }, prompt, options, stats) {
     throw error;
   } finally {
     stats.stopReason ??= 'abort';  // the consumer left the loop early
-    pool.release(session, options.useKVCache);
+    pool.release(session, options);
   }
 }
 

@@ -169,17 +169,22 @@ describe('wasm engine', () => {
     }
   });
 
-  test('logits of the last prompt position match the fixture', () => {
+  // The int8 KV cache's bound on this random-weight model is looser than on the bundled model (1 %,
+  // tests/cpp/test_kv_cache.cpp): measured 1.3 % of the logits' rms.
+  test('logits of the last prompt position match the fixture: within 1e-4 with the fp32 KV cache, within 2 % of their rms with int8', () => {
     const testCase = cases.find((c) => c.name === 'short');
     const all = new Float32Array(readFileSync(`${TINY}${testCase.logits}`).buffer.slice(0));
     const expected = all.subarray(all.length - 384);
-    withModel((model) =>
-      withSession(model, {}, (session) => {
-        session.prefill(testCase.ids);
-        const logits = Array.from(session.logits());
-        logits.forEach((value, i) => expect(Math.abs(value - expected[i])).toBeLessThan(1e-4));
-      }),
-    );
+    const rms = Math.sqrt(expected.reduce((sum, x) => sum + x * x, 0) / expected.length);
+    for (const [kvCache, tolerance] of [['fp32', 1e-4], ['int8', 0.02 * rms]]) {
+      withModel((model) =>
+        withSession(model, { kvCache }, (session) => {
+          session.prefill(testCase.ids);
+          const logits = Array.from(session.logits());
+          logits.forEach((value, i) => expect(Math.abs(value - expected[i])).toBeLessThan(tolerance));
+        }),
+      );
+    }
   });
 
   test('distribution() is the softmax of the logits, with the top alternatives first', () => {

@@ -106,6 +106,7 @@ describe('generation loop (scripted session)', () => {
       stop: [[''], 5],
       topAlternatives: [-1],
       useKVCache: ['yes'],
+      kvCache: ['fp16', 8, true],
     };
     for (const [name, values] of Object.entries(bad)) {
       for (const value of values) {
@@ -158,6 +159,25 @@ describe('generation loop on the tiny-random wasm model', () => {
     const uncached = await run(target(), prompt, { seed: 5, maxNewTokens: 30, useKVCache: false });
     const cached = await run(target(), prompt, { seed: 5, maxNewTokens: 30 });
     expect(uncached.pieces.map((p) => p.token)).toEqual(cached.pieces.map((p) => p.token));
+  });
+
+  test('the KV cache is int8 unless fp32 is asked for: a quarter of the bytes, and cached equals uncached in both', async () => {
+    const { n_layer: L, n_ctx: T, n_embd: C, n_head: H } = model.config;
+    const int8 = model.createSession();
+    const fp32 = model.createSession({ kvCache: 'fp32' });
+    expect([int8.kvCache, fp32.kvCache]).toEqual(['int8', 'fp32']);
+    expect(fp32.kvCacheBytes).toBe(2 * L * T * C * 4);
+    expect(int8.kvCacheBytes).toBe(2 * L * T * C + 2 * L * H * T * 4);  // int8 rows and a scale per head and position
+    int8.dispose();
+    fp32.dispose();
+    expect(() => model.createSession({ kvCache: 'fp16' })).toThrow('kvCache must be "int8" or "fp32", got "fp16"');
+
+    const tokens = async (options) => (await run(target(), prompt, { temperature: 0, maxNewTokens: 40, ...options })).pieces.map((p) => p.token);
+    const fp32Tokens = await tokens({ kvCache: 'fp32' });
+    expect(await tokens({ kvCache: 'fp32', useKVCache: false })).toEqual(fp32Tokens);
+    const int8Tokens = await tokens({});
+    expect(await tokens({ kvCache: 'int8', useKVCache: false })).toEqual(int8Tokens);
+    expect(await tokens({ kvCache: 'int8' })).toEqual(int8Tokens);
   });
 
   test('an AbortSignal ends generation promptly', async () => {
