@@ -10,7 +10,7 @@
 //
 //   node tools/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort,wllama,llamacpp]
 //                        [--weights fp32,int8,gguf|GGUF types] [--contexts 16,64,256,512,1000] [--runs 5] [--quick]
-//                        [--threads 1,2] [--node-llama-cpp DIR]
+//                        [--threads 1,2] [--kv-cache int8,fp32] [--node-llama-cpp DIR]
 //
 // GGUF weights (--weights f16,q8_0,q4_k,... or gguf for all of tools/bench/gguf_files.mjs's types): each type is a
 // GGUF file converted from the model's folder on first use (tools/convert_to_gguf.py), loaded as such by our
@@ -20,6 +20,10 @@
 // its folder, e.g. /tmp/llama-check/node_modules/node-llama-cpp, else skipped with a note). wllama and llamacpp
 // run GGUF weights only, cached only. Tables then compare each type with our int8 and with wllama on the same file
 // (and natively with llama.cpp), and check issue #12's targets at context 16 on one thread.
+//
+// --kv-cache runs our runtimes with each KV cache storage (gpt2 --kv-cache; createSession({ kvCache })), the first
+// (default int8, the engine's default) as the plain runtime and the others as "<runtime>, <kv> KV cache" rows; every
+// record names its kv_cache (onnxruntime-web's is fp32, wllama's and llama.cpp's F16).
 //
 // --threads runs everything at each thread count (gpt2 --threads N; the threaded wasm build in Node and in the
 // cross-origin-isolated Chromium page; onnxruntime-web always runs on one thread) and adds a scaling table of
@@ -68,10 +72,13 @@ const INT8_UNCACHED_MAX_CONTEXT = 256;
 const TARGET_CONTEXT = 16;
 const TARGETS_OVER_INT8 = { q8_0: 1, q4_0: 1.5, q4_k: 1.5 };
 const TARGET_OVER_WLLAMA = 3;
+const KV_CACHES = ['int8', 'fp32'];
+// The KV cache storage of the other engines, for the records.
+const OTHER_KV_CACHES = { ort: 'fp32', wllama: 'f16', llamacpp: 'f16' };
 
 function parseArgs(argv) {
   const options = { models: ['tiny', '124m'], runtimes: Object.keys(RUNTIMES), weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
-    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
+    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
     const n = Number(item);
@@ -92,14 +99,16 @@ function parseArgs(argv) {
     else if (flag === '--runs') [options.runs, runsGiven] = [positiveIntegers(flag, value())[0], true];
     else if (flag === '--quick') Object.assign(options, { contexts: [16, 64], decodeSteps: 8, quick: true });
     else if (flag === '--threads') options.threads = positiveIntegers(flag, value());
+    else if (flag === '--kv-cache') options.kvCaches = [...new Set(list(value()))];
     else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
-    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --node-llama-cpp)`);
+    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, --node-llama-cpp)`);
   }
   if (options.quick && !runsGiven) options.runs = 3;
   for (const model of options.models) if (!MODELS[model]) throw new Error(`--models: unknown model "${model}" (tiny, 124m)`);
   for (const runtime of options.runtimes) if (!RUNTIMES[runtime]) throw new Error(`--runtimes: unknown runtime "${runtime}" (${Object.keys(RUNTIMES).join(', ')})`);
   for (const weights of options.weights) if (!WEIGHTS.includes(weights)) throw new Error(`--weights: unknown weights "${weights}" (${WEIGHTS.join(', ')}, gguf)`);
   options.weights = [...new Set(options.weights)];
+  for (const kv of options.kvCaches) if (!KV_CACHES.includes(kv)) throw new Error(`--kv-cache: unknown KV cache "${kv}" (${KV_CACHES.join(', ')})`);
   // Each uncached run decodes one token that is checked against the cached run's tokens.
   options.decodeSteps = Math.max(options.decodeSteps, options.runs);
   return options;
@@ -159,8 +168,11 @@ function planJobs(options, modelDirs) {
       }
       // onnxruntime-web runs one thread only
       const threadCounts = runtime === 'ort' ? [1] : options.threads;
+      const kvCaches = supported ? [OTHER_KV_CACHES[runtime]] : options.kvCaches;
       for (const weights of weightsList) {
-        for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, modelDir: modelDirs[model] });
+        for (const kvCache of kvCaches) {
+          for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, kvCache, defaultKv: kvCache === kvCaches[0], modelDir: modelDirs[model] });
+        }
       }
     }
   }
@@ -222,7 +234,8 @@ const modelSource = ({ modelDir, gguf }) => gguf?.file ?? modelDir;
 async function runNative(job, plan, log) {
   const { modelDir, weights, threads } = job;
   const start = performance.now();
-  const args = ['--model', modelSource(job), '--bench', '--threads', String(threads), ...(weights === 'int8' ? ['--int8'] : [])];
+  const args = ['--model', modelSource(job), '--bench', '--threads', String(threads), '--kv-cache', job.kvCache,
+    ...(weights === 'int8' ? ['--int8'] : [])];
   const child = spawn(join(REPO, 'build/native/gpt2'), args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk) => (stderr += chunk));
@@ -364,7 +377,7 @@ function decodeWeightBytes(config, weights) {
 const tokensPerSecond = (tokens, ms) => (1000 * tokens) / ms;
 const range = (values) => [Math.min(...values), Math.max(...values)];
 
-function toRecords({ model, runtime, weights, threads, result, decodeBytes }) {
+function toRecords({ model, runtime, weights, kvCache, threads, result, decodeBytes }) {
   const ceilingBytesPerSecond = tokensPerSecond(result.weightBytes, median(result.ceilingMs));
   const records = [];
   for (const context of result.contexts.filter((c) => !c.skipped)) {
@@ -375,6 +388,7 @@ function toRecords({ model, runtime, weights, threads, result, decodeBytes }) {
         model,
         runtime,
         weights,
+        kv_cache: kvCache,
         threads,
         mode,
         context: context.context,
@@ -452,6 +466,17 @@ function int8RatioTable(runs, contexts) {
   return rows.length ? table(['model', 'runtime', ...contexts.map((c) => `context ${c}`)], rows) : null;
 }
 
+// Per run of ours: cached decode tok/s at each context as a fraction of its speed at the first context (how much of
+// its speed a long context keeps: the KV cache's share of a step grows with the context).
+function contextRetentionTable(runs, contexts) {
+  const rows = runs.filter((run) => !OTHER_ENGINES[run.baseRuntime] && cachedDecode(run, contexts[0])).map((run) =>
+    [run.model, run.runtime, run.weights, run.kvCache, ...contexts.map((c) => {
+      const value = cachedDecode(run, c);
+      return value ? `${fixed(value / cachedDecode(run, contexts[0]), 2)} (${fixed(value)})` : '—';
+    })]);
+  return rows.length ? table(['model', 'runtime', 'weights', 'KV cache', ...contexts.map((c) => `context ${c}`)], rows) : null;
+}
+
 // How many of onnxruntime-web's greedy tokens (the prefill's, then each step's) equal ours before the first
 // difference. Random weights make near-ties common, and fp32 sums in another order may flip one; after that
 // the sequences go their own ways, so the common prefix is the figure that means something.
@@ -490,7 +515,7 @@ function sideBySideTables(runs, contexts) {
 const ratio = (value, base) => (value && base ? `${fixed(value / base, 2)}×` : '—');
 const speed = (value) => (value ? fixed(value) : '—');
 const oneThreadRun = (runs, model, runtime, weights) =>
-  runs.find((run) => run.threads === 1 && run.model === model && run.baseRuntime === runtime && run.weights === weights);
+  runs.find((run) => run.threads === 1 && run.defaultKv && run.model === model && run.baseRuntime === runtime && run.weights === weights);
 // The GGUF types measured on a model on one thread by any of runtimes, in GGUF_TYPES's order.
 const ggufTypesMeasured = (runs, model, runtimes) =>
   GGUF_TYPES.filter((type) => runs.some((run) => run.threads === 1 && run.model === model && run.weights === type && runtimes.includes(run.baseRuntime)));
@@ -620,7 +645,8 @@ function memoryTable(memory) {
 // same model, runtime and weights at the first thread count of --threads (onnxruntime-web runs one thread only).
 function threadScalingTable(runs, contexts) {
   const rows = runs.filter((run) => run.baseRuntime !== 'ort').map((run) => {
-    const base = runs.find((other) => other.model === run.model && other.baseRuntime === run.baseRuntime && other.weights === run.weights);
+    const base = runs.find((other) => other.model === run.model && other.baseRuntime === run.baseRuntime && other.weights === run.weights &&
+      other.kvCache === run.kvCache);
     return [run.model, run.baseRuntime, run.weights, String(run.threads), ...contexts.map((context) => {
       const [value, baseValue] = [cachedDecode(run, context), cachedDecode(base, context)];
       return value === undefined ? '—' : `${fixed(value, 2)} (${fixed(value / baseValue, 2)}×)`;
@@ -651,13 +677,14 @@ async function main() {
   const started = Date.now();
   try {
     for (const job of jobs) {
-      const { model, weights, threads } = job;
-      // with several thread counts, the rows of more than one thread name their count
-      const runtime = threads > 1 ? `${job.runtime}, ${threads} threads` : job.runtime;
+      const { model, weights, threads, kvCache, defaultKv } = job;
+      // with several thread counts, the rows of more than one thread name their count; with several KV caches, the
+      // rows of all but the first name theirs
+      const runtime = job.runtime + (threads > 1 ? `, ${threads} threads` : '') + (defaultKv ? '' : `, ${kvCache} KV cache`);
       const log = (text) => console.error(`[${model} ${runtime} ${weights} ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
       log(`starting (${relative(REPO, job.onnxPath ?? job.gguf?.file ?? job.modelDir)})`);
       job.promptWords = pools[model].words;
-      const jobPlan = { ...plan, uncachedContexts: uncachedContexts(job, plan.contexts), promptPool: pools[model].ids };
+      const jobPlan = { ...plan, uncachedContexts: uncachedContexts(job, plan.contexts), promptPool: pools[model].ids, kvCache };
       let result;
       try {
         result = await RUNTIMES[job.runtime](job, jobPlan, log, options);
@@ -668,7 +695,7 @@ async function main() {
         throw new Error(`${model} on ${runtime}: the engine ran on ${result.threads} threads, not ${threads}`);
       }
       const decodeBytes = job.gguf?.decodeBytes ?? decodeWeightBytes(result.config, weights);
-      const run = { model, runtime, baseRuntime: job.runtime, weights, threads, result, decodeBytes };
+      const run = { model, runtime, baseRuntime: job.runtime, weights, kvCache, defaultKv, threads, result, decodeBytes };
       runs.push({ ...run, records: toRecords(run) });
     }
   } finally {
@@ -680,7 +707,7 @@ async function main() {
   const ceilings = runs.map(({ model, runtime, weights, result, decodeBytes }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeBytes }));
   const memory = memoryRecords(runs);
   machine.loadAverageAtEnd = os.loadavg().map((load) => Number(load.toFixed(2)));
-  const planWritten = { ...plan, weights: options.weights, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
+  const planWritten = { ...plan, weights: options.weights, kvCaches: options.kvCaches, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
   const targets = targetResults(runs);
   const gguf = Object.fromEntries(jobs.filter((job) => job.gguf).map((job) => [relative(REPO, job.gguf.file),
     { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
@@ -696,6 +723,10 @@ async function main() {
   console.log(`## KV-cache speed-up: uncached ÷ cached ms/token, median (range over interleaved run pairs)\n\n${speedupTable(runs, plan.contexts)}\n`);
   const int8Ratios = int8RatioTable(runs, plan.contexts);
   if (int8Ratios) console.log(`## int8 ÷ fp32 cached decode speed (tokens/s, medians)\n\n${int8Ratios}\n`);
+  const retention = contextRetentionTable(runs, plan.contexts);
+  if (retention) {
+    console.log(`## Cached decode at each context ÷ at context ${plan.contexts[0]} (tokens/s in brackets, medians)\n\n${retention}\n`);
+  }
   const sideBySide = sideBySideTables(runs, plan.contexts);
   if (sideBySide.length) {
     console.log(`## Ours vs onnxruntime-web (wasm, one thread, fp32), cached decode tokens/s, medians, in Node\n\n${sideBySide.join('\n\n')}\n`);

@@ -31,7 +31,7 @@ onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) =
     const engine = await loadEngine({ threads });
     const { model } = await loadModelFrom(engine, modelUrl, format);
     postMessage({ type: 'log', text: `model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s` });
-    const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }));
+    const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }), plan.kvCache);
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));
     driver.dispose();
     model.dispose();

@@ -1,12 +1,12 @@
 // The measure.mjs driver over the wasm engine (web/engine.js objects), for Node and the Chromium worker.
 // engine: from loadEngine({ threads }), the shipped build, which is what gets timed; model: an EngineModel on it.
-// Creates a cached and an uncached greedy session. The bandwidth probe is a testing-build hook: it runs in a
+// Creates a cached and an uncached greedy session with the KV cache storage kvCache ('int8' or 'fp32'). The bandwidth probe is a testing-build hook: it runs in a
 // testing instance of its own (probeEngine(): loadEngine({ testing: true })), beside the timed one.
 
-export function createWasmDriver(engine, model, probeEngine) {
+export function createWasmDriver(engine, model, probeEngine, kvCache) {
   const sessions = {
-    cached: model.createSession({ useKVCache: true }),
-    uncached: model.createSession({ useKVCache: false }),
+    cached: model.createSession({ useKVCache: true, kvCache }),
+    uncached: model.createSession({ useKVCache: false, kvCache }),
   };
   for (const session of Object.values(sessions)) session.setSampling({ temperature: 0 });
 
