@@ -30,12 +30,13 @@ onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) =
     const start = performance.now();
     const engine = await loadEngine({ threads });
     const { model } = await loadModelFrom(engine, modelUrl, format);
-    postMessage({ type: 'log', text: `model loaded in ${((performance.now() - start) / 1000).toFixed(1)} s` });
+    const loadMs = performance.now() - start;
+    postMessage({ type: 'log', text: `model loaded in ${(loadMs / 1000).toFixed(1)} s` });
     const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }), plan.kvCache);
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));
     driver.dispose();
     model.dispose();
-    postMessage({ type: 'result', result });
+    postMessage({ type: 'result', result: { ...result, loadMs } });
   } catch (error) {
     postMessage({ type: 'error', message: error?.stack ?? String(error) });
   }
