@@ -67,6 +67,7 @@ export function createStats(contextSize) {
     contextUsed: 0,
     contextSize,
     kvCacheBytes: 0,
+    kvCache: null,  // the cache's storage, 'int8' or 'fp32'
     stopReason: null,  // 'eos' | 'stop' | 'length' | 'abort' | 'error' once finished
   };
 }
@@ -173,6 +174,7 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
 function updateContextStats(stats, session) {
   stats.contextUsed = session.nCached;
   stats.kvCacheBytes = session.kvCacheBytes;
+  stats.kvCache = session.kvCache;
 }
 
 function makePiece(session, tokenizer, decoder, token, position, ms, options) {

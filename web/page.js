@@ -61,6 +61,7 @@ const elements = {
   localFiles: $('local-files'),
   weights: $('weights'),
   kvCache: $('kv-cache'),
+  kvStorage: $('kv-storage'),
   temperature: $('temperature'),
   topK: $('top-k'),
   topP: $('top-p'),
@@ -75,7 +76,7 @@ const elements = {
     stop: $('stat-stop'),
   },
 };
-const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'weights'];
+const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'weights'];
 
 const chart = new TokenTimeChart($('token-chart'));
 const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the tooltip
@@ -302,6 +303,7 @@ function readGenerationOptions() {
     maxNewTokens: elements.maxNewTokens.valueAsNumber,
     seed: elements.seed.value === '' ? undefined : elements.seed.valueAsNumber,
     useKVCache: elements.kvCache.checked,
+    kvCache: elements.kvStorage.value,
   };
 }
 
@@ -349,7 +351,9 @@ function showStats(stats, stopped = false) {
     prefill.replaceChildren(`${stats.prefillMs.toFixed(1)} ms`, promptTokens);
   }
   if (Number.isFinite(stats.contextUsed)) context.textContent = `${stats.contextUsed} / ${stats.contextSize} tokens`;
-  if (Number.isFinite(stats.kvCacheBytes)) kv.textContent = stats.kvCacheBytes > 0 ? formatBytes(stats.kvCacheBytes) : 'none';
+  if (Number.isFinite(stats.kvCacheBytes)) {
+    kv.textContent = stats.kvCacheBytes > 0 ? `${formatBytes(stats.kvCacheBytes)} (${stats.kvCache})` : 'none';
+  }
   if (stopped) stop.textContent = 'stopped';
   else if (stats.stopReason) stop.textContent = STOP_REASONS[stats.stopReason] ?? stats.stopReason;
 }

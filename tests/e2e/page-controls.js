@@ -11,14 +11,15 @@ export function controls(page) {
     alert: page.getByRole('alert'),
     model: page.getByRole('combobox', { name: 'Model' }),
     kvCache: page.getByRole('checkbox', { name: 'KV cache' }),
+    kvStorage: page.getByRole('combobox', { name: 'KV cache storage' }),
     progress: page.getByRole('progressbar', { name: 'Model download' }),
   };
 }
 
 // Sets the page's generation settings. Only the settings given are touched; the others keep whatever the page
-// shows (its defaults: temperature 0.8, top-k 40, top-p 0.95, 100 new tokens, no seed, KV cache on, unless a
-// remembered setting or an earlier call changed them), so each call names every setting its test relies on.
-export async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache }) {
+// shows (its defaults: temperature 0.8, top-k 40, top-p 0.95, 100 new tokens, no seed, KV cache on in int8, unless
+// a remembered setting or an earlier call changed them), so each call names every setting its test relies on.
+export async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache, kvCache }) {
   if (prompt !== undefined) await controls(page).prompt.fill(prompt);
   if (temperature !== undefined) await page.getByLabel('Temperature').fill(String(temperature));
   if (topK !== undefined) await page.getByLabel('Top-k').fill(String(topK));
@@ -26,6 +27,7 @@ export async function fillSettings(page, { prompt, temperature, topK, topP, maxN
   if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
   if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
   if (useKVCache !== undefined) await controls(page).kvCache.setChecked(useKVCache);
+  if (kvCache !== undefined) await controls(page).kvStorage.selectOption(kvCache);
 }
 
 // The Node API's continuation of prompt with settings (generate()'s options) by the model at path (loadModel's

@@ -68,6 +68,29 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
   await expect(page.getByRole('img', { name: /KV cache on: \d+ tokens.*KV cache off: \d+ tokens/ })).toBeVisible();
 });
 
+test('the KV cache storage is int8 unless fp32 is chosen: fp32 shows four times the memory and the Node API\'s fp32 text', async ({ page }) => {
+  const [expectedInt8, expectedFp32] = await Promise.all([
+    nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY), nodeText(BUNDLED_GGUF_FILE, PROMPT, { ...GREEDY, kvCache: 'fp32' }),
+  ]);
+  await openPageWithModel(page);
+  await expect(controls(page).kvStorage).toHaveValue('int8');
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
+  expect(await generateText(page)).toBe(expectedInt8);
+  const cacheKilobytes = async (storage) => {
+    const shown = page.locator('#stat-kv');
+    await expect(shown).toHaveText(new RegExp(`^[\\d.]+ [KM]B \\(${storage}\\)$`));
+    const [, value, unit] = /^([\d.]+) ([KM])B/.exec(await shown.textContent());
+    return Number(value) * (unit === 'M' ? 1000 : 1);
+  };
+  const int8Kilobytes = await cacheKilobytes('int8');
+  await fillSettings(page, { kvCache: 'fp32' });
+  expect(await generateText(page)).toBe(expectedFp32);
+  const fp32Kilobytes = await cacheKilobytes('fp32');
+  expect(fp32Kilobytes / int8Kilobytes).toBeGreaterThan(3.5);  // 4 bytes a value against 1 plus a scale per 48
+  await page.reload();
+  await expect(controls(page).kvStorage).toHaveValue('fp32');  // remembered
+});
+
 test('the Weights setting reloads the model as int8, generates the Node API\'s int8 text, and is remembered', async ({ page }) => {
   const [expectedFp32, expectedInt8] = await Promise.all([
     nodeGreedyText(BUNDLED_MODEL_FOLDER, 'fp32'), nodeGreedyText(BUNDLED_MODEL_FOLDER, 'int8'),
