@@ -86,9 +86,10 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     arena->take(&s->xq, B * 4 * C);
     if (s->kv_format == KvCacheFormat::int8) {
         arena->take(&s->query_q, C);
+        arena->take(&s->weights_q, H * uint64_t(s->scores_stride));
         at = arena->at();
         arena->take(&s->key_cache_q8, L * T * C);
-        arena->take(&s->value_cache_q8, L * T * C);
+        arena->take(&s->value_cache_q8, L * C * 2 * ((T + 1) / 2));
         *kv_cache_bytes += arena->at() - at;
     }
 }
@@ -98,7 +99,7 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
 bool create_run_state(const Config& c, KvCacheFormat kv_format, RunState* s, std::string* error) {
     s->n_batch = c.n_ctx < kMaxBatch ? c.n_ctx : kMaxBatch;
     s->kv_format = kv_format;
-    s->scores_stride = (c.n_ctx + 3) / 4 * 4;
+    s->scores_stride = (c.n_ctx + 1 + 3) / 4 * 4;
     Arena sizes;
     uint64_t kv_cache_bytes = 0;
     take_buffers(c, s, &sizes, &kv_cache_bytes);
@@ -219,8 +220,11 @@ void write_kv_cache(RunState* s, int l, const float* qkv, int n, int pos0, const
                 std::memcpy(s->key_cache + at, key + h * hs, sizeof(float) * hs);
                 std::memcpy(s->value_cache + at, value + h * hs, sizeof(float) * hs);
             } else {
+                // values: pair (pos / 2) of the head's (ceil(n_ctx / 2), head_size, 2), slot pos % 2
+                const size_t pairs = ((size_t)l * c.n_head + h) * ((c.n_ctx + 1) / 2), pos = size_t(pos0 + t);
                 quantize_cache_row(s->key_cache_q8 + at, s->key_scale + row, key + h * hs, hs);
-                quantize_cache_row(s->value_cache_q8 + at, s->value_scale + row, value + h * hs, hs);
+                quantize_cache_row(s->value_cache_q8 + (pairs + pos / 2) * 2 * hs + pos % 2, s->value_scale + row,
+                                   value + h * hs, hs, 2);
             }
         }
     }
@@ -253,9 +257,11 @@ void attention_part(void* context, int h) {
         if (s.kv_format == KvCacheFormat::fp32) {
             attention_head(out, q, s.key_cache + head * hs, s.value_cache + head * hs, n_keys, hs, scores);
         } else {
-            const Int8KvRows rows{s.key_cache_q8 + head * hs, s.key_scale + head, s.value_cache_q8 + head * hs,
-                                  s.value_scale + head};
-            attention_head_q8(out, q, rows, n_keys, hs, scores, s.query_q + h * hs);
+            const size_t head_pairs = (size_t(job.l) * job.c->n_head + h) * ((job.c->n_ctx + 1) / 2);
+            const Int8KvRows rows{s.key_cache_q8 + head * hs, s.key_scale + head,
+                                  s.value_cache_q8 + head_pairs * 2 * hs, s.value_scale + head};
+            attention_head_q8(out, q, rows, n_keys, hs, scores, s.query_q + h * hs,
+                              s.weights_q + size_t(h) * s.scores_stride);
         }
     }
 }

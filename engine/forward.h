@@ -22,7 +22,7 @@ struct RunState {
     float* proj = nullptr;      // (n_batch, n_embd) attn.c_proj / mlp.c_proj output before the residual add
     float* fc = nullptr;        // (n_batch, 4 * n_embd) MLP hidden activations, in the memory of qkv + att
     float* scores = nullptr;    // (n_head, scores_stride) attention weights of one query row, a row per head
-    int scores_stride = 0;      // n_ctx rounded up to 4: every head's row has the same alignment
+    int scores_stride = 0;      // n_ctx + 1 rounded up to 4: every head's row has the same alignment
     float* logits = nullptr;    // (n_vocab) logits of the last fed token
     float* xq_scale = nullptr;  // (n_batch, ceil(4 * n_embd / 32)) int8 weights: the scale of each quantized
                                 // input row (the first n_batch); block formats: of each block of 32 of xq
@@ -31,10 +31,13 @@ struct RunState {
     float* key_cache = nullptr;        // fp32: (n_layer, n_head, n_ctx, head_size): one head's keys are contiguous
     float* value_cache = nullptr;      // fp32: (n_layer, n_head, n_ctx, head_size)
     int8_t* key_cache_q8 = nullptr;    // int8: (n_layer, n_head, n_ctx, head_size), rows as kernels.h quantizes them
-    int8_t* value_cache_q8 = nullptr;  // int8: (n_layer, n_head, n_ctx, head_size)
+    int8_t* value_cache_q8 = nullptr;  // int8: (n_layer, n_head, ceil(n_ctx / 2), head_size, 2): positions 2m and
+                                       // 2m + 1 interleaved value by value (kernels.h attention_values_q8)
     float* key_scale = nullptr;        // int8: (n_layer, n_head, n_ctx) the scale of each key row
     float* value_scale = nullptr;      // int8: (n_layer, n_head, n_ctx) the scale of each value row
     int16_t* query_q = nullptr;        // int8: (n_head, head_size) one query row quantized per head
+    int16_t* weights_q = nullptr;      // int8: (n_head, scores_stride) each head's scores row times the value
+                                       // scales, quantized
     int32_t* tokens = nullptr;         // (n_ctx) token ids of the window, oldest first
     int16_t* xq = nullptr;             // (n_batch, 4 * n_embd) int8 and block formats: a matmul's input rows
                                        // quantized to int16

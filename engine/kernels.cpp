@@ -123,17 +123,11 @@ inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
     return madd(lo, x0) + madd(hi, x1);
 }
 
-// Lanes 4h .. 4h + 3 of v (h = 0 or 1) as fp32, exactly.
-inline f32x4 to_float(i16x8 v, int h) {
-#if defined(__wasm_simd128__)
-    const v128_t wide = h ? wasm_i32x4_extend_high_i16x8((v128_t)v) : wasm_i32x4_extend_low_i16x8((v128_t)v);
-    return __builtin_convertvector((i32x4)wide, f32x4);
-#else
-    // each 16-bit lane duplicated into a 32-bit lane, then shifted right arithmetically (punpck + psrad)
-    const i32x4 wide = h ? (i32x4)__builtin_shufflevector(v, v, 4, 4, 5, 5, 6, 6, 7, 7) >> 16
-                         : (i32x4)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3) >> 16;
-    return __builtin_convertvector(wide, f32x4);
-#endif
+// The two int16 at p in every 32-bit lane: {p[0], p[1]} four times (one v128.load32_splat in wasm).
+inline i32x4 load_splat_pair(const int16_t* p) {
+    int32_t pair;
+    std::memcpy(&pair, p, sizeof pair);
+    return i32x4{pair, pair, pair, pair};
 }
 
 inline int32_t finish_dot_q8(i32x4 acc, const int16_t* x_tail, const int8_t* w_tail, int n_tail) {
@@ -331,7 +325,7 @@ void attention_scores(float* scores, const float* q, const float* keys, int n_ke
     for (int j = 0; j < n_keys; j++) scores[j] = dot(q, keys + size_t(j) * n, n) * scale;
 }
 
-void quantize_cache_row(int8_t* q, float* scale, const float* x, int n) {
+void quantize_cache_row(int8_t* q, float* scale, const float* x, int n, int stride) {
     float max_abs = 0.0f;
     bool finite = true;
     for (int i = 0; i < n; i++) {
@@ -341,7 +335,7 @@ void quantize_cache_row(int8_t* q, float* scale, const float* x, int n) {
     }
     if (!finite || max_abs == 0.0f) {
         *scale = finite ? 0.0f : NAN;
-        std::memset(q, 0, size_t(n));
+        for (int i = 0; i < n; i++) q[size_t(i) * stride] = 0;
         return;
     }
     *scale = max_abs / 127.0f;
@@ -349,7 +343,7 @@ void quantize_cache_row(int8_t* q, float* scale, const float* x, int n) {
     // round half away from zero by truncation; |x * inverse| <= 127 (+ rounding), clamped to be sure
     for (int i = 0; i < n; i++) {
         const float v = x[i] * inverse;
-        q[i] = int8_t(v >= 0.0f ? std::fmin(v + 0.5f, 127.0f) : std::fmax(v - 0.5f, -127.0f));
+        q[size_t(i) * stride] = int8_t(v >= 0.0f ? std::fmin(v + 0.5f, 127.0f) : std::fmax(v - 0.5f, -127.0f));
     }
 }
 
@@ -358,31 +352,34 @@ void attention_scores_q8(float* scores, const int16_t* qq, float q_scale, const 
     for (int j = 0; j < n_keys; j++) scores[j] = float(dot_q8(qq, keys + size_t(j) * n, n)) * (q_scale * key_scale[j]);
 }
 
-void attention_values_q8(float* out, const float* a, const int8_t* values, int n_keys, int n) {
-    // as attention_values: 16 outputs in registers while the rows stream past, each row's 16 int8 values
-    // widened to fp32
-    const int n16 = n & ~15;
+void attention_values_q8(float* out, const float* a, const int8_t* values, int n_keys, int n, int16_t* aq) {
+    float a_scale;
+    quantize_activations(aq, &a_scale, a, 1, n_keys);
+    aq[n_keys] = 0;  // an odd last position's partner
+    const int n_pairs = (n_keys + 1) / 2, n16 = n & ~15;
+    // 16 outputs in four int32 accumulators while the position pairs stream past: per pair one splat of the two
+    // weights and four multiply-adds of 8 bytes (4 values x 2 positions) each
     for (int i = 0; i < n16; i += 16) {
-        f32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
-        const int8_t* v = values + i;
-        for (int j = 0; j < n_keys; j++, v += n) {
-            const f32x4 aj = {a[j], a[j], a[j], a[j]};
-            i16x8 lo, hi;
-            widen(v, &lo, &hi);
-            a0 += aj * to_float(lo, 0);
-            a1 += aj * to_float(lo, 1);
-            a2 += aj * to_float(hi, 0);
-            a3 += aj * to_float(hi, 1);
+        i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+        const int8_t* v = values + 2 * size_t(i);
+        for (int m = 0; m < n_pairs; m++, v += 2 * size_t(n)) {
+            const i16x8 w = (i16x8)load_splat_pair(aq + 2 * m);
+            a0 += madd(simd::load8x8_s(v), w);
+            a1 += madd(simd::load8x8_s(v + 8), w);
+            a2 += madd(simd::load8x8_s(v + 16), w);
+            a3 += madd(simd::load8x8_s(v + 24), w);
         }
-        store4(out + i, a0);
-        store4(out + i + 4, a1);
-        store4(out + i + 8, a2);
-        store4(out + i + 12, a3);
+        const f32x4 scale = {a_scale, a_scale, a_scale, a_scale};
+        store4(out + i, __builtin_convertvector(a0, f32x4) * scale);
+        store4(out + i + 4, __builtin_convertvector(a1, f32x4) * scale);
+        store4(out + i + 8, __builtin_convertvector(a2, f32x4) * scale);
+        store4(out + i + 12, __builtin_convertvector(a3, f32x4) * scale);
     }
     for (int i = n16; i < n; i++) {
-        float s = 0.0f;
-        for (int j = 0; j < n_keys; j++) s += a[j] * float(values[size_t(j) * n + i]);
-        out[i] = s;
+        int32_t sum = 0;
+        for (int m = 0; m < n_pairs; m++)
+            sum += aq[2 * m] * values[(size_t(m) * n + i) * 2] + aq[2 * m + 1] * values[(size_t(m) * n + i) * 2 + 1];
+        out[i] = float(sum) * a_scale;
     }
 }
 

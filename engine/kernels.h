@@ -67,16 +67,21 @@ void attention_scores(float* scores, const float* q, const float* keys, int n_ke
 void attention_values(float* out, const float* p, const float* values, int n_keys, int n);
 
 // The int8 KV cache (KvCacheFormat::int8). A cached key or value row x of n values (one head, one position) is
-// stored as q = round(x / scale) (half away from zero) with scale = max|x| / 127, so |x - q * scale| <= scale / 2;
-// a row holding NaN or Inf gets scale NaN (q = 0: its scores or outputs become NaN, as in fp32), an all-zero row
-// scale 0.
-void quantize_cache_row(int8_t* q, float* scale, const float* x, int n);
+// stored as q[i * stride] = round(x[i] / scale) (half away from zero) with scale = max|x| / 127, so
+// |x - q * scale| <= scale / 2; a row holding NaN or Inf gets scale NaN (q = 0: its scores or outputs become NaN,
+// as in fp32), an all-zero row scale 0. Keys are rows (stride 1); values are stored in position pairs (stride 2,
+// see attention_values_q8).
+void quantize_cache_row(int8_t* q, float* scale, const float* x, int n, int stride = 1);
 // scores[j] = float(sum_i qq[i] * keys[j * n + i]) * (q_scale * key_scale[j]) for j < n_keys: the query quantized
 // (quantize_activations, whose range keeps the int32 sums exact, so their order does not matter).
 void attention_scores_q8(float* scores, const int16_t* qq, float q_scale, const int8_t* keys, const float* key_scale,
                          int n_keys, int n);
-// out[i] = sum over j < n_keys of a[j] * float(values[j * n + i]), added in order of j; a[j] is the attention
-// weight times the value row's scale.
-void attention_values_q8(float* out, const float* a, const int8_t* values, int n_keys, int n);
+// The values of positions 2m and 2m + 1 are interleaved value by value (values[(m * n + i) * 2 + (j % 2)] is value
+// i of position j = 2m + j % 2), so that one int16 multiply-add takes a pair of positions. a[j] (the attention
+// weight times the value row's scale) is quantized over the positions to aq (quantize_activations with n_keys:
+// the int32 sums stay exact) with one scale A, and
+//   out[i] = float(sum over j < n_keys of aq[j] * values[j][i]) * A.
+// aq is scratch of n_keys + 1 (the partner of an odd last position gets 0, whatever its cache bytes hold).
+void attention_values_q8(float* out, const float* a, const int8_t* values, int n_keys, int n, int16_t* aq);
 
 }  // namespace gpt2

@@ -56,14 +56,14 @@ void attention_head(float* out, const float* q, const float* keys, const float* 
 }
 
 void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
-                       int16_t* query_q) {
+                       int16_t* query_q, int16_t* weights_q) {
     float q_scale;
     quantize_activations(query_q, &q_scale, q, 1, head_size);
     attention_scores_q8(scores, query_q, q_scale * (1.0f / std::sqrt(float(head_size))), cache.keys, cache.key_scale,
                         n_keys, head_size);
     softmax(scores, n_keys);
     for (int j = 0; j < n_keys; j++) scores[j] *= cache.value_scale[j];
-    attention_values_q8(out, scores, cache.values, n_keys, head_size);
+    attention_values_q8(out, scores, cache.values, n_keys, head_size, weights_q);
 }
 
 }  // namespace gpt2

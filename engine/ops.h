@@ -28,14 +28,14 @@ void attention_head(float* out, const float* q, const float* keys, const float* 
 struct Int8KvRows {
     const int8_t* keys;        // (n_ctx, head_size)
     const float* key_scale;    // (n_ctx)
-    const int8_t* values;      // (n_ctx, head_size)
+    const int8_t* values;      // (ceil(n_ctx / 2), head_size, 2): positions 2m and 2m + 1 interleaved
     const float* value_scale;  // (n_ctx)
 };
 
 // attention_head over the int8 cache: the query quantized (quantize_activations) into query_q (scratch,
 // head_size), integer scores (attention_scores_q8), the same softmax, then the weights times the value rows'
-// scales summed over the int8 values (attention_values_q8).
+// scales, quantized into weights_q (scratch, n_keys + 1), summed over the int8 values (attention_values_q8).
 void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
-                       int16_t* query_q);
+                       int16_t* query_q, int16_t* weights_q);
 
 }  // namespace gpt2

@@ -137,17 +137,21 @@ TEST(Ops, AttentionHeadIsCausalAndNormalized) {
     EXPECT_NEAR(out[3], 6, 1e-4);
 
     // the same through the int8 cache: rows quantized, then within its quantization error
-    std::vector<int8_t> kq(12), vq(12);
+    // per head: keys (3, 2); values in position pairs (2 pairs, 2 values, 2 positions)
+    std::vector<int8_t> kq(12), vq(16);
     std::vector<float> k_scale(6), v_scale(6);
     for (int row = 0; row < 6; row++) {
+        const int h = row / 3, pos = row % 3;
         gpt2::quantize_cache_row(kq.data() + 2 * row, &k_scale[size_t(row)], k.data() + 2 * row, 2);
-        gpt2::quantize_cache_row(vq.data() + 2 * row, &v_scale[size_t(row)], v.data() + 2 * row, 2);
+        gpt2::quantize_cache_row(vq.data() + 8 * h + 4 * (pos / 2) + pos % 2, &v_scale[size_t(row)], v.data() + 2 * row,
+                                 2, 2);
     }
-    std::vector<int16_t> query_q(2);
+    std::vector<int16_t> query_q(2), weights_q(3);
     for (int h = 0; h < 2; h++) {
-        const gpt2::Int8KvRows rows{kq.data() + 6 * h, k_scale.data() + 3 * h, vq.data() + 6 * h,
+        const gpt2::Int8KvRows rows{kq.data() + 6 * h, k_scale.data() + 3 * h, vq.data() + 8 * h,
                                     v_scale.data() + 3 * h};
-        gpt2::attention_head_q8(out.data() + 2 * h, q.data() + 2 * h, rows, 2, 2, scores.data(), query_q.data());
+        gpt2::attention_head_q8(out.data() + 2 * h, q.data() + 2 * h, rows, 2, 2, scores.data(), query_q.data(),
+                                weights_q.data());
     }
     EXPECT_NEAR(out[0], 5, 0.05);
     EXPECT_NEAR(out[1], 6, 0.05);

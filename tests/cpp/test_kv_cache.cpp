@@ -98,22 +98,28 @@ TEST(Int8KvCache, ScoresAreExactIntegerDotProductsTimesTheTwoScales) {
     }
 }
 
-TEST(Int8KvCache, ValuesAreSummedInOrderOfPosition) {
-    for (int n : {64, 48, 13}) {
-        const int n_keys = 29;
-        std::vector<int8_t> values(size_t(n) * n_keys);
-        std::mt19937 rng(static_cast<uint32_t>(n) + 1);
-        for (int8_t& v : values) v = int8_t(int(rng() % 255) - 127);
-        const std::vector<float> a = normal_values(size_t(n_keys), uint32_t(n), 0.01f);
-        std::vector<float> out(static_cast<size_t>(n));
-        gpt2::attention_values_q8(out.data(), a.data(), values.data(), n_keys, n);
-        for (int i = 0; i < n; i++) {
-            float expected = 0.0f;
-            for (int j = 0; j < n_keys; j++) expected += a[size_t(j)] * float(values[size_t(j) * n + i]);
-            EXPECT_EQ(gpt2_test::float_bits(out[size_t(i)]), gpt2_test::float_bits(expected))
-                << "n " << n << ", value " << i;
+TEST(Int8KvCache, ValuesAreExactIntegerSumsOfTheQuantizedWeightsTimesTheirScale) {
+    for (int n : {64, 48, 13})
+        for (int n_keys : {29, 30}) {  // an odd count leaves the last pair half used
+            const int n_pairs = (n_keys + 1) / 2;
+            std::vector<int8_t> values(size_t(n_pairs) * n * 2);  // (pairs, n, 2)
+            std::mt19937 rng(static_cast<uint32_t>(n + n_keys));
+            for (int8_t& v : values) v = int8_t(int(rng() % 255) - 127);
+            const std::vector<float> a = normal_values(static_cast<size_t>(n_keys), static_cast<uint32_t>(n), 0.01f);
+            std::vector<float> out(static_cast<size_t>(n));
+            std::vector<int16_t> aq(static_cast<size_t>(n_keys) + 1, 77);  // scratch, any content
+            gpt2::attention_values_q8(out.data(), a.data(), values.data(), n_keys, n, aq.data());
+            std::vector<int16_t> expected_q(static_cast<size_t>(n_keys));
+            float a_scale;
+            gpt2::quantize_activations(expected_q.data(), &a_scale, a.data(), 1, n_keys);
+            for (int i = 0; i < n; i++) {
+                int64_t exact = 0;
+                for (int j = 0; j < n_keys; j++)
+                    exact += int64_t(expected_q[size_t(j)]) * values[(size_t(j / 2) * n + i) * 2 + j % 2];
+                EXPECT_EQ(gpt2_test::float_bits(out[size_t(i)]), gpt2_test::float_bits(float(exact) * a_scale))
+                    << "n " << n << ", " << n_keys << " positions, value " << i;
+            }
         }
-    }
 }
 
 TEST(Int8KvCache, CachedStepsEqualUncachedRecomputationBitForBit) {

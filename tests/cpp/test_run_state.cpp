@@ -38,22 +38,26 @@ void expect_buffers_tile_the_block(const gpt2::Config& c, gpt2::KvCacheFormat kv
     std::vector<Buffer> buffers = {
         buffer("x", s.x, B * C),           buffer("xb", s.xb, B * C),
         buffer("qkv", s.qkv, B * 3 * C),   buffer("att", s.att, B * C),
-        buffer("proj", s.proj, B * C),     buffer("scores", s.scores, H * ((T + 3) / 4 * 4)),
+        buffer("proj", s.proj, B * C),     buffer("scores", s.scores, H * ((T + 4) / 4 * 4)),
         buffer("logits", s.logits, V),     buffer("xq_scale", s.xq_scale, B * X),
         buffer("xq_sum", s.xq_sum, B * X), buffer("tokens", s.tokens, T),
         buffer("xq", s.xq, B * 4 * C),
     };
     uint64_t kv_cache_bytes = 0;
-    const std::vector<Buffer> cache = kv == gpt2::KvCacheFormat::fp32
-                                          ? std::vector<Buffer>{buffer("key_cache", s.key_cache, L * T * C),
-                                                                buffer("value_cache", s.value_cache, L * T * C)}
-                                          : std::vector<Buffer>{buffer("key_cache_q8", s.key_cache_q8, L * T * C),
-                                                                buffer("value_cache_q8", s.value_cache_q8, L * T * C),
-                                                                buffer("key_scale", s.key_scale, L * H * T),
-                                                                buffer("value_scale", s.value_scale, L * H * T)};
+    const std::vector<Buffer> cache =
+        kv == gpt2::KvCacheFormat::fp32
+            ? std::vector<Buffer>{buffer("key_cache", s.key_cache, L * T * C),
+                                  buffer("value_cache", s.value_cache, L * T * C)}
+            : std::vector<Buffer>{buffer("key_cache_q8", s.key_cache_q8, L * T * C),
+                                  buffer("value_cache_q8", s.value_cache_q8, L * C * 2 * ((T + 1) / 2)),
+                                  buffer("key_scale", s.key_scale, L * H * T),
+                                  buffer("value_scale", s.value_scale, L * H * T)};
     for (const Buffer& b : cache) kv_cache_bytes += b.bytes;
     buffers.insert(buffers.end(), cache.begin(), cache.end());
-    if (kv == gpt2::KvCacheFormat::int8) buffers.push_back(buffer("query_q", s.query_q, C));
+    if (kv == gpt2::KvCacheFormat::int8) {
+        buffers.push_back(buffer("query_q", s.query_q, C));
+        buffers.push_back(buffer("weights_q", s.weights_q, H * ((T + 4) / 4 * 4)));
+    }
     const char* const block = static_cast<const char*>(s.memory);
     uint64_t total = 0;
     for (const Buffer& b : buffers) {
@@ -70,7 +74,8 @@ void expect_buffers_tile_the_block(const gpt2::Config& c, gpt2::KvCacheFormat kv
     EXPECT_EQ(total, uint64_t(s.bytes)) << what << ": the block holds only the buffers";
     EXPECT_EQ(s.kv_cache_bytes, size_t(kv_cache_bytes)) << what;
     // the other format's buffers do not exist
-    if (kv == gpt2::KvCacheFormat::fp32) EXPECT_TRUE(!s.key_cache_q8 && !s.key_scale && !s.query_q) << what;
+    if (kv == gpt2::KvCacheFormat::fp32)
+        EXPECT_TRUE(!s.key_cache_q8 && !s.key_scale && !s.query_q && !s.weights_q) << what;
     else EXPECT_TRUE(!s.key_cache && !s.value_cache) << what;
     // fc (n_batch, 4 * n_embd) is exactly the memory of qkv and att, which are adjacent
     EXPECT_EQ(s.fc, s.qkv) << what;
