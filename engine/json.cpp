@@ -29,7 +29,7 @@ namespace {
 
 class Parser {
    public:
-    Parser(const char* text, size_t len) : text_(text), len_(len) {}
+    Parser(const char* text, size_t len, size_t max_values) : text_(text), len_(len), max_values_(max_values) {}
 
     bool parse_document(JsonValue* out, std::string* error) {
         skip_whitespace();
@@ -45,6 +45,8 @@ class Parser {
    private:
     const char* text_;
     size_t len_;
+    size_t max_values_;
+    size_t values_ = 0;
     size_t pos_ = 0;
     std::string message_;
 
@@ -78,6 +80,10 @@ class Parser {
 
     bool parse_value(JsonValue* out, int depth) {
         if (depth >= kJsonMaxDepth) return fail("nesting deeper than 64 levels");
+        if (++values_ > max_values_) {
+            const std::string what = kJsonTooManyValues + std::to_string(max_values_) + " values";
+            return fail(what.c_str());
+        }
         if (pos_ >= len_) return fail("unexpected end of input");
         char c = text_[pos_];
         if (c == '{') return parse_object(out, depth);
@@ -325,10 +331,18 @@ std::string printable(const std::string& s, size_t max_bytes) {
     return end < s.size() ? out + "..." : out;
 }
 
-bool parse_json(const char* text, size_t len, JsonValue* out, std::string* error) {
+bool parse_json(const char* text, size_t len, JsonValue* out, std::string* error, size_t max_values) {
     *out = JsonValue();
-    Parser parser(text, len);
+    Parser parser(text, len, max_values);
     return parser.parse_document(out, error);
+}
+
+uint64_t json_parse_bytes(size_t len, size_t max_values) {
+    // a value takes at least one byte of text; a member also its key's pair and hash-set node
+    const uint64_t values = len < max_values ? len : max_values;
+    const uint64_t per_value = 2 * (sizeof(JsonValue) + sizeof(std::pair<std::string, JsonValue>)) + 4 * sizeof(void*);
+    // strings grow by doubling (up to twice their text), and keys are copied into the duplicate check
+    return values * per_value + 4 * uint64_t(len);
 }
 
 }  // namespace gpt2

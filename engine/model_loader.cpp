@@ -9,6 +9,7 @@
 #include "gguf.h"
 #include "gguf_weights.h"
 #include "gpt2.h"
+#include "json.h"
 #include "safetensors.h"
 #include "thread_pool.h"
 #include "weight_stream.h"
@@ -50,7 +51,18 @@ bool start_data(LoaderState& state, std::string* error) {
     const uint64_t data_bytes = state.file_size == ModelLoader::kUnknownFileSize
                                     ? kUnknownFileSize
                                     : state.file_size - kSafetensorsLengthBytes - state.header_len;
-    if (!parse_safetensors_header(state.header_bytes.get(), size_t(state.header_len), data_bytes, &state.header, error))
+    // The parse allocates with new, which aborts when memory runs out: first check that what it can need at most
+    // is there (then freed at once, for the parse to use).
+    const size_t max_values = safetensors_max_header_values(state.config.n_layer);
+    const uint64_t parse_bytes = json_parse_bytes(size_t(state.header_len), max_values);
+    void* room = parse_bytes > uint64_t(SIZE_MAX) ? nullptr : std::malloc(size_t(parse_bytes));
+    if (!room) {
+        state.failure_kind = ErrorKind::memory;
+        return out_of_memory(parse_bytes, "parsing the safetensors header", error);
+    }
+    std::free(room);
+    if (!parse_safetensors_header(state.header_bytes.get(), size_t(state.header_len), data_bytes, state.config.n_layer,
+                                  &state.header, error))
         return false;
     state.header_bytes.reset();
     if (!match_tensors(state.config, state.header.tensors, state.layout, &state.roles, error)) return false;

@@ -202,15 +202,22 @@ bool safetensors_trailing_bytes(uint64_t data_bytes, uint64_t trailing, std::str
                            u64(data_bytes - trailing) + ", the data section has " + u64(data_bytes) + " bytes)");
 }
 
-bool parse_safetensors_header(const uint8_t* data, size_t header_len, uint64_t data_len, SafetensorsHeader* out,
-                              std::string* error) {
+size_t safetensors_max_header_values(int n_layer) { return 16 * (16 * size_t(n_layer > 0 ? n_layer : 0) + 8) + 4096; }
+
+bool parse_safetensors_header(const uint8_t* data, size_t header_len, uint64_t data_len, int n_layer,
+                              SafetensorsHeader* out, std::string* error) {
     *out = SafetensorsHeader();
     const size_t bad_byte = first_invalid_utf8(data, header_len);
     if (bad_byte != header_len) return fail(error, "header is not valid UTF-8 (byte " + u64(bad_byte) + ")");
     JsonValue header;
     std::string json_error;
-    if (!parse_json(reinterpret_cast<const char*>(data), header_len, &header, &json_error))
+    const size_t max_values = safetensors_max_header_values(n_layer);
+    if (!parse_json(reinterpret_cast<const char*>(data), header_len, &header, &json_error, max_values)) {
+        if (json_error.rfind(kJsonTooManyValues, 0) == 0)
+            return fail(error,
+                        "header has " + json_error + ", more than a " + std::to_string(n_layer) + "-layer model needs");
         return fail(error, "header is not valid JSON: " + json_error);
+    }
     if (header.type != JsonValue::Type::Object) return fail(error, "header is not a JSON object");
 
     for (const auto& member : header.object) {

@@ -38,6 +38,12 @@ constexpr uint64_t kUnknownFileSize = UINT64_MAX;
 constexpr size_t kSafetensorsLengthBytes = 8;
 // A JSON header larger than this is rejected before anything is parsed or allocated.
 constexpr uint64_t kSafetensorsMaxHeaderBytes = 100u * 1024u * 1024u;
+// The most JSON values the header of a model of n_layer layers can need, so that more are rejected while it is
+// parsed: a tensor's entry takes about 10 (its object, dtype, shape and dims, data_offsets), 16 are allowed, for up
+// to 16 tensors a layer (a Hugging Face GPT-2 file has 12 and 1 or 2 attention mask buffers) and 8 others, plus 4096
+// for "__metadata__". This bounds the parsed tree (json_parse_bytes) by the model's size (GPT-2 124M: 7,296 values),
+// where a header of one array of 50 million small numbers, under the byte cap, would need gigabytes.
+size_t safetensors_max_header_values(int n_layer);
 
 // Errors are one line starting with "model.safetensors: ". file_size may be kUnknownFileSize: the checks that
 // need it are then left to the caller, once the stream has ended (safetensors_ended_early, trailing bytes).
@@ -57,9 +63,10 @@ bool parse_safetensors_length(const uint8_t* data, size_t available, uint64_t fi
 
 // The JSON header -> *out: UTF-8, JSON object, every entry's dtype, shape and data_offsets, and a data section
 // that is exactly the tensors' bytes. data_bytes: the data section's size (file size - 8 - header length), or
-// kUnknownFileSize, in which case offsets past the end and trailing bytes are not checked here.
-bool parse_safetensors_header(const uint8_t* header, size_t header_len, uint64_t data_bytes, SafetensorsHeader* out,
-                              std::string* error);
+// kUnknownFileSize, in which case offsets past the end and trailing bytes are not checked here. n_layer: the
+// config's, which bounds the header's JSON values (safetensors_max_header_values).
+bool parse_safetensors_header(const uint8_t* header, size_t header_len, uint64_t data_bytes, int n_layer,
+                              SafetensorsHeader* out, std::string* error);
 
 // The error of a file that ended, after file_size bytes, before its header was complete. header_len: the
 // header length once its 8 bytes have arrived, else nullptr. Always returns false.

@@ -385,14 +385,17 @@ export class EngineModel extends EngineObject {
   // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
   createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
     const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache), String(kvCache))));
-    return new EngineSession(this.engine, handle);
+    return new EngineSession(this.engine, handle, this.config.n_ctx);
   }
 }
 
 // One generation's state: KV cache and sampler (embind Session).
 export class EngineSession extends EngineObject {
-  constructor(engine, handle) {
+  #contextSize;
+
+  constructor(engine, handle, contextSize) {
     super(engine, handle, 'session');
+    this.#contextSize = contextSize;
   }
 
   // The settings as generate() takes them (normalizeGenerateOptions checks them); missing ones take these
@@ -402,11 +405,14 @@ export class EngineSession extends EngineObject {
     this.call((session) => session.setSampling({ temperature, topK, topP, repetitionPenalty, seed }));
   }
 
-  // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id.
+  // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id. Only the
+  // newest n_ctx ids cross into the engine, which keeps no more of a longer prompt: a prompt of any length costs
+  // the wasm heap at most n_ctx ids.
   prefill(ids) {
     if (ids.length === 0) throw new Error('prefill: no token ids given');
     for (const id of ids) checkTokenId(id);
-    return this.checkedCall((session) => session.prefill(ids), (token) => token < 0);
+    const window = ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
+    return this.checkedCall((session) => session.prefill(window), (token) => token < 0);
   }
 
   // Feeds one token and returns the sampled next token id.

@@ -5,6 +5,7 @@
 
 #include "json.h"
 
+using gpt2::json_parse_bytes;
 using gpt2::JsonValue;
 using gpt2::parse_json;
 
@@ -22,6 +23,19 @@ std::string parse_error(const std::string& text) {
 }
 
 }  // namespace
+
+TEST(Json, CountsItsValuesAgainstALimit) {
+    JsonValue v;
+    std::string error;
+    const std::string text = "{\"a\": [1, \"x\", null, {\"b\": true}]}";  // 7 values
+    EXPECT_TRUE(parse_json(text.data(), text.size(), &v, &error, 7)) << error;
+    EXPECT_FALSE(parse_json(text.data(), text.size(), &v, &error, 6));
+    EXPECT_EQ(error, "more than 6 values at byte 27");
+    // the bound of what a parse holds covers every value's text at one byte a value, and grows with both
+    EXPECT_GE(json_parse_bytes(1000, 100), 100 * sizeof(JsonValue) + 1000);
+    EXPECT_LT(json_parse_bytes(1000, 100), json_parse_bytes(1000, 200));
+    EXPECT_EQ(json_parse_bytes(50, 100), json_parse_bytes(50, 1000)) << "no more values than bytes";
+}
 
 TEST(Json, ParsesAllValueTypes) {
     JsonValue v;

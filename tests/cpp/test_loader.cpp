@@ -216,6 +216,23 @@ TEST(Loader, RejectsANonJsonHeader) {
               "model.safetensors: \"__metadata__\" value for \"a\" is not a string");
 }
 
+// The issue #14 file: a header of one long array of small numbers, under the byte cap, once made the wasm engine
+// abort (its tree of values outgrew memory). The values are counted as they are parsed, up to what the config's
+// model can need: 16 * (16 * 2 + 8) + 4096 = 4736 for kSpec's 2 layers.
+TEST(Loader, AHeaderOfMoreValuesThanTheModelNeedsIsAnErrorNamingTheLimit) {
+    EXPECT_EQ(gpt2::safetensors_max_header_values(2), 4736u);
+    const auto header_of = [](int numbers) {
+        std::string header = "{\"a\": [0";
+        for (int i = 1; i < numbers; i++) header += ",0";
+        return header + "]}";
+    };
+    EXPECT_EQ(load_error_raw(safetensors_from_header(header_of(300000), {})),
+              "model.safetensors: header has more than 4736 values at byte 9475, more than a 2-layer model needs");
+    // the object, the array and 4734 numbers are the limit: that parses (and then fails as the tensor entry it is not)
+    EXPECT_EQ(load_error_raw(safetensors_from_header(header_of(4734), {})),
+              "model.safetensors: tensor 'a': header entry is not an object");
+}
+
 TEST(Loader, RejectsUnknownDtypes) {
     auto tensors = random_tensors(kSpec);
     find_tensor(tensors, "h.0.ln_2.bias").dtype = "F64";

@@ -3,7 +3,9 @@
 // for the wasm heap, hostile prompts (huge, longer than the context, odd Unicode, "<|endoftext|>"), and memory
 // staying flat over a thousand generations. Uses the bundled tiny-shakespeare model (n_ctx 256).
 import { createServer as createTcpServer } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
 import { loadModel } from '../../web/gpt2.js';
@@ -193,6 +195,30 @@ describe('memory', () => {
     expect(error.message).toMatch(/4 GB/);
     expect(engine.heapUsedBytes()).toBe(heapBefore);
     await expectWorkingModel(BUNDLED);
+  });
+
+  // Issue #14: a valid header size (100 MB, under the cap) of one array of 50 million small numbers once made the
+  // engine abort, killing the model loaded before it.
+  test('a 100 MB header of small numbers is an error naming the limit, and the model loaded before keeps working', async () => {
+    const before = await loadModel(BUNDLED);
+    const dir = mkdtempSync(join(tmpdir(), 'gpt2-huge-header-'));
+    try {
+      const header = Buffer.alloc(100 * 1024 * 1024 - 9, '0,');  // '0,' from even offsets: {"a":[0,0,...,0]}
+      header.write('{"a":[', 0);
+      header.write('0]}', header.length - 3);
+      const length = Buffer.alloc(8);
+      length.writeBigUInt64LE(BigInt(header.length));
+      writeFileSync(join(dir, 'model.safetensors'), Buffer.concat([length, header]));
+      for (const name of ['config.json', 'vocab.json', 'merges.txt']) writeFileSync(join(dir, name), files[name]);
+      const error = await loadModel(dir).catch((e) => e);
+      expect(error).toBeInstanceOf(Error);
+      expect(error.message).toBe('model.safetensors: header has more than 5248 values at byte 10498, more than a 4-layer model needs');
+      const { text } = await generateText(before, 'ROMEO:', { maxNewTokens: 4, seed: 1 });
+      expect(text.length).toBeGreaterThan(0);
+    } finally {
+      before.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('1,000 short generations leave the wasm heap flat and the JS heap bounded', async () => {
