@@ -212,7 +212,7 @@ describe('memory', () => {
       for (const name of ['config.json', 'vocab.json', 'merges.txt']) writeFileSync(join(dir, name), files[name]);
       const error = await loadModel(dir).catch((e) => e);
       expect(error).toBeInstanceOf(Error);
-      expect(error.message).toBe('model.safetensors: header has more than 5248 values at byte 10498, more than a 4-layer model needs');
+      expect(error.message).toMatch(/^model\.safetensors: header has more than 5248 values at byte 10498, more than a 4-layer model needs/);
       const { text } = await generateText(before, 'ROMEO:', { maxNewTokens: 4, seed: 1 });
       expect(text.length).toBeGreaterThan(0);
     } finally {
