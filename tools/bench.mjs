@@ -737,7 +737,8 @@ async function main() {
     { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
   writeFileSync(join(REPO, 'bench-results.json'),
     `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets }, null, 2)}\n`);
-  const caption = `${machine.cpu}, ${machine.cores} cores; Node ${machine.node}${machine.chromium ? `; ${machine.chromium}` : ''}; ` +
+  const chromiumVersion = machine.chromium?.replace(/ built on .*/, '');
+  const caption = `${machine.cpu}, ${machine.cores} cores; Node ${machine.node}${chromiumVersion ? `; ${chromiumVersion}` : ''}; ` +
     `commit ${commit()}; ${new Date().toISOString().slice(0, 10)}; load average ${machine.loadAverageAtEnd.join(' ')} at the end`;
   writeFileSync(join(REPO, 'bench-results.svg'), benchChartSvg(records, caption));
 

@@ -1,26 +1,27 @@
 // The Chromium worker of tools/bench/browser.html: loads one model (a folder's URL, or a GGUF file's) into a fresh
-// wasm instance and runs measure.mjs on it. The model files are fetched whole and given to the loader as local
-// objects, which the loader does not copy into the Cache API (a 500 MB cache write would only slow the run down);
-// the fetched bytes live outside the wasm heap, so the heap figures are the engine's alone.
+// wasm instance and runs measure.mjs on it. The model files are fetched whole as Blobs and given to the loader as
+// local objects, which the loader reads in pieces and does not copy into the Cache API (a 500 MB cache write would
+// only slow the run down); the Blobs live outside the wasm heap (Chromium keeps large ones on disk, so a 3 GB GPT-2
+// 1.5B file loads too, which one ArrayBuffer cannot hold), so the heap figures are the engine's alone.
 import { loadEngine } from '/public/js/engine.js';
 import { loadEngineModel } from '/public/js/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
-async function fetchBytes(url) {
+async function fetchBlob(url) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`HTTP ${response.status} from ${url}`);
-  return new Uint8Array(await response.arrayBuffer());
+  return response.blob();
 }
 
 // format: fp32 or int8 for a folder; a GGUF file's weights are its own types.
 async function loadModelFrom(engine, modelUrl, format) {
   if (modelUrl.endsWith('.gguf')) {
-    const file = new File([await fetchBytes(modelUrl)], new URL(modelUrl).pathname.split('/').at(-1));
+    const file = new File([await fetchBlob(modelUrl)], new URL(modelUrl).pathname.split('/').at(-1));
     return loadEngineModel(engine, [file], { withTokenizer: false });
   }
-  const weights = await fetchBytes(new URL('model.safetensors', modelUrl));
-  const config = await fetchBytes(new URL('config.json', modelUrl));
+  const weights = await fetchBlob(new URL('model.safetensors', modelUrl));
+  const config = await fetchBlob(new URL('config.json', modelUrl));
   // weights is collectable once this returns: the engine holds its own converted copy
   return loadEngineModel(engine, { config, weights }, { withTokenizer: false, weights: format });
 }

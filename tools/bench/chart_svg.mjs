@@ -7,7 +7,7 @@ const PANEL_HEIGHT = 430;
 const MARGIN = { left: 64, right: 330, top: 40, bottom: 46 };
 // Colour-blind-safe (Okabe–Ito) and a few more; a series keeps its colour in both modes.
 const COLOURS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#999933', '#882255',
-  '#44AA99', '#AA4499', '#666666'];
+  '#44AA99', '#AA4499', '#666666', '#332288', '#DDCC77', '#117733', '#EE3377'];
 
 const escape = (text) => String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const round = (value) => Math.round(value * 10) / 10;
