@@ -123,6 +123,19 @@ inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
     return madd(lo, x0) + madd(hi, x1);
 }
 
+// max |x[i]| over n values; *finite: none of them is NaN or Inf.
+inline float largest_magnitude(const float* x, int n, bool* finite) {
+    float max_abs = 0.0f;
+    bool all_finite = true;
+    for (int i = 0; i < n; i++) {
+        const float a = std::fabs(x[i]);
+        all_finite &= a <= FLT_MAX;  // false for NaN and Inf
+        max_abs = a > max_abs ? a : max_abs;
+    }
+    *finite = all_finite;
+    return max_abs;
+}
+
 // The two int16 at p in every 32-bit lane: {p[0], p[1]} four times (one v128.load32_splat in wasm).
 inline i32x4 load_splat_pair(const int16_t* p) {
     int32_t pair;
@@ -257,13 +270,8 @@ void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, i
     for (int t = 0; t < n_tok; t++) {
         const float* xt = x + size_t(t) * n_in;
         int16_t* qt = q + size_t(t) * n_in;
-        float max_abs = 0.0f;
-        bool finite = true;
-        for (int i = 0; i < n_in; i++) {
-            const float a = std::fabs(xt[i]);
-            finite &= a <= FLT_MAX;  // false for NaN and Inf
-            max_abs = a > max_abs ? a : max_abs;
-        }
+        bool finite;
+        const float max_abs = largest_magnitude(xt, n_in, &finite);
         if (!finite) {
             scale[t] = NAN;
             std::memset(qt, 0, sizeof(int16_t) * n_in);
@@ -326,13 +334,8 @@ void attention_scores(float* scores, const float* q, const float* keys, int n_ke
 }
 
 void quantize_cache_row(int8_t* q, float* scale, const float* x, int n, int stride) {
-    float max_abs = 0.0f;
-    bool finite = true;
-    for (int i = 0; i < n; i++) {
-        const float a = std::fabs(x[i]);
-        finite &= a <= FLT_MAX;  // false for NaN and Inf
-        max_abs = a > max_abs ? a : max_abs;
-    }
+    bool finite;
+    const float max_abs = largest_magnitude(x, n, &finite);
     if (!finite || max_abs == 0.0f) {
         *scale = finite ? 0.0f : NAN;
         for (int i = 0; i < n; i++) q[size_t(i) * stride] = 0;
