@@ -43,8 +43,9 @@ enum class WeightFormat { fp32, int8, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q
 // a position is stored as int8 with one fp32 scale (engine/kernels.h's quantize_cache_row), a quarter of the bytes
 // plus a scale per head_size values (GPT-2 124M at 1024 positions: 19.7 MB instead of 75.5 MB), which is what a
 // decode step at a long context reads most; the scores are exact integer dot products with the query quantized
-// per head, the values are summed in fp32. Cached and uncached decoding stay bit-identical with either (both
-// read the rows back from the cache), as do any thread counts.
+// per head, and the values exact integer sums with the attention weights quantized to int16 (kernels.h). Cached
+// and uncached decoding stay bit-identical with either (both read the rows back from the cache), as do any thread
+// counts.
 enum class KvCacheFormat { fp32, int8 };
 
 struct LoadOptions {
