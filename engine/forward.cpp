@@ -207,6 +207,17 @@ void layernorm_rows(float* out, const float* x, const LayerNorm& norm, int n, in
         layernorm(out + (size_t)t * n_embd, x + (size_t)t * n_embd, norm.weight, norm.bias, n_embd, eps);
 }
 
+// The first cache row of head h of layer l: the caches' rows are (n_layer, n_head, n_ctx), head_size values each.
+size_t head_row(const Config& c, int l, int h) { return (size_t(l) * c.n_head + h) * c.n_ctx; }
+
+// Head h of layer l in the int8 cache, from position 0: its key rows and scales, its values in ceil(n_ctx / 2)
+// position pairs (kernels.h attention_values_q8) and their scales.
+Int8KvRows int8_head(const RunState& s, const Config& c, int l, int h) {
+    const size_t hs = size_t(c.n_embd / c.n_head), row = head_row(c, l, h);
+    const size_t pairs = (size_t(l) * c.n_head + h) * ((c.n_ctx + 1) / 2);
+    return {s.key_cache_q8 + row * hs, s.key_scale + row, s.value_cache_q8 + pairs * 2 * hs, s.value_scale + row};
+}
+
 // Writes the keys and values of n tokens at positions pos0.. from qkv (n, 3 * n_embd) into layer l's cache
 // (n_head, n_ctx, head_size), in the run state's format.
 void write_kv_cache(RunState* s, int l, const float* qkv, int n, int pos0, const Config& c) {
@@ -214,17 +225,18 @@ void write_kv_cache(RunState* s, int l, const float* qkv, int n, int pos0, const
     for (int t = 0; t < n; t++) {
         const float* key = qkv + (size_t)t * 3 * C + C;
         const float* value = key + C;
+        const size_t pos = size_t(pos0 + t);
         for (int h = 0; h < c.n_head; h++) {
-            const size_t row = ((size_t)l * c.n_head + h) * c.n_ctx + (size_t)(pos0 + t), at = row * hs;
             if (s->kv_format == KvCacheFormat::fp32) {
+                const size_t at = (head_row(c, l, h) + pos) * hs;
                 std::memcpy(s->key_cache + at, key + h * hs, sizeof(float) * hs);
                 std::memcpy(s->value_cache + at, value + h * hs, sizeof(float) * hs);
             } else {
-                // values: pair (pos / 2) of the head's (ceil(n_ctx / 2), head_size, 2), slot pos % 2
-                const size_t pairs = ((size_t)l * c.n_head + h) * ((c.n_ctx + 1) / 2), pos = size_t(pos0 + t);
-                quantize_cache_row(s->key_cache_q8 + at, s->key_scale + row, key + h * hs, hs);
-                quantize_cache_row(s->value_cache_q8 + (pairs + pos / 2) * 2 * hs + pos % 2, s->value_scale + row,
-                                   value + h * hs, hs, 2);
+                const Int8KvRows head = int8_head(*s, c, l, h);
+                quantize_cache_row(head.keys + pos * hs, head.key_scale + pos, key + h * hs, hs);
+                // slot pos % 2 of pair pos / 2
+                quantize_cache_row(head.values + (pos / 2) * 2 * hs + pos % 2, head.value_scale + pos, value + h * hs,
+                                   hs, 2);
             }
         }
     }
@@ -248,7 +260,7 @@ void attention_part(void* context, int h) {
     const AttentionJob& job = *static_cast<const AttentionJob*>(context);
     const RunState& s = *job.s;
     const int C = job.c->n_embd, hs = C / job.c->n_head;
-    const size_t head = (size_t(job.l) * job.c->n_head + h) * job.c->n_ctx;  // the head's first cache row
+    const size_t head = head_row(*job.c, job.l, h);
     float* scores = s.scores + size_t(h) * s.scores_stride;
     for (int t = 0; t < job.n; t++) {
         float* out = job.out + (size_t)t * C + h * hs;
@@ -257,10 +269,7 @@ void attention_part(void* context, int h) {
         if (s.kv_format == KvCacheFormat::fp32) {
             attention_head(out, q, s.key_cache + head * hs, s.value_cache + head * hs, n_keys, hs, scores);
         } else {
-            const size_t head_pairs = (size_t(job.l) * job.c->n_head + h) * ((job.c->n_ctx + 1) / 2);
-            const Int8KvRows rows{s.key_cache_q8 + head * hs, s.key_scale + head,
-                                  s.value_cache_q8 + head_pairs * 2 * hs, s.value_scale + head};
-            attention_head_q8(out, q, rows, n_keys, hs, scores, s.query_q + h * hs,
+            attention_head_q8(out, q, int8_head(s, *job.c, job.l, h), n_keys, hs, scores, s.query_q + h * hs,
                               s.weights_q + size_t(h) * s.scores_stride);
         }
     }

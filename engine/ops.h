@@ -24,12 +24,13 @@ void softmax(float* x, int n);
 void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
                     float* scores);
 
-// One head's rows in the int8 KV cache (KvCacheFormat::int8), quantized by kernels.h's quantize_cache_row.
+// One head's rows in the int8 KV cache (KvCacheFormat::int8), quantized by kernels.h's quantize_cache_row (the
+// forward pass writes them through the same pointers).
 struct Int8KvRows {
-    const int8_t* keys;        // (n_ctx, head_size)
-    const float* key_scale;    // (n_ctx)
-    const int8_t* values;      // (ceil(n_ctx / 2), head_size, 2): positions 2m and 2m + 1 interleaved
-    const float* value_scale;  // (n_ctx)
+    int8_t* keys;        // (n_ctx, head_size)
+    float* key_scale;    // (n_ctx)
+    int8_t* values;      // (ceil(n_ctx / 2), head_size, 2): positions 2m and 2m + 1 interleaved
+    float* value_scale;  // (n_ctx)
 };
 
 // attention_head over the int8 cache: the query quantized (quantize_activations) into query_q (scratch,
