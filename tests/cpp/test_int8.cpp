@@ -19,15 +19,9 @@ namespace {
 const gpt2::WeightFormat kInt8 = gpt2::WeightFormat::int8;
 
 std::unique_ptr<gpt2::Model> load_dir(const std::string& dir, gpt2::WeightFormat format) {
-    const auto config = read_file(dir + "/config.json");
-    const auto weights = read_file(dir + "/model.safetensors");
-    EXPECT_FALSE(config.empty() || weights.empty()) << dir;
-    std::string error;
     gpt2::LoadOptions options;
     options.format = format;
-    auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
-    EXPECT_TRUE(model) << error;
-    return model;
+    return load_folder(dir, options);
 }
 
 double stddev(const float* v, size_t n) {

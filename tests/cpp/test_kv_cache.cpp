@@ -163,11 +163,8 @@ TEST(Int8KvCache, PrefillThenStepsEqualOneBatchedPrefill) {
 // logit of the int8 cache within 1 % of the fp32 cache's logits' rms, and the mean difference within 0.1 % (measured:
 // 0.40 % and 0.026 %).
 TEST(Int8KvCache, BundledModelLogitsStayWithinTheStatedBoundOfTheFp32Cache) {
-    const auto config = gpt2_test::read_file(std::string(GPT2_BUNDLED_MODEL_DIR) + "/config.json");
-    const auto weights = gpt2_test::read_file(std::string(GPT2_BUNDLED_MODEL_DIR) + "/model.safetensors");
-    std::string error;
-    auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), &error);
-    ASSERT_TRUE(model) << error;
+    auto model = gpt2_test::load_folder(GPT2_BUNDLED_MODEL_DIR);
+    ASSERT_TRUE(model);
     const auto held_out = gpt2_test::read_file(GPT2_HELD_OUT_IDS);
     const int n = 255, V = gpt2::model_config(*model).n_vocab;
     std::vector<int32_t> ids(static_cast<size_t>(n));

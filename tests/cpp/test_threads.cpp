@@ -32,15 +32,10 @@ ModelSpec split_spec() {
 }
 
 std::unique_ptr<gpt2::Model> load_bundled(gpt2::WeightFormat format, int n_threads) {
-    const auto config = read_file(std::string(GPT2_BUNDLED_MODEL_DIR) + "/config.json");
-    const auto weights = read_file(std::string(GPT2_BUNDLED_MODEL_DIR) + "/model.safetensors");
     gpt2::LoadOptions options;
     options.format = format;
     options.n_threads = n_threads;
-    std::string error;
-    auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
-    EXPECT_TRUE(model) << error;
-    return model;
+    return load_folder(GPT2_BUNDLED_MODEL_DIR, options);
 }
 
 std::unique_ptr<gpt2::Model> make_threaded(const ModelSpec& spec, gpt2::WeightFormat format, int n_threads) {

@@ -158,6 +158,16 @@ std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadO
     return model;
 }
 
+std::unique_ptr<gpt2::Model> load_folder(const std::string& dir, const gpt2::LoadOptions& options) {
+    const auto config = read_file(dir + "/config.json");
+    const auto weights = read_file(dir + "/model.safetensors");
+    EXPECT_FALSE(config.empty() || weights.empty()) << dir;
+    std::string error;
+    auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), options, &error);
+    EXPECT_TRUE(model) << error;
+    return model;
+}
+
 std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use_kv_cache,
                                               gpt2::KvCacheFormat kv_cache) {
     std::string error;

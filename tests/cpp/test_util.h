@@ -40,6 +40,9 @@ std::string config_json(const ModelSpec& spec);
 // Loads spec (fails the current test on error).
 std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, gpt2::WeightFormat format = gpt2::WeightFormat::fp32);
 std::unique_ptr<gpt2::Model> make_model(const ModelSpec& spec, const gpt2::LoadOptions& options);
+// Loads a Hugging Face folder's config.json and model.safetensors, e.g. the bundled model (fails the current test
+// on error).
+std::unique_ptr<gpt2::Model> load_folder(const std::string& dir, const gpt2::LoadOptions& options = {});
 // A session with greedy sampling (temperature 0), with or without the KV cache (fails the current test on error).
 std::unique_ptr<gpt2::Session> greedy_session(const gpt2::Model& model, bool use_kv_cache,
                                               gpt2::KvCacheFormat kv_cache = gpt2::KvCacheFormat::fp32);
