@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include <limits>
 #include <new>
 #include <thread>
 
@@ -28,7 +29,24 @@ inline void cpu_relax() {
 // Workers run the engine's kernels only: small stacks (emscripten takes thread stacks from the heap).
 constexpr size_t kWorkerStackBytes = size_t(1) << 20;
 
+// The workers of all pools, and their cap (ThreadPool::limit_workers).
+std::atomic<int> g_live_workers{0};
+std::atomic<int> g_max_workers{std::numeric_limits<int>::max()};
+
+// Counts one more worker, unless that would pass the cap.
+bool reserve_worker() {
+    int live = g_live_workers.load();
+    do {
+        if (live >= g_max_workers.load()) return false;
+    } while (!g_live_workers.compare_exchange_weak(live, live + 1));
+    return true;
+}
+
+void release_worker() { g_live_workers.fetch_sub(1); }
+
 }  // namespace
+
+void ThreadPool::limit_workers(int max_workers) { g_max_workers.store(max_workers < 0 ? 0 : max_workers); }
 
 std::unique_ptr<ThreadPool> ThreadPool::create(int n_threads) {
     std::unique_ptr<ThreadPool> pool(new (std::nothrow) ThreadPool());
@@ -41,7 +59,11 @@ std::unique_ptr<ThreadPool> ThreadPool::create(int n_threads) {
     pthread_attr_setstacksize(&attributes, kWorkerStackBytes);
     for (int i = 1; i < n_threads; i++) {
         pthread_t thread;
-        if (pthread_create(&thread, &attributes, &ThreadPool::worker_main, pool.get()) != 0) break;
+        if (!reserve_worker()) break;
+        if (pthread_create(&thread, &attributes, &ThreadPool::worker_main, pool.get()) != 0) {
+            release_worker();
+            break;
+        }
         pool->workers_.push_back(thread);
     }
     pthread_attr_destroy(&attributes);
@@ -54,7 +76,10 @@ ThreadPool::~ThreadPool() {
         stop_.store(true);
     }
     wake_.notify_all();
-    for (pthread_t thread : workers_) pthread_join(thread, nullptr);
+    for (pthread_t thread : workers_) {
+        pthread_join(thread, nullptr);
+        release_worker();
+    }
 }
 
 void* ThreadPool::worker_main(void* pool) {

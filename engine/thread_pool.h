@@ -31,6 +31,12 @@ class ThreadPool {
     // how many there are. nullptr only when the pool object itself cannot be allocated.
     static std::unique_ptr<ThreadPool> create(int n_threads);
     ~ThreadPool();  // stops and joins the workers
+
+    // Caps the workers of all pools together (default: no cap); pools created beyond it get fewer workers. In
+    // wasm a thread can only start on one of the Web Workers the module was started with, and Emscripten
+    // 3.1.6's pthread_create, finding none free, returns an error without freeing the new thread's stack
+    // (1 MiB of heap per call): the binding caps the workers at their number, so it is never asked then.
+    static void limit_workers(int max_workers);
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
 

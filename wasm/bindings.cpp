@@ -7,6 +7,7 @@
 // a staging block the loader owns (no raw pointers, no malloc from JS). Built with GPT2_WASM_TESTING (the
 // testing build, wasm/CMakeLists.txt), it adds the hooks only tests and tools/bench use.
 #include <emscripten/bind.h>
+#include <emscripten/em_asm.h>
 #include <emscripten/val.h>
 #include <malloc.h>
 
@@ -21,6 +22,7 @@
 
 #include "gguf.h"
 #include "gpt2.h"
+#include "thread_pool.h"
 #ifdef GPT2_WASM_TESTING
 #include "../tools/bench/stream_read.h"
 #endif
@@ -311,6 +313,11 @@ class HeapBlock {
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(gpt2_wasm) {
+#ifdef __EMSCRIPTEN_PTHREADS__
+    // Threads start only on the Web Workers started with the module (Module.gpt2Workers, wasm/CMakeLists.txt):
+    // the engine's thread pools never ask for more (gpt2::ThreadPool::limit_workers says why).
+    gpt2::ThreadPool::limit_workers(EM_ASM_INT({ return Module['gpt2Workers'] | 0; }));
+#endif
     emscripten::value_object<BindingError>("EngineError")
         .field("kind", &BindingError::kind)
         .field("message", &BindingError::message);

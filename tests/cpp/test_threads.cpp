@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -220,4 +221,23 @@ TEST(ThreadPool, ThreadCountsAreClampedAndPoolsDestroyCleanlyAtAnyMoment) {
         ASSERT_TRUE(pool);
         if (i % 2) run_counted_jobs(pool.get(), i % 7, i);
     }  // destroyed while workers start, spin or sleep
+}
+
+// Sets the workers' cap for one test, and lifts it again after the test's pools are gone.
+struct WorkerCap {
+    explicit WorkerCap(int max_workers) { gpt2::ThreadPool::limit_workers(max_workers); }
+    ~WorkerCap() { gpt2::ThreadPool::limit_workers(std::numeric_limits<int>::max()); }
+};
+
+TEST(ThreadPool, WorkersOfAllPoolsStayWithinTheCapAndReturnToItWhenAPoolEnds) {
+    WorkerCap cap(3);
+    auto first = gpt2::ThreadPool::create(3);   // 2 workers
+    auto second = gpt2::ThreadPool::create(4);  // 1 worker left under the cap
+    auto third = gpt2::ThreadPool::create(2);   // none left
+    EXPECT_EQ(first->n_threads(), 3);
+    EXPECT_EQ(second->n_threads(), 2);
+    EXPECT_EQ(third->n_threads(), 1);
+    run_counted_jobs(second.get(), 5, 1);
+    first.reset();
+    EXPECT_EQ(gpt2::ThreadPool::create(4)->n_threads(), 3);  // the first pool's 2 workers are free again
 }

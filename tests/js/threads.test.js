@@ -88,6 +88,8 @@ describe('loadModel threads option', () => {
   });
 
   test('a model loaded while another holds the workers runs on the threads left; disposing returns them', async () => {
+    const engine = await loadEngine({ threads: 2 });
+    const heapBefore = engine.heapUsedBytes();
     const first = await loadModel(BUNDLED, { threads: 2 });
     const second = await loadModel(BUNDLED, { threads: 2 });  // the 2-thread engine has one worker, taken
     let third;
@@ -102,6 +104,9 @@ describe('loadModel threads option', () => {
       second.dispose();
       third?.dispose();
     }
+    // A thread refused costs nothing: the engine does not ask for more threads than the module has workers
+    // (Emscripten's failed pthread_create kept the thread's 1 MiB stack).
+    expect(engine.heapUsedBytes()).toBe(heapBefore);
   });
 
   test('Node defaults to one thread; auto is the cores, at most MAX_AUTO_THREADS', async () => {
