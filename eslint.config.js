@@ -45,7 +45,7 @@ export default [
   // Jest suites run in Node; Playwright specs run in Node and hand callbacks to the page (page.evaluate).
   { files: ['tests/js/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.jest } } },
   { files: ['tests/e2e/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
-  { files: ['tools/**/*.mjs', '*.config.js'], languageOptions: { globals: globals.node } },
+  { files: ['tools/**/*.mjs', 'tests/fuzz/**/*.mjs', '*.config.js'], languageOptions: { globals: globals.node } },
   { files: ['tools/bench.mjs'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
   { files: ['tools/bench/browser_worker.mjs'], languageOptions: { globals: globals.worker } },
   { files: ['tools/bench/measure.mjs', 'tools/bench/wasm_driver.mjs'], languageOptions: { globals: everywhere } },

@@ -1,17 +1,41 @@
 // Where the bytes of a model file go as they arrive: into memory (the text files) or into the engine's loader
 // (model.safetensors, or a GGUF file). A sink: { write(chunk), length, finish() -> result, discard() }.
 import { ModelLoadError, engineCall } from './load_errors.js';
+import { MODEL_FILES } from './model_files.js';
 
+// The most bytes each text file can need; a larger one is refused from its announced size, before anything is
+// read, or else as soon as its bytes pass the bound, since it is held whole in memory and parsed. GPT-2's
+// config.json is 665 bytes: 1 MiB leaves room for every key a Hub config carries. GPT-2's vocab.json is 1.0 MB
+// (50,257 tokens) and its merges.txt 0.46 MB (50,000 merges): 64 MiB holds a million tokens or merges (the most
+// a GGUF file may hold, and tokenizer.js's bound on merges) of 64 bytes each.
+const TEXT_FILE_BOUNDS = {
+  [MODEL_FILES.config]: { mebibytes: 1, what: `a ${MODEL_FILES.config}`, hint: `not a ${MODEL_FILES.config}?` },
+  [MODEL_FILES.vocab]: { mebibytes: 64, what: 'a tokenizer file', hint: `not a ${MODEL_FILES.vocab}?` },
+  [MODEL_FILES.merges]: { mebibytes: 64, what: 'a tokenizer file', hint: `not a ${MODEL_FILES.merges}?` },
+};
+// A File given under another name (loadEngineModel({ vocab: file })) gets the largest bound.
+const OTHER_TEXT_FILE_BOUND = { mebibytes: 64, what: 'a text file of a model', hint: 'the wrong file?' };
+
+// Holds a text file (config.json, vocab.json or merges.txt) whole in memory; finish() -> its bytes.
 export class BytesSink {
+  #name;
+  #bound;
+  #maxBytes;
   #parts = [];
   length = 0;
 
+  // total: the size announced (File size, Content-Length), or null.
   constructor(name, total) {
+    this.#name = name;
+    this.#bound = TEXT_FILE_BOUNDS[name] ?? OTHER_TEXT_FILE_BOUND;
+    this.#maxBytes = this.#bound.mebibytes * 2 ** 20;
     if (total === 0) throw new ModelLoadError(name, 'invalid', 'the file is empty');
+    if (total > this.#maxBytes) throw this.#tooLarge(`is ${total} bytes`);
   }
 
   write(chunk) {
-    this.#parts.push(chunk);
+    if (this.length + chunk.byteLength > this.#maxBytes) throw this.#tooLarge(`is over ${this.#bound.mebibytes} MiB`);
+    this.#parts.push(new Uint8Array(chunk));  // a copy: a source may reuse its buffer for the next chunk (nodeChunks does)
     this.length += chunk.byteLength;
   }
 
@@ -28,6 +52,11 @@ export class BytesSink {
 
   discard() {
     this.#parts = [];
+  }
+
+  #tooLarge(size) {
+    const { mebibytes, what, hint } = this.#bound;
+    return new ModelLoadError(this.#name, 'invalid', `${size}; ${what} is at most ${mebibytes} MiB (${hint})`);
   }
 }
 

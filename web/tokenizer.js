@@ -37,6 +37,10 @@ const POSITION_SPAN = 2 ** 32;
 const MAX_MERGES = 2 ** 20; // keeps rank * POSITION_SPAN + position below 2^53
 const MAX_VOCAB_SIZE = 2 ** 24; // ids index typed arrays; far above any BPE vocabulary
 
+// Tokens, merge lines and values quoted in error messages are cut to this many characters: a message stays
+// one readable line whatever the file holds.
+const MAX_QUOTED_LENGTH = 64;
+
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other 68 bytes to U+0100...
 // Returns the character of each byte and, indexed by char code, the byte of each character (-1: none).
 function byteAlphabet() {
@@ -52,41 +56,64 @@ function byteAlphabet() {
   return { byteToCharacter, charCodeToByte };
 }
 
+// A token, merge line or vocab value as error messages show it: quoted, cut short, never a whole structure
+// (stringifying a deeply nested array would overflow the stack).
+function quote(value) {
+  if (typeof value === 'string') {
+    return JSON.stringify(value.length > MAX_QUOTED_LENGTH ? `${value.slice(0, MAX_QUOTED_LENGTH)}…` : value);
+  }
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
 // Token bytes are stored flat (tokenBytes[tokenStart[id] .. tokenStart[id] + tokenLength[id]]) rather than
-// as 50k small arrays: faster to build and to decode from. tokenLength is -1 for ids the vocab lacks.
-// tokens: the token strings; idOf(i): the id of tokens[i].
+// as 50k small arrays: faster to build and to decode from.
+// tokens: the token strings; idOf(i): the id of tokens[i]. The ids must be 0 .. tokens.length - 1, each once:
+// GPT-2's vocab.json is numbered so, a token listed twice in it (which JSON.parse keeps once) leaves a gap,
+// and every id the model generates then has its text. It also bounds the arrays below by the file's size.
 function parseVocab(tokens, idOf, charCodeToByte) {
-  const ids = new Int32Array(tokens.length);
-  let vocabSize = 0;
+  const vocabSize = tokens.length;
+  if (vocabSize > MAX_VOCAB_SIZE) throw new Error(`createTokenizer: the vocab has more than ${MAX_VOCAB_SIZE} tokens`);
+  const ids = new Int32Array(vocabSize);
   let totalLength = 0;
-  for (let i = 0; i < tokens.length; i++) {
+  for (let i = 0; i < vocabSize; i++) {
     const id = idOf(i);
-    if (!Number.isInteger(id) || id < 0 || id >= MAX_VOCAB_SIZE) {
-      throw new Error(`createTokenizer: vocab id of token ${JSON.stringify(tokens[i])} is not an integer in [0, ${MAX_VOCAB_SIZE}): ${id}`);
+    if (!Number.isInteger(id)) throw new Error(`createTokenizer: vocab id of token ${quote(tokens[i])} is not an integer: ${quote(id)}`);
+    if (id < 0 || id >= vocabSize) {
+      throw new Error(`createTokenizer: vocab id of token ${quote(tokens[i])} is ${id}, but the vocab's ` +
+        `${plural(vocabSize, 'token')} must have the ids 0 to ${vocabSize - 1}, one each (a token listed twice?)`);
     }
     ids[i] = id;
-    vocabSize = Math.max(vocabSize, id + 1);
     totalLength += tokens[i].length;
   }
   const tokenToId = new Map();
   const tokenBytes = new Uint8Array(totalLength);
   const tokenStart = new Int32Array(vocabSize);
-  const tokenLength = new Int32Array(vocabSize).fill(-1);
+  const tokenLength = new Int32Array(vocabSize);
+  const tokenIndex = new Int32Array(vocabSize).fill(-1);  // of each id, its token's index in tokens (-1: none yet)
   let offset = 0;
-  for (let i = 0; i < tokens.length; i++) {
+  for (let i = 0; i < vocabSize; i++) {
     const token = tokens[i];
     const id = ids[i];
-    if (tokenLength[id] !== -1) throw new Error(`createTokenizer: vocab id ${id} is used by more than one token`);
+    if (tokenIndex[id] !== -1) {
+      throw new Error(`createTokenizer: vocab id ${id} belongs to more than one token (${quote(tokens[tokenIndex[id]])} and ${quote(token)})`);
+    }
     if (tokenToId.has(token)) {
-      throw new Error(`createTokenizer: vocab token ${JSON.stringify(token)} has more than one id (${tokenToId.get(token)} and ${id})`);
+      throw new Error(`createTokenizer: vocab token ${quote(token)} has more than one id (${tokenToId.get(token)} and ${id})`);
     }
     tokenStart[id] = offset;
     tokenLength[id] = token.length;
+    tokenIndex[id] = i;
     for (let j = 0; j < token.length; j++) {
       const charCode = token.charCodeAt(j);
       const byte = charCode < charCodeToByte.length ? charCodeToByte[charCode] : -1;
       if (byte === -1) {
-        throw new Error(`createTokenizer: vocab token ${JSON.stringify(token)} has a character outside GPT-2's byte alphabet`);
+        const character = `U+${token.codePointAt(j).toString(16).toUpperCase().padStart(4, '0')}`;
+        throw new Error(`createTokenizer: vocab token ${quote(token)} has a character outside GPT-2's byte alphabet: ${character}`);
       }
       tokenBytes[offset++] = byte;
     }
@@ -96,16 +123,21 @@ function parseVocab(tokens, idOf, charCodeToByte) {
 }
 
 // Merge rank of each (left id, right id) pair in an open-addressing hash table over typed arrays:
-// no per-entry allocation, and lookups in the BPE loop are a few integer operations.
+// no per-entry allocation, and lookups in the BPE loop are a few integer operations. The slot is the high bits
+// of a multiply-add with random odd factors (multiply-shift hashing): with fixed factors a merges.txt could be
+// made whose pairs all share a few slots, and building the table would take hours instead of milliseconds.
 function createPairTable(pairCount) {
-  let capacity = 16;
-  while (capacity < pairCount * 2) capacity *= 2;
+  let capacityBits = 4;
+  while (2 ** capacityBits < pairCount * 2) capacityBits++;
+  const capacity = 2 ** capacityBits;
   const mask = capacity - 1;
+  const shift = 32 - capacityBits;
+  const [leftFactor, rightFactor] = [randomOddFactor(), randomOddFactor()];
   const lefts = new Int32Array(capacity).fill(-1);
   const rights = new Int32Array(capacity);
   const ranks = new Int32Array(capacity);
   const slotOf = (left, right) => {
-    let slot = (Math.imul(left, 0x9e3779b1) ^ Math.imul(right, 0x85ebca77)) & mask;
+    let slot = (Math.imul(left, leftFactor) + Math.imul(right, rightFactor)) >>> shift;
     while (lefts[slot] !== -1 && (lefts[slot] !== left || rights[slot] !== right)) slot = (slot + 1) & mask;
     return slot;
   };
@@ -127,6 +159,10 @@ function createPairTable(pairCount) {
   };
 }
 
+function randomOddFactor() {
+  return ((Math.random() * 2 ** 32) >>> 0) | 1;
+}
+
 // A regex match is a slice that keeps the whole input text alive (V8 sliced strings); a cache key made
 // from it would pin every encoded text. Slicing a fresh concatenation copies the characters instead.
 function detachedCopy(piece) {
@@ -134,12 +170,12 @@ function detachedCopy(piece) {
 }
 
 function mergeLineError(lineIndex, line, problem) {
-  return new Error(`createTokenizer: merges line ${lineIndex + 1} ${JSON.stringify(line)} ${problem}`);
+  return new Error(`createTokenizer: merges line ${lineIndex + 1} ${quote(line)} ${problem}`);
 }
 
 // lines: merges.txt's lines ("left right"; a first "#version" line and empty lines are skipped).
 function parseMerges(lines, tokenToId) {
-  if (lines.length > MAX_MERGES) throw new Error(`createTokenizer: more than ${MAX_MERGES} merges`);
+  if (lines.length > MAX_MERGES) throw new Error(`createTokenizer: merges has more than ${MAX_MERGES} lines`);
   const pairTable = createPairTable(lines.length);
   const mergeLeft = new Int32Array(lines.length);
   const mergeRight = new Int32Array(lines.length);
@@ -157,9 +193,10 @@ function parseMerges(lines, tokenToId) {
     const leftId = tokenToId.get(left);
     const rightId = tokenToId.get(right);
     const resultId = tokenToId.get(left + right);
-    if (leftId === undefined || rightId === undefined || resultId === undefined) {
-      throw mergeLineError(lineIndex, line, 'uses a token that is not in the vocab');
+    if (leftId === undefined || rightId === undefined) {
+      throw mergeLineError(lineIndex, line, `uses ${quote(leftId === undefined ? left : right)}, which is not in the vocab`);
     }
+    if (resultId === undefined) throw mergeLineError(lineIndex, line, `makes ${quote(left + right)}, which is not in the vocab`);
     if (!pairTable.insert(leftId, rightId, mergeCount)) throw mergeLineError(lineIndex, line, 'repeats an earlier merge');
     mergeLeft[mergeCount] = leftId;
     mergeRight[mergeCount] = rightId;
@@ -169,19 +206,35 @@ function parseMerges(lines, tokenToId) {
   return { pairTable, mergeLeft, mergeRight, mergeResult };
 }
 
+// merges.txt's lines, counted before the text is split: a file of newlines alone would otherwise become an
+// array of tens of millions of strings before parseMerges could refuse it.
+function splitMergeLines(text) {
+  for (let count = 1, newline = text.indexOf('\n'); newline !== -1; newline = text.indexOf('\n', newline + 1)) {
+    if (++count > MAX_MERGES) throw new Error(`createTokenizer: merges has more than ${MAX_MERGES} lines`);
+  }
+  return text.split('\n');
+}
+
+// What a value is, for the messages about arguments of the wrong type.
+function describeType(value) {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
 // vocab: the parsed vocab.json object (token string -> id); merges: the text of merges.txt.
 // Returns { encode(text) -> ids, decode(ids) -> text, createDecoder() -> { push(id), flush() }, eosId, vocabSize }.
 export function createTokenizer(vocab, merges) {
   if (vocab === null || typeof vocab !== 'object' || Array.isArray(vocab)) {
-    throw new Error('createTokenizer: vocab must be the parsed vocab.json object (token string -> id)');
+    throw new Error(`createTokenizer: vocab must be the parsed vocab.json object (token string -> id), not ${describeType(vocab)}`);
   }
   if (typeof merges !== 'string') {
-    throw new Error('createTokenizer: merges must be the text of merges.txt');
+    throw new Error(`createTokenizer: merges must be the text of merges.txt, not ${describeType(merges)}`);
   }
   // Object.keys lists only own properties, so a "__proto__" key from JSON.parse is an ordinary token
   // (and vocab["__proto__"] reads that own property, not the prototype).
   const tokens = Object.keys(vocab);
-  return buildTokenizer(tokens, (i) => vocab[tokens[i]], merges.split('\n'), (tokenToId) => {
+  return buildTokenizer(tokens, (i) => vocab[tokens[i]], splitMergeLines(merges), (tokenToId) => {
     const eosId = tokenToId.get(END_OF_TEXT);
     if (eosId === undefined) throw new Error(`createTokenizer: vocab lacks ${END_OF_TEXT}`);
     return eosId;
@@ -191,19 +244,24 @@ export function createTokenizer(vocab, merges) {
 // The same tokenizer from a vocabulary as a GGUF file holds it (EngineModel.readVocabulary()): tokens (the
 // token strings in id order, as vocab.json's keys), merges (merges.txt's lines as an array) and eosTokenId.
 // Checked as createTokenizer checks the files, with the same messages.
-export function createTokenizerFromVocabulary({ tokens, merges, eosTokenId } = {}) {
-  if (!Array.isArray(tokens) || !tokens.every((token) => typeof token === 'string')) {
-    throw new Error('createTokenizer: tokens must be an array of token strings (in id order)');
-  }
-  if (!Array.isArray(merges) || !merges.every((merge) => typeof merge === 'string')) {
-    throw new Error('createTokenizer: merges must be an array of "left right" strings');
-  }
+export function createTokenizerFromVocabulary(vocabulary) {
+  const { tokens, merges, eosTokenId } = vocabulary ?? {};
+  checkStrings(tokens, 'tokens', 'an array of token strings (in id order)');
+  checkStrings(merges, 'merges', 'an array of "left right" strings');
   return buildTokenizer(tokens, (i) => i, merges, () => {
     if (!(Number.isInteger(eosTokenId) && eosTokenId >= 0 && eosTokenId < tokens.length)) {
-      throw new Error(`createTokenizer: end-of-text token id ${eosTokenId} is not in the vocab of ${tokens.length} tokens`);
+      throw new Error(`createTokenizer: end-of-text token id ${quote(eosTokenId)} is not in the vocab of ${tokens.length} tokens`);
     }
     return eosTokenId;
   });
+}
+
+// Element by element: every() would skip the holes of a sparse array.
+function checkStrings(list, name, what) {
+  if (!Array.isArray(list)) throw new Error(`createTokenizer: ${name} must be ${what}, not ${describeType(list)}`);
+  for (let i = 0; i < list.length; i++) {
+    if (typeof list[i] !== 'string') throw new Error(`createTokenizer: ${name} must be ${what}; ${name}[${i}] is ${describeType(list[i])}`);
+  }
 }
 
 // tokens and idOf(i): the vocabulary (see parseVocab); mergeLines: see parseMerges; findEosId(tokenToId) -> id.
@@ -215,7 +273,7 @@ function buildTokenizer(tokens, idOf, mergeLines, findEosId) {
   const byteTokenIds = new Int32Array(256);
   for (let byte = 0; byte < 256; byte++) {
     const id = tokenToId.get(byteToCharacter[byte]);
-    if (id === undefined) throw new Error(`createTokenizer: vocab lacks the token for byte ${byte}`);
+    if (id === undefined) throw new Error(`createTokenizer: vocab lacks the token for byte ${byte} (${quote(byteToCharacter[byte])})`);
     byteTokenIds[byte] = id;
   }
   const eosId = findEosId(tokenToId);
@@ -372,7 +430,7 @@ function buildTokenizer(tokens, idOf, mergeLines, findEosId) {
   }
 
   function checkId(id) {
-    if (!(Number.isInteger(id) && id >= 0 && id < vocabSize && tokenLength[id] !== -1)) {
+    if (!(Number.isInteger(id) && id >= 0 && id < vocabSize)) {
       throw new Error(`decode: invalid token id ${String(id)} (not in the vocab of ${vocabSize} ids)`);
     }
   }
