@@ -1,13 +1,15 @@
 // Where a model's files come from. A source gives either a folder in the Hugging Face layout,
 // { format: 'safetensors', config, weights, vocab, merges }, or one GGUF file, { format: 'gguf', model }, of file
-// openers ({ name, open(signal) -> { total (bytes or null), chunks: AsyncIterable<Uint8Array>, cancel(),
-// cacheCopy? } }), plus evict() for cached URLs. Sources: a base URL or a .gguf URL (through the Cache API in
-// browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one object alone: a
-// GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf, or starting with
-// its magic); or (Node) a folder or file path.
+// openers ({ name, open({ signal, onRetry, retryDelayMs }) -> { total (bytes or null), chunks:
+// AsyncIterable<Uint8Array | DownloadRestart>, cancel(), cacheCopy?, fromCache? } }), plus evict() for cached
+// URLs. Sources: a base URL or a .gguf URL (downloaded by download.js, which resumes broken connections, through
+// the Cache API in browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one
+// object alone: a GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf,
+// or starting with its magic); or (Node) a folder or file path. Only downloads retry.
 import { MODEL_FILES, isGgufName } from './model_files.js';
-import { CacheCopy, evictFromCache, openCache } from './model_cache.js';
-import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
+import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
+import { startDownload } from './download.js';
+import { ModelLoadError } from './load_errors.js';
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const NODE_READ_CHUNK_BYTES = 4 << 20;
@@ -79,52 +81,21 @@ function openUrlFolder(baseUrl) {
   return files;
 }
 
+// Taken from the Cache API when a checked copy is there (model_cache.js), else downloaded, and then copied
+// into it; before a large file is copied, the page asks to keep its storage.
 function urlFile(name, url) {
   return {
     name,
     url,
-    open: async (signal) => {
+    open: async ({ signal, onRetry, retryDelayMs } = {}) => {
       const cache = await openCache();
-      const cached = await cache?.match(url);
-      if (cached) return responseBody(name, url, cached);
-      const body = responseBody(name, url, await fetchFile(name, url, signal));
-      return { ...body, cacheCopy: cache ? new CacheCopy(cache, url, body.total) : null };
+      const cached = cache && await openCachedFile(cache, name, url);
+      if (cached) return cached;
+      const download = await startDownload(name, url, { signal, onRetry, retryDelayMs });
+      if (!cache) return download;
+      requestPersistentStorage(download.total);
+      return { ...download, cacheCopy: new CacheCopy(cache, url, download.total) };
     },
-  };
-}
-
-async function fetchFile(name, url, signal) {
-  let response;
-  try {
-    // CORS mode (fetch's default, spelled out because it matters): under the page's COEP require-corp (threads,
-    // see tools/serve.mjs) a cross-origin response is only usable if CORS or CORP allows it, and Hugging Face
-    // (and the CDN it redirects to) answers with Access-Control-Allow-Origin: *. Without credentials, so the
-    // wildcard suffices. A no-cors fetch would give an opaque response that COEP blocks.
-    response = await fetch(url, { signal, mode: 'cors', credentials: 'same-origin' });
-  } catch (error) {
-    throwIfAborted(signal, name);
-    throw new ModelLoadError(name, 'network',
-      `network error fetching ${url} (offline, connection refused, or blocked by CORS): ${describe(error)}`, { cause: error });
-  }
-  if (!response.ok) {
-    response.body?.cancel().catch(() => {});
-    const hint = response.status === 401 || response.status === 403 ? ' (private or gated repository?)' : '';
-    throw new ModelLoadError(name, 'http', `HTTP ${response.status} ${response.statusText} from ${url}${hint}`.trimEnd());
-  }
-  return response;
-}
-
-function responseBody(name, url, response) {
-  // With a Content-Encoding, Content-Length counts compressed bytes: the size is then unknown.
-  const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
-  const length = response.headers.get('content-length');
-  const total = !encoded && length !== null && /^\d+$/.test(length) ? Number(length) : null;
-  if (!response.body) throw new ModelLoadError(name, 'network', `no response body from ${url}`);
-  const reader = response.body.getReader();
-  return {
-    total,
-    chunks: readerChunks(reader),
-    cancel: () => reader.cancel().catch(() => {}),
   };
 }
 

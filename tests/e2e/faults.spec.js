@@ -185,7 +185,7 @@ test.describe('network and storage faults', () => {
       await expect(page.getByText(/Ready: Model at/)).toBeVisible({ timeout: READY });
       await expect(alert).toBeEmpty();
       await expectGenerates(page);
-      expect((await cachedUrls(page)).filter((url) => url.includes(folder.route))).toHaveLength(4);
+      expect((await cachedUrls(page)).filter((url) => url.includes(folder.route))).toHaveLength(8);  // the files and their digests
     });
   }
 

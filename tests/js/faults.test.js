@@ -160,7 +160,7 @@ describe('network faults (Node API)', () => {
       expect(String(warn.mock.calls[0][0])).toMatch(/could not cache.*quota/i);
       // Whatever was stored is whole: no file is half written.
       for (const [url, body] of stored) expect(Buffer.from(body).equals(files[url.split('/').at(-1)])).toBe(true);
-      // The next load still works (taking what is cached, downloading the rest).
+      // The next load still works (downloading again what the cache did not keep).
       await expectWorkingModel(`${baseUrl}/ok/`);
     } finally {
       warn.mockRestore();

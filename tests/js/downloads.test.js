@@ -1,0 +1,312 @@
+// Issue #14, downloads that survive and cached copies that are checked (web/download.js, web/model_cache.js,
+// web/crc32.js, through web/loader.js in Node): a local server on 127.0.0.1 drops connections mid-file, honours
+// or ignores Range, changes the file between requests or stops answering; an in-memory stand-in for the
+// browser's Cache API holds copies that the tests damage. Uses the tiny-random fixture (token ids only).
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { crc32 } from 'node:zlib';
+import { jest } from '@jest/globals';
+import { Crc32 } from '../../web/crc32.js';
+import { loadEngine } from '../../web/engine.js';
+import { loadEngineModel } from '../../web/loader.js';
+import { sendRange, sendSlow, startFileServer } from './file_server.js';
+
+const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
+const files = {
+  'config.json': readFileSync(`${TINY}config.json`),
+  'model.safetensors': readFileSync(`${TINY}model.safetensors`),
+};
+const greedy = JSON.parse(readFileSync(`${TINY}greedy.json`, 'utf8'));
+const WEIGHTS = files['model.safetensors'];
+const HALF = Math.floor(WEIGHTS.length / 2);
+
+// How model.safetensors is served, by kind (config.json is always served whole); each answer gets the number
+// of the request for the file on its route (1 for the first).
+const WEIGHT_ANSWERS = {
+  ok: (req, res, body) => sendRange(req, res, body),
+  // Drops the first connection at 50%, then honours Range.
+  resume: (req, res, body, n) => sendRange(req, res, body, { cutAt: n === 1 ? HALF : null, headers: { ETag: '"v1"' } }),
+  // Drops the first connection at 50%, then answers every request with the whole file.
+  norange: (req, res, body, n) => sendRange(req, res, body, { honourRange: false, cutAt: n === 1 ? HALF : null }),
+  // The file changes after the first connection dropped: the resumed part would be of another file.
+  changed: (req, res, body, n) => sendRange(req, res, body, { cutAt: n === 1 ? HALF : null, headers: { ETag: n === 1 ? '"v1"' : '"v2"' } }),
+  // Drops every connection at 50%, ignoring Range.
+  alwayscut: (req, res, body) => sendRange(req, res, body, { honourRange: false, cutAt: HALF }),
+  // Drops the first connection at 50%; after that, connections are closed before any answer.
+  unreachable: (req, res, body, n) => (n === 1 ? sendRange(req, res, body, { cutAt: HALF }) : req.socket.destroy()),
+  slow: (req, res, body) => sendSlow(res, body),
+  // Announces 150 MB and sends garbage: the engine refuses it from the first bytes.
+  large: (req, res) => {
+    res.writeHead(200, { 'Content-Length': 150e6 });
+    res.write(Buffer.alloc(4096, 0x5a), () => setTimeout(() => res.socket.destroy(), 20));
+  },
+};
+
+const routes = {};
+let routeCount = 0;
+let server;
+let engine;
+let cleanIds;
+
+// A route of its own for a test, serving model.safetensors as `kind` says: its requests are numbered from 1,
+// and its URLs are in no cache.
+function newRoute(kind) {
+  const route = `${kind}${++routeCount}`;
+  let weightRequests = 0;
+  routes[route] = (res, body, name, req) => (name === 'model.safetensors'
+    ? WEIGHT_ANSWERS[kind](req, res, body, ++weightRequests) : sendRange(req, res, body));
+  return route;
+}
+
+beforeAll(async () => {
+  engine = await loadEngine();
+  server = await startFileServer(files, routes);
+  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${newRoute('ok')}/`, { withTokenizer: false });
+  cleanIds = greedyIds(model);
+  model.dispose();
+});
+
+afterAll(() => server.close());
+
+function greedyIds(model) {
+  const session = model.createSession();
+  try {
+    session.setSampling({ temperature: 0 });
+    const ids = [session.prefill(greedy.prompt)];
+    while (ids.length < 12) ids.push(session.step(ids.at(-1)));
+    return ids;
+  } finally {
+    session.dispose();
+  }
+}
+
+// Loads the route's model (token ids only) and checks it generates what the model of a clean download does.
+async function expectCleanModel(route, options = {}) {
+  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options });
+  try {
+    expect(greedyIds(model)).toEqual(cleanIds);
+  } finally {
+    model.dispose();
+  }
+}
+
+// -> the rejection of loading the route's model, checking that nothing of it stayed in the wasm heap.
+async function loadError(route, options = {}) {
+  const before = engine.heapUsedBytes();
+  const error = await loadEngineModel(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options })
+    .then(() => null, (e) => e);
+  expect(error).not.toBeNull();
+  expect(engine.heapUsedBytes()).toBe(before);
+  return error;
+}
+
+// The Range headers of the requests for a file of route, in order (null: none).
+function weightRanges(route, name = 'model.safetensors') {
+  return server.requests().filter(({ path }) => path === `/${route}/${name}`).map(({ range }) => range);
+}
+
+// An in-memory stand-in for the browser's Cache API (url -> { body, headers }): a put reads its body to the
+// end and stores nothing if the body errors, as browsers do; refusePut(url) makes a put fail like a full quota.
+function useFakeCaches({ refusePut = () => false } = {}) {
+  const stored = new Map();
+  globalThis.caches = {
+    open: async () => ({
+      match: async (url) => (stored.has(url) ? new Response(stored.get(url).body, { headers: stored.get(url).headers }) : undefined),
+      put: async (url, response) => {
+        if (refusePut(url)) {
+          await response.body?.cancel();
+          throw new DOMException('The quota has been exceeded.', 'QuotaExceededError');
+        }
+        const body = new Uint8Array(await response.arrayBuffer());
+        stored.set(url, { body, headers: Object.fromEntries(response.headers) });
+      },
+      delete: async (url) => stored.delete(url),
+    }),
+  };
+  return stored;
+}
+
+afterEach(() => {
+  delete globalThis.caches;
+});
+
+describe('a download that loses its connection', () => {
+  test('resumes with a Range request from the byte where it stopped, and the model is the clean one', async () => {
+    const route = newRoute('resume');
+    const events = [];
+    await expectCleanModel(route, { onProgress: (event) => events.push(event) });
+    expect(weightRanges(route)).toEqual([null, `bytes=${HALF}-`]);
+    const weights = events.filter((event) => event.file === 'model.safetensors');
+    expect(weights.filter((event) => event.retry)).toEqual([expect.objectContaining({ loaded: HALF, retry: { attempt: 2, delayMs: 0 } })]);
+    for (let i = 1; i < weights.length; i++) expect(weights[i].loaded).toBeGreaterThanOrEqual(weights[i - 1].loaded);
+    expect(weights.at(-1)).toMatchObject({ loaded: WEIGHTS.length, fraction: 1 });
+  });
+
+  test('starts the file over when the server ignores Range and sends it whole, and the model is the clean one', async () => {
+    const route = newRoute('norange');
+    const events = [];
+    await expectCleanModel(route, { onProgress: (event) => events.push(event) });
+    expect(weightRanges(route)).toEqual([null, `bytes=${HALF}-`]);
+    const weights = events.filter((event) => event.file === 'model.safetensors');
+    const retry = weights.findIndex((event) => event.retry);
+    expect(weights[retry + 1]).toMatchObject({ loaded: 0, total: WEIGHTS.length, fraction: 0 });  // back to the start
+    expect(weights.at(-1)).toMatchObject({ loaded: WEIGHTS.length, fraction: 1 });
+  });
+
+  test('does not splice in the rest of a file that changed (another ETag): it starts over with the whole new file', async () => {
+    const route = newRoute('changed');
+    await expectCleanModel(route);
+    expect(weightRanges(route)).toEqual([null, `bytes=${HALF}-`, null]);
+  });
+
+  test('gives up after 6 attempts when every connection drops, with a network error; nothing is cached or left in the heap', async () => {
+    const route = newRoute('alwayscut');
+    const stored = useFakeCaches();
+    const error = await loadError(route);
+    expect(error).toMatchObject({ name: 'ModelLoadError', file: 'model.safetensors', kind: 'network' });
+    expect(error.message).toMatch(
+      new RegExp(`^model\\.safetensors: network error: the download stopped at ${HALF} of ${WEIGHTS.length} bytes after 6 attempts \\(`));
+    expect(weightRanges(route)).toHaveLength(6);
+    expect([...stored.keys()].filter((url) => url.includes(`/${route}/`))).toEqual([]);
+  });
+
+  test('waits before an attempt that follows one that got nothing: 1, 2, 4, then 8 times retryDelayMs, then gives up', async () => {
+    const retries = [];
+    const error = await loadError(newRoute('unreachable'), { retryDelayMs: 5, onProgress: (event) => event.retry && retries.push(event.retry) });
+    expect(retries).toEqual([
+      { attempt: 2, delayMs: 0 },  // the first connection delivered half the file: at once
+      { attempt: 3, delayMs: 5 },
+      { attempt: 4, delayMs: 10 },
+      { attempt: 5, delayMs: 20 },
+      { attempt: 6, delayMs: 40 },
+    ]);
+    expect(error.message).toMatch(
+      new RegExp(`^model\\.safetensors: network error: the download stopped at ${HALF} of ${WEIGHTS.length} bytes after 6 attempts \\(network error fetching`));
+  });
+
+  test('stops waiting for a retry at once when aborted, with an AbortError', async () => {
+    const controller = new AbortController();
+    const onProgress = (event) => event.retry?.delayMs > 0 && controller.abort();
+    // An hour's wait: only an abort that ends the wait at once lets the test finish in time.
+    const error = await loadError(newRoute('unreachable'), { retryDelayMs: 3_600_000, signal: controller.signal, onProgress });
+    expect(error.name).toBe('AbortError');
+    expect(error.message).toBe('loading model.safetensors was aborted');
+  });
+});
+
+describe('progress', () => {
+  test('events carry the speed and the time left, null until measured; their product is the bytes left', async () => {
+    const events = [];
+    await expectCleanModel(newRoute('slow'), { onProgress: (event) => events.push(event) });
+    const weights = events.filter((event) => event.file === 'model.safetensors');
+    expect(weights[0]).toMatchObject({ loaded: 0, bytesPerSecond: null, secondsLeft: null });
+    const measured = weights.filter((event) => event.bytesPerSecond !== null && event.loaded < WEIGHTS.length);
+    expect(measured.length).toBeGreaterThan(0);
+    for (const { loaded, bytesPerSecond, secondsLeft } of measured) {
+      expect(bytesPerSecond).toBeGreaterThan(0);
+      expect(secondsLeft * bytesPerSecond).toBeCloseTo(WEIGHTS.length - loaded, 3);
+    }
+  });
+});
+
+describe('the Cache API copy', () => {
+  const url = (route, name) => `${server.baseUrl}/${route}/${name}`;
+
+  test('CRC-32 computed piece by piece is node:zlib\'s', () => {
+    for (const size of [0, 1, 7, 8, 9, 100, 65537]) {
+      const bytes = randomBytes(size);
+      const crc = new Crc32();
+      for (let offset = 0; offset < size; offset += 1 + (offset % 13)) crc.update(bytes.subarray(offset, offset + 1 + (offset % 13)));
+      expect(crc.digest()).toBe(crc32(bytes));
+    }
+  });
+
+  test('a cached file is stored with its length and CRC-32, and the next load makes no request', async () => {
+    const route = newRoute('ok');
+    const stored = useFakeCaches();
+    await expectCleanModel(route);
+    const weightsUrl = url(route, 'model.safetensors');
+    const digestUrl = [...stored.keys()].find((key) => key !== weightsUrl && key.startsWith(weightsUrl));
+    expect(JSON.parse(new TextDecoder().decode(stored.get(digestUrl).body))).toEqual({ length: WEIGHTS.length, crc32: crc32(WEIGHTS) });
+    const requests = server.requestCount();
+    await expectCleanModel(route);
+    expect(server.requestCount()).toBe(requests);
+  });
+
+  test.each([
+    ['truncated', (bytes) => bytes.subarray(0, bytes.length - 1000)],
+    ['with one byte changed', (bytes) => {
+      const changed = bytes.slice();
+      changed[Math.floor(changed.length * 0.75)] ^= 0x01;  // in a tensor: the engine could not tell
+      return changed;
+    }],
+  ])('a cached file %s is found out, evicted and downloaded again, alone; the model is the clean one, and the next load uses the new copy', async (_, damage) => {
+    const route = newRoute('ok');
+    const stored = useFakeCaches();
+    await expectCleanModel(route);
+    const weightsUrl = url(route, 'model.safetensors');
+    stored.get(weightsUrl).body = damage(stored.get(weightsUrl).body);
+    await expectCleanModel(route);
+    expect(weightRanges(route)).toHaveLength(2);
+    expect(weightRanges(route, 'config.json')).toHaveLength(1);  // its copy was whole
+    expect(Buffer.from(stored.get(weightsUrl).body).equals(WEIGHTS)).toBe(true);
+    await expectCleanModel(route);
+    expect(weightRanges(route)).toHaveLength(2);
+  });
+
+  test('a cached file without its digest (stored by an older version) is evicted and downloaded again', async () => {
+    const route = newRoute('ok');
+    const stored = useFakeCaches();
+    for (const name of Object.keys(files)) stored.set(url(route, name), { body: new Uint8Array(files[name]), headers: {} });
+    const requests = server.requestCount();
+    await expectCleanModel(route);
+    expect(server.requestCount()).toBe(requests + 2);
+    expect(stored.size).toBe(4);  // the two files and their digests
+  });
+
+  test('a full quota: the model loads, a last progress event says it was not kept, and one warning', async () => {
+    const route = newRoute('ok');
+    const stored = useFakeCaches({ refusePut: (key) => key.startsWith(url(route, 'model.safetensors')) });
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const events = [];
+      await expectCleanModel(route, { onProgress: (event) => events.push(event) });
+      expect(events.filter((event) => event.notCached)).toEqual([expect.objectContaining({ notCached: 'The quota has been exceeded.' })]);
+      expect(events.at(-1).notCached).toBe('The quota has been exceeded.');
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect([...stored.keys()].some((key) => key.startsWith(url(route, 'model.safetensors')))).toBe(false);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  test('a digest that cannot be stored takes its file out of the cache too', async () => {
+    const route = newRoute('ok');
+    const stored = useFakeCaches({ refusePut: (key) => key.startsWith(url(route, 'model.safetensors?')) });
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const events = [];
+      await expectCleanModel(route, { onProgress: (event) => events.push(event) });
+      expect(events.at(-1).notCached).toBe('The quota has been exceeded.');
+      expect([...stored.keys()].some((key) => key.startsWith(url(route, 'model.safetensors')))).toBe(false);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  test('a file of 100 MB or more to be cached asks once for persistent storage; a small one does not', async () => {
+    useFakeCaches();
+    const persist = jest.fn(async () => true);
+    Object.defineProperty(globalThis, 'navigator', { value: { storage: { persist } }, configurable: true, writable: true });
+    try {
+      await expectCleanModel(newRoute('ok'));
+      expect(persist).not.toHaveBeenCalled();
+      expect((await loadError(newRoute('large'))).message).toMatch(/^model\.safetensors: /);
+      expect((await loadError(newRoute('large'))).message).toMatch(/^model\.safetensors: /);
+      expect(persist).toHaveBeenCalledTimes(1);
+    } finally {
+      delete globalThis.navigator;
+    }
+  });
+});
