@@ -144,10 +144,13 @@ async function nodeFactory(folder, name, moduleArguments) {
   return { factory: createRequire(import.meta.url)(`${dir}${name}.cjs`), wasmUrl: `${dir}${name}.wasm` };
 }
 
+// reason: what the engine said when it aborted (e.g. out of memory). The engine worker's page side reloads its
+// models after one (worker_client.js); a model in this thread must be loaded again.
 export class EngineAbortedError extends Error {
   constructor(reason) {
     super(`the WebAssembly engine crashed (${reason}); reload the model`);
     this.name = 'EngineAbortedError';
+    this.reason = reason;
   }
 }
 

@@ -29,8 +29,12 @@ export { ModelLoadError };
 const IS_PAGE = typeof window !== 'undefined';
 
 // -> Model: { config, weightBytes, weightTypes, threads, generate(prompt, options), encode(text), decode(ids),
-// dispose() }; weightTypes: how the weight matrices are stored ("fp32", "int8", or a GGUF file's types, e.g.
-// "Q4_K, Q6_K").
+// whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32", "int8", or a GGUF file's
+// types, e.g. "Q4_K, Q6_K").
+// If the engine aborts (a genuine out-of-memory, say), the call that hit it fails with an EngineAbortedError
+// (error.name) and the models of a worker load themselves again in a new one, from the Cache API for a URL;
+// their next calls wait for that. whenUsable() -> Promise that resolves once the model can run, or rejects
+// with why it cannot (its reload failed, or, for a model in this thread, the engine crashed): load it again.
 // weights: 'fp32' (default) or 'int8' (a safetensors model quantized on load: about a quarter of the weight
 // memory); the engine checks it before model.safetensors is opened. A GGUF file runs in its own types:
 // 'int8' with one is a TypeError.

@@ -43,6 +43,12 @@ class LocalModel {
     return this.#tokenizer.decode(Array.from(ids));
   }
 
+  // A model in this thread is not loaded again after its engine crashed: this then rejects with the crash.
+  async whenUsable() {
+    if (!this.#engineModel) throw new Error('the model was disposed');
+    if (this.#engineModel.engine.aborted) this.#engineModel.engine.call(() => {});  // throws EngineAbortedError
+  }
+
   // Generations still running keep their session (and the weights) until they end.
   dispose() {
     this.#pool?.dispose();

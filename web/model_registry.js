@@ -77,6 +77,10 @@ class LeasedModel {
     return this.#live().decode(ids);
   }
 
+  whenUsable() {
+    return this.#live().whenUsable();
+  }
+
   dispose() {
     this.#release?.();
     this.#model = this.#release = null;

@@ -4,6 +4,7 @@
 import { loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
 import { isGgufName } from './model_files.js';
+import { requestPersistentStorage } from './model_cache.js';
 
 const HUGGING_FACE = 'https://huggingface.co/';
 const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
@@ -51,6 +52,7 @@ const elements = {
   prompt: $('prompt'),
   generate: $('generate'),
   stop: $('stop'),
+  reloadModel: $('reload-model'),
   modelStatus: $('model-status'),
   error: $('error'),
   progressPanel: $('progress-panel'),
@@ -85,11 +87,14 @@ const state = {
   model: null,
   modelChoice: null, // the choice (with .value and .label) whose model is loaded
   modelWeights: null, // 'fp32' | 'int8' | undefined (a GGUF file): the weights setting the model loaded with
+  modelNotCached: null, // why the Cache API did not keep the model (e.g. a full quota); null: it did, or local files
   loadingChoice: null, // the choice being loaded, if any
   urlChoice: null, // the folder given as ?model=, if any
   localChoice: null, // the latest local files picked
   loading: null, // AbortController of the model load in progress
   generation: null, // AbortController of the generation in progress
+  latestGeneration: null, // AbortController of the latest generation, whose run the output and the stats show
+  recovery: null, // 'reloading' | 'failed' after the engine crashed: the model is not usable (null: it is)
 };
 
 // ---- Model choice -------------------------------------------------------------------------------
@@ -183,8 +188,13 @@ async function switchModel(choice) {
   showModelStatus(weights ? `Loading ${choice.label} (${weights} weights)…` : `Loading ${choice.label}…`);
   showProgress({ loaded: 0, total: 0 });
   updateControls();
+  let notCached = null;  // why the Cache API did not keep the model (loader.js), if it did not
+  const onProgress = (progress) => {
+    notCached = progress.notCached ?? notCached;
+    showProgress(progress);
+  };
   try {
-    const model = await loadModel(choice.source, { signal: controller.signal, onProgress: showProgress, weights });
+    const model = await loadModel(choice.source, { signal: controller.signal, onProgress, weights });
     if (controller.signal.aborted) {
       model.dispose();
       return;
@@ -193,6 +203,9 @@ async function switchModel(choice) {
     state.model = model;
     state.modelChoice = choice;
     state.modelWeights = weights;
+    state.modelNotCached = notCached;
+    state.recovery = null;
+    elements.reloadModel.hidden = true;
   } catch (error) {
     if (controller.signal.aborted) return; // replaced by a newer choice: not an error
     const hint = weights === 'fp32' && /out of memory/i.test(error.message) ? ' Choose int8 weights to load it in a quarter of the memory.' : '';
@@ -225,17 +238,30 @@ function describeLoadedModel() {
   // threads: more than one only on a cross-origin-isolated page (tools/serve.mjs sends COOP + COEP)
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
     `${weightTypes} weights, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
-  return `Ready: ${state.modelChoice.label} · ${details}`;
+  const kept = state.modelNotCached ? ` · not kept for offline use: ${state.modelNotCached}` : '';
+  return `Ready: ${state.modelChoice.label} · ${details}${kept}`;
 }
 
-// Called with { file, loaded, total, fraction } for the file being read (fraction is null while unknown).
-function showProgress({ file, loaded, total, fraction }) {
+// Called with the loader's progress events (loader.js) for the file being read: { file, loaded, total,
+// fraction, bytesPerSecond, secondsLeft (these three null while unknown), caching, retry? }. The worker that
+// loads cannot ask to keep the site's storage (persist() is the page's), so the page asks for it.
+function showProgress({ file, loaded, total, fraction, bytesPerSecond, secondsLeft, caching, retry }) {
+  if (caching) requestPersistentStorage(total);
   elements.progressPanel.hidden = false;
   if (Number.isFinite(fraction)) elements.progress.value = fraction;
   else elements.progress.removeAttribute('value'); // indeterminate until sizes are known
   const percent = Number.isFinite(fraction) ? ` (${Math.floor(fraction * 100)}%)` : '';
   const bytes = total > 0 ? `${formatBytes(loaded)} of ${formatBytes(total)}` : formatBytes(loaded);
-  elements.progressDetail.textContent = file ? `${file}: ${bytes}${percent}` : 'Starting…';
+  const speed = bytesPerSecond > 0 ? ` · ${formatBytes(bytesPerSecond)}/s` : '';
+  const left = Number.isFinite(secondsLeft) ? ` · ${formatDuration(secondsLeft)} left` : '';
+  const pace = retry ? ` · connection lost, retrying${retry.delayMs > 0 ? ` in ${formatDuration(retry.delayMs / 1000)}` : ''}` : speed + left;
+  elements.progressDetail.textContent = file ? `${file}: ${bytes}${percent}${pace}` : 'Starting…';
+}
+
+function formatDuration(seconds) {
+  if (seconds < 60) return `${Math.ceil(seconds)} s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
 }
 
 // ---- Generation ---------------------------------------------------------------------------------
@@ -245,7 +271,7 @@ async function generate() {
   const options = readGenerationOptions();
   if (!options) return;
   const controller = new AbortController();
-  state.generation = controller;
+  state.generation = state.latestGeneration = controller;
   clearError();
   updateControls();
   startOutput(elements.prompt.value);
@@ -263,10 +289,50 @@ async function generate() {
       showStats(run.stats);
     }
   } catch (error) {
-    if (!controller.signal.aborted) showError(`Generation failed: ${error.message}`);
+    if (error.name === 'EngineAbortedError') recoverFromCrash(error);
+    else if (!controller.signal.aborted) showError(`Generation failed: ${error.message}`);
   } finally {
-    if (run) showStats(run.stats, controller.signal.aborted);
+    // A stopped run ends in the worker only at its next token, maybe after a newer run has started: its stats
+    // must not replace the newer run's.
+    if (run && state.latestGeneration === controller) showStats(run.stats, controller.signal.aborted);
     finishGeneration(controller);
+  }
+}
+
+// The engine aborted (a genuine out-of-memory, say): the model loads itself again (gpt2.js) while the page says
+// so; if that fails, one button tries again.
+function recoverFromCrash(crash) {
+  const { label } = state.modelChoice;
+  const crashed = `The engine crashed (${crash.reason}) and was restarted`;
+  awaitRecovery(`${crashed}; loading ${label} again…`, `${crashed}; ${label} was loaded again: Generate to continue.`,
+    `${crashed}, and ${label} could not be loaded again`);
+}
+
+function reloadAfterFailedRecovery() {
+  const { label } = state.modelChoice;
+  awaitRecovery(`Loading ${label} again…`, `${label} was loaded again: Generate to continue.`, `${label} could not be loaded again`);
+}
+
+// Says `during` while the model is not usable, then `loaded`, or `failed` with the reason and the reload button.
+async function awaitRecovery(during, loaded, failed) {
+  const { model } = state;
+  state.recovery = 'reloading';
+  elements.reloadModel.hidden = true;
+  updateControls();
+  showError(during);
+  try {
+    await model.whenUsable();
+    if (state.model !== model) return;
+    state.recovery = null;
+    showError(loaded);
+  } catch (error) {
+    if (state.model !== model) return;
+    state.recovery = 'failed';
+    showError(`${failed}: ${error.message}`);
+    elements.reloadModel.textContent = `Load ${state.modelChoice.label} again`;
+    elements.reloadModel.hidden = false;
+  } finally {
+    updateControls();
   }
 }
 
@@ -441,7 +507,7 @@ function visibleText(text) {
 
 function updateControls() {
   const generating = state.generation !== null;
-  elements.generate.disabled = generating || !state.model || state.loading !== null;
+  elements.generate.disabled = generating || !state.model || state.loading !== null || state.recovery !== null;
   elements.stop.disabled = !generating;
 }
 
@@ -531,6 +597,7 @@ function start() {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.form.requestSubmit();
   });
   elements.stop.addEventListener('click', stopGeneration);
+  elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);
   for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
   elements.weights.addEventListener('change', onWeightsChanged);
   wireTooltip();

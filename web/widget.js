@@ -381,7 +381,23 @@
       } catch (error) {
         if (this.#destroyed) return;
         status.textContent = '';
-        this.#showAlert(`Generation failed: ${error.message}`);
+        if (error.name === 'EngineAbortedError') await this.#recoverFromCrash(model, error);
+        else this.#showAlert(`Generation failed: ${error.message}`);
+      }
+    }
+
+    // The engine aborted (a genuine out-of-memory, say): the model loads itself again (gpt2.js); if that fails,
+    // the next Generate loads it from the start.
+    async #recoverFromCrash(model, crash) {
+      this.#showAlert(`The engine crashed (${crash.reason}) and was restarted; loading the model again…`);
+      try {
+        await model.whenUsable();
+        if (!this.#destroyed) this.#showAlert(`The engine crashed (${crash.reason}) and was restarted; the model was loaded again: Generate to continue.`);
+      } catch (error) {
+        if (this.#destroyed) return;
+        this.#lease.release();
+        this.#lease = this.#ready = null;
+        this.#showAlert(`The engine crashed (${crash.reason}) and the model could not be loaded again (${error.message}): Generate loads it from the start.`);
       }
     }
 
@@ -394,13 +410,17 @@
       this.#ui.stop.disabled = !busy;
     }
 
-    #showProgress({ file, loaded, fraction }) {
+    // The loader's progress events (web/loader.js); speed and time left are null until measured.
+    #showProgress({ file, loaded, fraction, bytesPerSecond, secondsLeft, retry }) {
       const { progress, bar, status } = this.#ui;
       const percent = fraction === null ? null : Math.round(fraction * 100);
       bar.style.width = `${percent ?? 100}%`;
       if (percent === null) progress.removeAttribute('aria-valuenow');
       else progress.setAttribute('aria-valuenow', String(percent));
-      status.textContent = `Loading ${file} · ${percent === null ? formatBytes(loaded) : `${percent}%`}`;
+      const speed = bytesPerSecond > 0 ? ` · ${formatBytes(bytesPerSecond)}/s` : '';
+      const left = Number.isFinite(secondsLeft) ? ` · ${formatDuration(secondsLeft)} left` : '';
+      const pace = retry ? ' · connection lost, retrying' : speed + left;
+      status.textContent = `Loading ${file} · ${percent === null ? formatBytes(loaded) : `${percent}%`}${pace}`;
     }
 
     #showAlert(message) {
@@ -421,6 +441,12 @@
     if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(1)} GB`;
     if (bytes >= 1e6) return `${(bytes / 1e6).toFixed(1)} MB`;
     return `${Math.round(bytes / 1e3)} kB`;
+  }
+
+  function formatDuration(seconds) {
+    if (seconds < 60) return `${Math.ceil(seconds)} s`;
+    if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+    return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
   }
 
   function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason }) {

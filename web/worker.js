@@ -15,8 +15,9 @@
 //   worker -> page  { type: 'ready' } once started
 //                   { type: 'progress', id, progress } / { type: 'piece', id, piece, stats }
 //                   { type: 'result', id, value, stats? } / { type: 'error', id, error: { name, message, file?, kind? }, stats? }
-//                   { type: 'crashed', message }  the wasm instance aborted (e.g. out of memory): every model in
-//                                                 this worker is gone; the page should start a new worker
+//                   { type: 'crashed', reason }   the wasm instance aborted (e.g. out of memory): every model in
+//                                                 this worker is gone; the page ends this worker, starts a new
+//                                                 one and loads the models again there
 import { loadLocalModel } from './local_model.js';
 
 const models = new Map();  // modelId -> LocalModel (local_model.js)
@@ -73,8 +74,9 @@ self.onmessage = async ({ data: message }) => {
     const answer = message.type === 'generate' ? { type: 'result', id: message.id, ...value } : { type: 'result', id: message.id, value };
     post(answer);
   } catch (error) {
-    post({ type: 'error', id: message.id, error: serializeError(error), stats: error?.stats });
+    // After a crash the page ends this worker and fails every request with the crash (worker_client.js).
     if (error?.name === 'EngineAbortedError') reportCrash(error);
+    else post({ type: 'error', id: message.id, error: serializeError(error), stats: error?.stats });
   } finally {
     controllers.delete(message.id);
   }
@@ -82,7 +84,7 @@ self.onmessage = async ({ data: message }) => {
 
 function reportCrash(error) {
   models.clear();
-  post({ type: 'crashed', message: error.message });
+  post({ type: 'crashed', reason: error.reason });
 }
 
 function serializeError(error) {

@@ -2,27 +2,23 @@
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
 
 // The page side of one engine worker: numbered requests, progress and piece callbacks, cancellation, and
-// recovery: after a crash every pending request fails and the next loadModel starts a new worker.
+// recovery. When the wasm instance aborts (a genuine out-of-memory, say), the worker is ended, every pending
+// request fails with an EngineAbortedError, a new worker takes its place at once, and the crash listeners (the
+// models, worker_model.js) load themselves again in it. A worker that cannot start at all is a failure for good:
+// every request fails, and the next loadModel starts a new WorkerClient.
 export class WorkerClient {
   #worker;
+  #scriptUrl;
   #pending = new Map();
   #nextId = 1;
   #users = 0;
   #endsWithLastModel;
   #failure = null;
-  #scriptUrl;
+  #crashListeners = new Set();
 
   constructor({ endsWithLastModel }) {
     this.#endsWithLastModel = endsWithLastModel;
-    const workerUrl = new URL('./worker.js', import.meta.url).href;
-    // A Blob URL is same-origin with the page even when this script is not, so the page may start it.
-    this.#scriptUrl = URL.createObjectURL(new Blob([`import ${JSON.stringify(workerUrl)};\n`], { type: 'text/javascript' }));
-    this.#worker = new Worker(this.#scriptUrl, { type: 'module' });
-    this.#worker.onmessage = ({ data }) => this.#onMessage(data);
-    this.#worker.onerror = (event) => {
-      event.preventDefault?.();
-      this.#fail(new Error(`the engine worker failed (${event.message || `could not load ${workerUrl}`})`));
-    };
+    this.#start();
   }
 
   get usable() {
@@ -43,6 +39,12 @@ export class WorkerClient {
     });
   }
 
+  // listener(error) after each crash, once the new worker has started. -> a function that removes it.
+  onCrash(listener) {
+    this.#crashListeners.add(listener);
+    return () => this.#crashListeners.delete(listener);
+  }
+
   retain() {
     this.#users++;
   }
@@ -56,9 +58,21 @@ export class WorkerClient {
     this.#fail(new Error('the engine worker was terminated'));
   }
 
+  #start() {
+    const workerUrl = new URL('./worker.js', import.meta.url).href;
+    // A Blob URL is same-origin with the page even when this script is not, so the page may start it.
+    this.#scriptUrl = URL.createObjectURL(new Blob([`import ${JSON.stringify(workerUrl)};\n`], { type: 'text/javascript' }));
+    this.#worker = new Worker(this.#scriptUrl, { type: 'module' });
+    this.#worker.onmessage = ({ data }) => this.#onMessage(data);
+    this.#worker.onerror = (event) => {
+      event.preventDefault?.();
+      this.#fail(new Error(`the engine worker failed (${event.message || `could not load ${workerUrl}`})`));
+    };
+  }
+
   #onMessage(message) {
     if (message.type === 'ready') return URL.revokeObjectURL(this.#scriptUrl);
-    if (message.type === 'crashed') return this.#fail(new Error(`the engine worker crashed: ${message.message}`));
+    if (message.type === 'crashed') return this.#restartAfterCrash(message.reason);
     const pending = this.#pending.get(message.id);
     if (!pending) return;
     if (message.type === 'progress') return pending.onProgress?.(message.progress);
@@ -69,16 +83,31 @@ export class WorkerClient {
     else pending.reject(Object.assign(deserializeError(message.error), message.stats ? { stats: message.stats } : {}));
   }
 
+  #restartAfterCrash(reason) {
+    const error = new Error(`the WebAssembly engine crashed (${reason}); its models are being loaded again`);
+    error.name = 'EngineAbortedError';
+    error.reason = reason;
+    this.#end(error);
+    this.#start();
+    for (const listener of this.#crashListeners) listener(error);
+  }
+
   #fail(error) {
     if (this.#failure) return;
     this.#failure = error;
+    this.#end(error);
+  }
+
+  // Ends the current worker and fails its pending requests with error.
+  #end(error) {
     this.#worker.terminate();
     URL.revokeObjectURL(this.#scriptUrl);
-    for (const pending of this.#pending.values()) {
-      pending.done();
-      pending.reject(error);
-    }
+    const pending = [...this.#pending.values()];
     this.#pending.clear();
+    for (const { done, reject } of pending) {
+      done();
+      reject(error);
+    }
   }
 }
 

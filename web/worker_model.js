@@ -35,7 +35,7 @@ async function loadOnWorker(worker, source, { onProgress, signal, weights, threa
     worker.release();
     throw error;
   }
-  const model = new WorkerModel(worker, answer.value);
+  const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads });
   if (signal?.aborted) {  // the load finished before the worker saw the cancel
     model.dispose();
     throw new DOMException('loading the model was aborted', 'AbortError');
@@ -52,6 +52,9 @@ function portableSource(source) {
   return source;
 }
 
+// After an engine crash, a WorkerModel loads itself again in the new worker (from the Cache API for a URL, from
+// the same files otherwise), and its calls wait for that. If that fails (a crash during it included), the
+// model's calls fail with what happened, and the next call tries once more.
 class WorkerModel {
   config;
   weightBytes;
@@ -59,43 +62,80 @@ class WorkerModel {
   threads;
   #worker;
   #modelId;
+  #loadMessage;
+  #usable = Promise.resolve();  // settles when a reload after a crash has ended (rejected: it failed)
+  #reloading = false;
+  #failedReloadCrash = null;  // the crash after which the last reload failed, if it did
+  #stopWatchingCrashes;
   #disposed = false;
 
-  constructor(worker, { modelId, config, weightBytes, weightTypes, threads }) {
+  constructor(worker, { modelId, config, weightBytes, weightTypes, threads }, loadMessage) {
     this.#worker = worker;
     this.#modelId = modelId;
+    this.#loadMessage = loadMessage;
     this.config = config;
     this.weightBytes = weightBytes;
     this.weightTypes = weightTypes;
     this.threads = threads;
+    this.#stopWatchingCrashes = worker.onCrash((crash) => this.#reload(crash));
   }
 
   generate(prompt, options) {
     if (this.#disposed) throw new Error('the model was disposed');
     if (typeof prompt !== 'string') throw new TypeError(`generate: prompt must be a string, got ${typeof prompt}`);
     const { signal, ...rest } = normalizeGenerateOptions(options);
-    const message = { type: 'generate', modelId: this.#modelId, prompt, options: rest };
+    const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
     return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
   }
 
   async encode(text) {
-    return (await this.#worker.request({ type: 'encode', modelId: this.#modelId, text })).value;
+    return (await this.#worker.request({ type: 'encode', modelId: await this.#liveModelId(), text })).value;
   }
 
   async decode(ids) {
-    return (await this.#worker.request({ type: 'decode', modelId: this.#modelId, ids: Array.from(ids) })).value;
+    return (await this.#worker.request({ type: 'decode', modelId: await this.#liveModelId(), ids: Array.from(ids) })).value;
+  }
+
+  // -> Promise that resolves when the model can run (at once, or once its reload after an engine crash is done)
+  // and rejects with the reason when that reload failed; after a failed reload, it tries again.
+  whenUsable() {
+    if (this.#failedReloadCrash && !this.#reloading) this.#reload(this.#failedReloadCrash);
+    return this.#usable;
   }
 
   async dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#stopWatchingCrashes();
     try {
+      await this.#usable;  // a reload under way (not one more try after a failed one)
       await this.#worker.request({ type: 'dispose', modelId: this.#modelId });
     } catch {
-      // the worker is gone (crashed or terminated): nothing left to free
+      // the worker is gone (crashed or terminated), or the reload failed: nothing left to free
     } finally {
       this.#worker.release();
     }
+  }
+
+  async #liveModelId() {
+    await this.whenUsable();
+    return this.#modelId;
+  }
+
+  #reload(crash) {
+    if (this.#reloading) return;  // this crash ended the reload itself: its request fails with it
+    this.#reloading = true;
+    this.#failedReloadCrash = null;
+    this.#usable = this.#worker.request(this.#loadMessage).then(({ value }) => {
+      this.#modelId = value.modelId;
+    }, (error) => {
+      this.#failedReloadCrash = crash;
+      throw new Error(`the model could not be loaded again after the engine crashed (${crash.reason}): ${error.message}`,
+        { cause: error });
+    }).finally(() => {
+      this.#reloading = false;
+    });
+    this.#usable.catch(() => {});  // reported to whoever calls the model next
   }
 }
 
@@ -104,6 +144,7 @@ class WorkerGeneration {
   stats;
   #iterator;
 
+  // message() -> Promise of the generate request (it waits for a model being loaded again).
   constructor(worker, message, signal, contextSize) {
     this.stats = createStats(contextSize);
     this.#iterator = this.#run(worker, message, signal);
@@ -131,7 +172,7 @@ class WorkerGeneration {
       Object.assign(this.stats, error.stats ?? { stopReason: 'error' });
       queue.fail(error);
     };
-    worker.request(message, { onPiece, signal: cancel.signal }).then(onEnd, onError);
+    message().then((request) => worker.request(request, { onPiece, signal: cancel.signal })).then(onEnd, onError);
     try {
       yield* queue;
     } finally {

@@ -50,3 +50,53 @@ export function nodeText(path, prompt, settings, loadOptions = {}) {
   }
   return nodeTexts.get(key);
 }
+
+// Bytes malloc'ed in the engine that the page's models live in (its wasm heap in use), for leak checks; call it
+// once a model has loaded. Read in the engine worker (web/worker.js): the page's oldest live worker, since the
+// threaded engine's pthread workers are started by it (and cannot be asked: they block waiting for work). There,
+// engine.js imported by its URL is the worker's own module instance, and loadEngine with the thread count that
+// the worker resolves for the page (which asks for the default) returns the engine its models use, not a new one.
+export async function engineHeapUsedBytes(page) {
+  const [engineWorker] = page.workers();
+  if (!engineWorker || !(await engineWorker.evaluate(isModuleWorker))) {
+    throw new Error('page-controls.js: the page\'s oldest worker is not the engine worker (a module worker)');
+  }
+  const engineUrl = new URL('/js/engine.js', page.url()).href;
+  return engineWorker.evaluate(async (url) => {
+    const { DEFAULT_THREADS, loadEngine, resolveThreads } = await import(url);
+    return (await loadEngine({ threads: await resolveThreads(DEFAULT_THREADS) })).heapUsedBytes();
+  }, engineUrl);
+}
+
+// importScripts throws in module workers only, whatever its arguments (and imports nothing when given none).
+function isModuleWorker() {
+  try {
+    globalThis.importScripts();
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+// The page's console errors (the engine worker's console reaches the page's) and uncaught errors, as they come.
+export function collectErrors(page) {
+  const errors = [];
+  page.on('console', (message) => message.type() === 'error' && errors.push(`console: ${message.text()}`));
+  page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
+  return errors;
+}
+
+// Counts the page's requests to its engine worker by type (generate, cancel, load, ...); call before page.goto.
+// -> a function that returns the counts so far.
+export async function countWorkerRequests(page) {
+  await page.addInitScript(() => {
+    window.__workerRequests = {};
+    const postMessage = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (message, ...rest) {
+      const type = message?.type ?? '?';
+      window.__workerRequests[type] = (window.__workerRequests[type] ?? 0) + 1;
+      return postMessage.call(this, message, ...rest);
+    };
+  });
+  return () => page.evaluate(() => ({ ...window.__workerRequests }));
+}
