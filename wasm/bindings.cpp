@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -191,8 +192,19 @@ class WasmSession {
         }
         std::string error;
         session_ = gpt2::Session::create(*model_, use_kv_cache, format, &error);
-        if (session_) order_.resize(size_t(model_->config().n_vocab));
-        else error_ = {"memory", error};  // creating a session fails only for lack of memory
+        if (!session_) {
+            error_ = {"memory", error};  // creating a session fails only for lack of memory
+            return;
+        }
+        // Not a std::vector: its failed allocation would abort the instance.
+        const size_t n_vocab = size_t(model_->config().n_vocab);
+        order_.reset(new (std::nothrow) int32_t[n_vocab]);
+        if (order_) n_vocab_ = n_vocab;
+        else {
+            session_.reset();
+            error_ = {"memory", "out of memory: need " + std::to_string(n_vocab * sizeof(int32_t)) +
+                                    " bytes for the session's token order"};
+        }
     }
 
     bool ok() const { return session_ != nullptr; }
@@ -215,7 +227,7 @@ class WasmSession {
     // Float32Array over the heap: valid until the next call into the module (memory growth detaches it).
     val logits() const {
         if (!session_ || session_->n_cached() == 0) return val::null();
-        return val(emscripten::typed_memory_view(order_.size(), session_->logits()));
+        return val(emscripten::typed_memory_view(n_vocab_, session_->logits()));
     }
 #endif
 
@@ -225,7 +237,7 @@ class WasmSession {
     val distribution(int32_t token, int top_k) {
         if (!session_ || session_->n_cached() == 0) return val::null();
         const float* logits = session_->logits();
-        const int n_vocab = int(order_.size());
+        const int n_vocab = int(n_vocab_);
         const float max_logit = *std::max_element(logits, logits + n_vocab);
         double sum = 0.0;
         for (int i = 0; i < n_vocab; i++) sum += std::exp(double(logits[i] - max_logit));
@@ -239,7 +251,7 @@ class WasmSession {
         auto more_likely = [&](int32_t a, int32_t b) {
             return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
         };
-        std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
+        std::partial_sort(order_.get(), order_.get() + k, order_.get() + n_vocab, more_likely);
         for (int i = 0; i < k; i++) {
             val alternative = val::object();
             alternative.set("token", order_[size_t(i)]);
@@ -260,7 +272,8 @@ class WasmSession {
    private:
     std::shared_ptr<const gpt2::Model> model_;
     std::unique_ptr<gpt2::Session> session_;
-    std::vector<int32_t> order_;  // scratch for distribution(), allocated once
+    std::unique_ptr<int32_t[]> order_;  // (n_vocab_) scratch for distribution(), allocated once
+    size_t n_vocab_ = 0;
     BindingError error_;
 };
 

@@ -37,6 +37,9 @@ export async function resolveThreads(threads = DEFAULT_THREADS) {
   return Math.max(1, Math.min(cores || 1, MAX_AUTO_THREADS));
 }
 
+// The longest config.json text the engine takes (file_sinks.js refuses a larger file before reading it).
+export const MAX_CONFIG_JSON_CHARS = 1 << 20;
+
 const enginePromises = new Map();  // build name -> Promise of the WasmEngine built for it
 
 // The engine shared by this JS realm (page, worker or Node process) for a thread count (see resolveThreads; 1:
@@ -239,6 +242,11 @@ export class WasmEngine {
   // (model.threads says how many).
   createModelLoader(configJson, { weights: format = 'fp32', fileSize = null } = {}) {
     if (format !== 'fp32' && format !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${JSON.stringify(format)}`);
+    if (typeof configJson !== 'string') throw new TypeError(`configJson must be the text of config.json, got ${typeof configJson}`);
+    // embind copies a string argument into a malloc'ed block and does not check that the malloc succeeded.
+    if (configJson.length > MAX_CONFIG_JSON_CHARS) {
+      throw new EngineError({ kind: 'config', message: `config.json: ${configJson.length} characters; a config.json is at most ${MAX_CONFIG_JSON_CHARS}` });
+    }
     const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
     const handle = this.construct((module) =>
       new module.ModelLoader(configJson, format === 'int8', fileSize ?? -1, this.threads, stagingBytes));

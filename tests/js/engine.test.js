@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { EngineAbortedError, WasmEngine, loadEngine } from '../../web/engine.js';
+import { EngineAbortedError, MAX_CONFIG_JSON_CHARS, WasmEngine, loadEngine } from '../../web/engine.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;
@@ -244,6 +244,13 @@ describe('wasm engine errors', () => {
     expect(() => engine.createModel(configJson, corrupt)).toThrow(/^model\.safetensors: .*exceeds the file size/);
     const garbage = new Uint8Array(4096).fill(0x41);
     expect(() => engine.createModel(configJson, garbage)).toThrow(/^model\.safetensors: /);
+    expectStillUsable();
+  });
+
+  test('a config.json text over MAX_CONFIG_JSON_CHARS is refused before it enters the heap', () => {
+    const huge = `${configJson.slice(0, -1)},"padding":"${'x'.repeat(MAX_CONFIG_JSON_CHARS)}"}`;
+    expect(() => engine.createModel(huge, weights)).toThrow(
+      `config.json: ${huge.length} characters; a config.json is at most ${MAX_CONFIG_JSON_CHARS}`);
     expectStillUsable();
   });
 
