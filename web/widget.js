@@ -342,14 +342,19 @@
 
     async #loadModel() {
       const { generate, progress, status } = this.#ui;
-      this.#lease = this.#generator.acquireModel(this.#options.model, (event) => this.#showProgress(event));
+      let notCached = null;  // why the browser did not keep the model's files (e.g. a full quota), if it did not
+      this.#lease = this.#generator.acquireModel(this.#options.model, (event) => {
+        notCached = event.notCached ?? notCached;
+        this.#showProgress(event);
+      });
       generate.disabled = true;
       progress.hidden = false;
       status.textContent = 'Loading the model…';
       this.#hideAlert();
       try {
         const model = await this.#lease.model;
-        status.textContent = `Ready · ${formatBytes(model.weightBytes)} of weights, running in your browser`;
+        const kept = notCached ? ` · not kept for offline use: ${notCached}` : '';
+        status.textContent = `Ready · ${formatBytes(model.weightBytes)} of weights, running in your browser${kept}`;
         return model;
       } catch (error) {
         if (this.#destroyed) return null;

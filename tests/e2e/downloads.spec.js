@@ -144,14 +144,26 @@ test('the progress line shows the download speed and the time left', async ({ pa
   await expect(page.getByText(/^model\.safetensors: .* of .* \(\d+%\) · [\d.]+ (KB|MB)\/s · \d+ (s|min) left$/)).toBeVisible({ timeout: READY });
 });
 
-test('a full storage quota: the model loads and the status line says it was not kept', async ({ page }) => {
-  // The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is
-  // served with a stub in front that makes every put fail like a full quota.
+// The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is served
+// with a stub in front that makes every put fail like a full quota.
+async function fillQuota(page) {
   await page.route('**/js/worker.js', async (route) => {
     const response = await route.fetch();
     const stub = `Cache.prototype.put = () => Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError'));\n`;
     await route.fulfill({ response, body: stub + (await response.text()) });
   });
+}
+
+test('a full storage quota: the widget loads the model and says it was not kept', async ({ page }) => {
+  await fillQuota(page);
+  await page.goto('/embed.html');
+  const widget = page.locator('gpt2-widget').first();
+  await expect(widget.getByText(/^Ready · .* running in your browser · not kept for offline use: The quota has been exceeded\.$/))
+    .toBeVisible({ timeout: READY });
+});
+
+test('a full storage quota: the model loads and the status line says it was not kept', async ({ page }) => {
+  await fillQuota(page);
   const { alert, generate } = controls(page);
   await page.goto('/');
   await expect(generate).toBeEnabled({ timeout: READY });
