@@ -177,12 +177,15 @@ function updateContextStats(stats, session) {
   stats.kvCache = session.kvCache;
 }
 
+// A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
+// loader allows): such an id, if sampled, has no text.
 function makePiece(session, tokenizer, decoder, token, position, ms, options) {
-  const piece = { text: decoder.push(token), token, position, ms };
+  const hasText = (id) => id < tokenizer.vocabSize;
+  const piece = { text: hasText(token) ? decoder.push(token) : '', token, position, ms };
   if (options.topAlternatives > 0) {
     const { probability, alternatives } = session.distribution(token, options.topAlternatives);
     piece.probability = probability;
-    piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenizer.decode([a.token]) }));
+    piece.alternatives = alternatives.map((a) => ({ ...a, text: hasText(a.token) ? tokenizer.decode([a.token]) : '' }));
   }
   return piece;
 }

@@ -90,6 +90,12 @@ describe('generation loop (scripted session)', () => {
     expect(stats).toMatchObject({ stopReason: 'length', generatedTokens: 5 });
   });
 
+  test('an id past the tokenizer\'s vocabulary (a padded model vocabulary) is a piece without text', async () => {
+    const { pieces, text } = await run(scriptedTarget([65, 400, 66, 999]), 'x', { topAlternatives: 1 });
+    expect(text).toBe('AB');
+    expect(pieces[1]).toMatchObject({ token: 400, text: '', alternatives: [{ token: 400, text: '' }] });
+  });
+
   test('topAlternatives adds probabilities and alternative texts', async () => {
     const { pieces } = await run(scriptedTarget([65, 999]), 'x', { topAlternatives: 3 });
     expect(pieces[0]).toMatchObject({ probability: 0.5, alternatives: [{ token: 65, text: 'A', probability: 0.5 }] });
