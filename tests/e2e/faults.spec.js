@@ -4,7 +4,7 @@
 // memory over many runs). Faults come from `page.route` or from a fault server started here on 127.0.0.1
 // (another origin than the page's), loaded with `?model=`. Run after `bash tools/build.sh`.
 import { test, expect } from '@playwright/test';
-import { controls, fillSettings } from './page-controls.js';
+import { controls, countWorkerRequests, fillSettings } from './page-controls.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -120,20 +120,6 @@ async function expectGenerates(page) {
   await generate.click();
   await expect(generate).toBeEnabled({ timeout: READY });
   expect((await output.locator('.token').allTextContents()).join('').length).toBeGreaterThan(0);
-}
-
-// Counts the page's requests to the engine worker by type (generate, cancel, load, ...).
-async function countWorkerRequests(page) {
-  await page.addInitScript(() => {
-    window.__workerRequests = {};
-    const postMessage = Worker.prototype.postMessage;
-    Worker.prototype.postMessage = function (message, ...rest) {
-      const type = message?.type ?? '?';
-      window.__workerRequests[type] = (window.__workerRequests[type] ?? 0) + 1;
-      return postMessage.call(this, message, ...rest);
-    };
-  });
-  return () => page.evaluate(() => ({ ...window.__workerRequests }));
 }
 
 test.describe('network and storage faults', () => {
