@@ -5,7 +5,7 @@
 // trap and Emscripten abort takes), since no input is known to abort the engine any more.
 import { test, expect } from '@playwright/test';
 import { fileURLToPath } from 'node:url';
-import { controls, fillSettings, nodeText } from './page-controls.js';
+import { collectErrors, controls, fillSettings, nodeText } from './page-controls.js';
 
 const BUNDLED_GGUF_FILE = fileURLToPath(new URL('../../public/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf', import.meta.url));
 const WEIGHTS_PATTERN = '**/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
@@ -45,13 +45,6 @@ async function trapIfEngineWorker({ url, trap }) {
     }
     return 1;
   }
-}
-
-function collectErrors(page) {
-  const errors = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  page.on('console', (message) => message.type() === 'error' && errors.push(message.text()));
-  return errors;
 }
 
 function countRequests(page, pattern) {
