@@ -2,6 +2,7 @@
 #include "gpt2.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -110,7 +111,10 @@ std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, 
 void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); }
 
 const float* Session::logits() const { return state_->logits; }
-void Session::reset() { n_cached_ = 0; }
+void Session::reset() {
+    n_cached_ = 0;
+    reused_tokens_ = 0;
+}
 int Session::n_cached() const { return n_cached_; }
 size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
 KvCacheFormat Session::kv_cache_format() const { return state_->kv_format; }
@@ -135,20 +139,42 @@ void Session::feed_from_scratch(const int32_t* ids, size_t n, float* all_logits)
     forward(*model_, state_.get(), state_->tokens, int(n), 0, all_logits);
 }
 
-int Session::prefill(const int32_t* ids, size_t n) {
+bool Session::check_prompt(const int32_t* ids, size_t n) {
     error_.clear();
     error_kind_ = ErrorKind::none;
     if (n == 0) {
         error_kind_ = ErrorKind::input;
         error_ = "empty prompt: prefill needs at least one token";
-        return -1;
+        return false;
     }
-    if (!check_ids(ids, n)) return -1;
+    return check_ids(ids, n);
+}
+
+int Session::prefill(const int32_t* ids, size_t n) {
+    if (!check_prompt(ids, n)) return -1;
+    reused_tokens_ = 0;
     // A prompt longer than the context keeps its newest n_ctx tokens (the window is then full, and the first
     // step() slides it).
     const size_t n_ctx = size_t(model_->config().n_ctx);
     const size_t keep = n < n_ctx ? n : n_ctx;
     feed_from_scratch(ids + (n - keep), keep, nullptr);
+    return sample();
+}
+
+int Session::prefill_reusing(const int32_t* ids, size_t n) {
+    if (!use_kv_cache_) return prefill(ids, n);
+    if (!check_prompt(ids, n)) return -1;
+    const size_t n_ctx = size_t(model_->config().n_ctx);
+    const size_t keep = n < n_ctx ? n : n_ctx;
+    const int32_t* prompt = ids + (n - keep);
+    int32_t* tokens = state_->tokens;
+    const size_t limit = std::min(size_t(n_cached_), keep - 1);
+    size_t common = 0;
+    while (common < limit && tokens[common] == prompt[common]) common++;
+    std::memmove(tokens + common, prompt + common, sizeof(int32_t) * (keep - common));
+    n_cached_ = int(keep);
+    reused_tokens_ = int(common);
+    forward(*model_, state_.get(), tokens + common, int(keep - common), int(common), nullptr);
     return sample();
 }
 
@@ -162,7 +188,109 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
         return false;
     }
     if (!check_ids(ids, n)) return false;
+    reused_tokens_ = 0;
     feed_from_scratch(ids, n, all_logits);
+    return true;
+}
+
+namespace {
+
+// The log-probability and rank of token given one row of logits; top_k > 0 also fills alternatives (top_k) with
+// the likeliest tokens, likeliest first. false if a logit is not finite.
+bool score_row(const float* logits, int n_vocab, int32_t token, int top_k, TokenScore* score,
+               TokenScore* alternatives) {
+    double max = logits[0];
+    for (int v = 0; v < n_vocab; v++) {
+        if (!std::isfinite(logits[v])) return false;
+        max = std::max(max, double(logits[v]));
+    }
+    double sum = 0.0;
+    for (int v = 0; v < n_vocab; v++) sum += std::exp(double(logits[v]) - max);
+    const double log_z = max + std::log(sum);
+    int greater = 0;
+    for (int v = 0; v < n_vocab; v++) greater += logits[v] > logits[token];
+    *score = TokenScore{token, double(logits[token]) - log_z, greater + 1};
+    // insertion into the sorted top_k: a token moves ahead of strictly smaller logits only (lower id first on ties)
+    int filled = 0;
+    for (int v = 0; v < n_vocab && top_k > 0; v++) {
+        if (filled == top_k && !(logits[v] > logits[alternatives[top_k - 1].token])) continue;
+        int at = filled < top_k ? filled++ : top_k - 1;
+        while (at > 0 && logits[v] > logits[alternatives[at - 1].token]) {
+            alternatives[at] = alternatives[at - 1];
+            at--;
+        }
+        alternatives[at].token = v;
+    }
+    for (int i = 0; i < top_k; i++) {
+        const float logit = logits[alternatives[i].token];
+        alternatives[i].logprob = double(logit) - log_z;
+        alternatives[i].rank = i > 0 && logits[alternatives[i - 1].token] == logit ? alternatives[i - 1].rank : i + 1;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    const Config& c = model_->config();
+    if (n < 2 || c.n_ctx < 2 || top_k < 0 || top_k > c.n_vocab) {
+        error_kind_ = ErrorKind::input;
+        error_ = n < 2 ? "score: needs at least 2 tokens, got " + std::to_string(n)
+                 : c.n_ctx < 2
+                     ? "score: the model's context of " + std::to_string(c.n_ctx) + " position is too short"
+                     : "score: top_k " + std::to_string(top_k) + " out of range [0, " + std::to_string(c.n_vocab) + "]";
+        return false;
+    }
+    if (!check_ids(ids, n)) return false;
+    if (!alternatives) top_k = 0;
+    const int rows = std::min(kScoreRows, c.n_ctx);
+    if (!score_logits_) {
+        score_logits_.reset(new (std::nothrow) float[size_t(rows) * size_t(c.n_vocab)]);
+        if (!score_logits_) {
+            error_kind_ = ErrorKind::memory;
+            error_ = "out of memory: need " + std::to_string(size_t(rows) * size_t(c.n_vocab) * sizeof(float)) +
+                     " bytes for the scoring logits";
+            return false;
+        }
+    }
+    reused_tokens_ = 0;
+    const size_t n_ctx = size_t(c.n_ctx), stride = n_ctx / 2;
+    size_t scored_to = 1;  // ids[1..scored_to) are scored
+    for (size_t k = 0; scored_to < n; k++) {
+        const size_t start = n <= n_ctx ? 0 : std::min(k * stride, n - n_ctx);
+        const size_t end = std::min(start + n_ctx, n);
+        if (!score_window(ids + start, end - start, int(scored_to - start), top_k, scores + (scored_to - 1),
+                          alternatives ? alternatives + (scored_to - 1) * size_t(top_k) : nullptr))
+            return false;
+        scored_to = end;
+    }
+    return true;
+}
+
+bool Session::score_window(const int32_t* ids, size_t n, int from, int top_k, TokenScore* scores,
+                           TokenScore* alternatives) {
+    const int V = model_->config().n_vocab;
+    const int rows = std::min(kScoreRows, model_->config().n_ctx);
+    int32_t* tokens = state_->tokens;
+    std::memmove(tokens, ids, sizeof(int32_t) * n);
+    n_cached_ = int(n);
+    // positions before from - 1 only give context; the logits of from - 1 .. n - 1 predict ids[from..n)
+    if (from > 1) forward(*model_, state_.get(), tokens, from - 1, 0, nullptr);
+    for (int r0 = from - 1; r0 < int(n); r0 += rows) {
+        const int count = std::min(rows, int(n) - r0);
+        forward(*model_, state_.get(), tokens + r0, count, r0, score_logits_.get());
+        for (int j = 0; j < count && r0 + j + 1 < int(n); j++) {
+            const int at = r0 + j + 1 - from;  // index of the scored token in scores
+            if (!score_row(score_logits_.get() + size_t(j) * size_t(V), V, tokens[r0 + j + 1], top_k, scores + at,
+                           alternatives ? alternatives + size_t(at) * size_t(top_k) : nullptr)) {
+                error_kind_ = ErrorKind::file;
+                error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(r0 + j);
+                return false;
+            }
+        }
+    }
     return true;
 }
 

@@ -70,6 +70,14 @@ class ThreadPool;    // workers of the forward pass, engine/thread_pool.h
 struct RunState;     // activations + KV cache, engine/forward.h
 class Sampler;       // engine/sampler.h
 
+// One scored token of Session::score: its log-probability (log-softmax of the raw logits, temperature 1, no
+// penalty, computed in double) and its rank (1 + the number of tokens with a strictly greater logit).
+struct TokenScore {
+    int32_t token;
+    double logprob;
+    int32_t rank;
+};
+
 // Immutable weights, shared by sessions (a Model must outlive its sessions), and the model's worker threads.
 // Sessions of one model may run on different threads: a forward pass that finds the workers busy with another
 // session's runs on its own thread alone (same results).
@@ -189,6 +197,15 @@ class Session {
     void set_sampling(const SamplingSettings& s);  // also reseeds the RNG
     // Clears, feeds the prompt, returns the sampled next token id, or -1 and error() set.
     int prefill(const int32_t* ids, size_t n);
+    // prefill() that keeps what the window already holds: the longest common prefix of the window and the prompt
+    // (truncated the same way), at most keep - 1 positions of the keep fed (the last token is always fed, for its
+    // logits), stays in the cache and only the rest is fed, in one batched pass from that position. The cache rows
+    // of a position depend only on the tokens up to it, so the logits and the sampled token are bit-identical to
+    // prefill()'s. An uncached session never reuses (it has no cache to keep).
+    int prefill_reusing(const int32_t* ids, size_t n);
+    // Positions kept by the last prefill_reusing (0 after prefill(), prefill_logits(), score() and reset(); steps
+    // leave it as it is).
+    int reused_tokens() const { return reused_tokens_; }
     // Feeds one token, returns the sampled next token id, or -1 and error() set.
     int step(int32_t id);
     const float* logits() const;  // (n_vocab) raw logits of the last fed position
@@ -206,6 +223,19 @@ class Session {
     // nothing has been fed or the logits are not finite.
     int sample();
     const int32_t* window() const;  // (n_cached) the token ids in the window, oldest first
+
+    // Scores ids[1..n) (n >= 2): scores[i - 1] is ids[i] given ids[..i), and alternatives[(i - 1) * top_k ..] the
+    // top_k likeliest tokens there, likeliest first (lower id first on equal logits), top_k in [0, n_vocab]
+    // (alternatives may be null, then none are computed).
+    // Texts longer than n_ctx run in windows of n_ctx tokens with a stride of n_ctx / 2: window k starts at
+    // min(k * stride, n - n_ctx) and scores the ids that no earlier window scored, so that every token past the
+    // first window has at least n_ctx - stride tokens of context; the first window [0, n_ctx) scores ids[1..n_ctx),
+    // the last one ends at n. In a window the already-scored part is fed without logits, the rest in batches of
+    // at most kScoreRows rows of logits into one scratch buffer (allocated by the first score(), then reused), so
+    // memory does not grow with n_ctx x n_vocab. The window is left holding the last window (prefill_reusing may
+    // reuse it). Sampling settings play no part.
+    static constexpr int kScoreRows = 64;
+    bool score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives);
     bool uses_kv_cache() const { return use_kv_cache_; }
 
    private:
@@ -213,12 +243,17 @@ class Session {
     bool check_ids(const int32_t* ids, size_t n);
     // runs ids through the network from scratch (window := ids), optionally keeping all logits
     void feed_from_scratch(const int32_t* ids, size_t n, float* all_logits);
+    bool check_prompt(const int32_t* ids, size_t n);  // clears the error; then false + error() if ids can't be fed
+    // Makes ids[0..n) the window and scores ids[from..n) (from >= 1) into scores[0..n - from) (and alternatives).
+    bool score_window(const int32_t* ids, size_t n, int from, int top_k, TokenScore* scores, TokenScore* alternatives);
 
     const Model* model_ = nullptr;
     bool use_kv_cache_ = true;
     std::unique_ptr<RunState> state_;
     std::unique_ptr<Sampler> sampler_;
     int n_cached_ = 0;
+    int reused_tokens_ = 0;
+    std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;
 };

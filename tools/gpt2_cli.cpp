@@ -4,6 +4,7 @@
 //        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]
 //        [--kv-cache int8|fp32]
 //   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N] [--kv-cache int8|fp32]
+//   gpt2 --model DIR --score --ids 464,3290,... [--int8] [--threads N] [--kv-cache int8|fp32]
 //   gpt2 --model DIR --bench [--int8] [--threads N] [--kv-cache int8|fp32]
 //
 // --int8 quantizes the weight matrices and the LM head to int8 on load (gpt2::WeightFormat::int8).
@@ -16,6 +17,11 @@
 // timing to stderr. With stopping on (the default) generation ends when the end-of-text token is sampled
 // (<|endoftext|> = 50256; a GGUF file's tokenizer.ggml.eos_token_id), which is not printed.
 // Any error: one line on stderr and exit status 1.
+//
+// --eval prints the mean of -log p(token) over ids[1..] of a file of little-endian uint16 ids; --score prints, for
+// each of ids[1..], "position<TAB>token<TAB>logprob<TAB>rank" (rank 1: the likeliest token), then
+// "total <sum of logprobs> perplexity <exp(-mean logprob)>". Both score with gpt2::Session::score: windows of
+// n_ctx tokens with a stride of n_ctx / 2 for longer texts.
 //
 // --bench is the native runtime of tools/bench.mjs: one process (one model load) serves every measurement,
 // timed here around the engine calls only. It prints "ready <weight bytes> <KV cache bytes> <threads>", then answers
@@ -54,6 +60,7 @@ struct Options {
     std::string dump_logits_path;
     std::string eval_path;
     bool bench = false;
+    bool score = false;
     bool int8 = false;
     int n_threads = 1;
     gpt2::KvCacheFormat kv_cache = gpt2::KvCacheFormat::int8;
@@ -65,7 +72,7 @@ struct Options {
 }
 
 const char* kUsage =
-    "usage: gpt2 --model DIR (--ids 464,3290 | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
+    "usage: gpt2 --model DIR (--ids 464,3290 [--score] | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
     "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N] "
     "[--kv-cache int8|fp32]";
 
@@ -134,6 +141,7 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--dump-logits") o.dump_logits_path = value();
         else if (flag == "--eval") o.eval_path = value();
         else if (flag == "--bench") o.bench = true;
+        else if (flag == "--score") o.score = true;
         else if (flag == "--int8") o.int8 = true;
         else if (flag == "--threads") o.n_threads = int(parse_long(flag, value(), 1, 256));
         else if (flag == "--kv-cache") {
@@ -149,6 +157,8 @@ Options parse_args(int argc, char** argv) {
     if (o.bench ? o.have_ids || !o.eval_path.empty() : o.have_ids == !o.eval_path.empty())
         die(std::string("give exactly one of --ids and --eval, or --bench alone; ") + kUsage);
     if (!o.eval_path.empty() && !o.dump_logits_path.empty()) die("--dump-logits cannot be combined with --eval");
+    if (o.score && (!o.have_ids || !o.dump_logits_path.empty()))
+        die(std::string("--score needs --ids and no --dump-logits; ") + kUsage);
     return o;
 }
 
@@ -196,35 +206,35 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Mean cross-entropy (nats/token): consecutive non-overlapping blocks of n_ctx tokens (a last block shorter
-// than 2 tokens is skipped), each one batched prefill; token t+1 is predicted from tokens 0..t, log-softmax in
-// double.
-void run_eval(gpt2::Session& session, const gpt2::Config& config, const std::string& path) {
+// Scores ids[1..] (gpt2::Session::score); exits with the session's error, prefixed by what, on failure.
+std::vector<gpt2::TokenScore> score_ids(gpt2::Session& session, const std::vector<int32_t>& ids,
+                                        const std::string& what) {
+    if (ids.size() < 2) die(what + ": needs at least 2 token ids, got " + std::to_string(ids.size()));
+    std::vector<gpt2::TokenScore> scores(ids.size() - 1);
+    if (!session.score(ids.data(), ids.size(), 0, scores.data(), nullptr)) die(what + ": " + session.error());
+    return scores;
+}
+
+// Mean cross-entropy (nats/token) of ids[1..]: -logprob averaged, as --score computes it.
+void run_eval(gpt2::Session& session, const std::string& path) {
     const std::vector<uint8_t> bytes = read_file(path);
     if (bytes.size() % 2 != 0) die(path + ": odd size " + std::to_string(bytes.size()) + ", expected uint16 ids");
     std::vector<int32_t> ids(bytes.size() / 2);
     for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t(bytes[2 * i] | (bytes[2 * i + 1] << 8));
-
-    const size_t V = size_t(config.n_vocab);
-    std::vector<float> logits(size_t(config.n_ctx) * V);
+    if (ids.size() < 2) die(path + ": fewer than 2 tokens, nothing to evaluate");
     double total = 0.0;
-    long count = 0;
-    for (size_t begin = 0; begin < ids.size(); begin += size_t(config.n_ctx)) {
-        const size_t len = std::min(size_t(config.n_ctx), ids.size() - begin);
-        if (len < 2) continue;
-        if (!session.prefill_logits(ids.data() + begin, len, logits.data())) die(path + ": " + session.error());
-        for (size_t t = 0; t + 1 < len; t++) {
-            const float* row = logits.data() + t * V;
-            double max = row[0];
-            for (size_t v = 1; v < V; v++) max = std::max(max, double(row[v]));
-            double sum = 0.0;
-            for (size_t v = 0; v < V; v++) sum += std::exp(double(row[v]) - max);
-            total += max + std::log(sum) - double(row[ids[begin + t + 1]]);
-            count++;
-        }
+    for (const gpt2::TokenScore& s : score_ids(session, ids, path)) total -= s.logprob;
+    std::printf("eval: %.6f nats/token over %zu predictions\n", total / double(ids.size() - 1), ids.size() - 1);
+}
+
+void run_score(gpt2::Session& session, const std::vector<int32_t>& ids) {
+    double total = 0.0;
+    const std::vector<gpt2::TokenScore> scores = score_ids(session, ids, "--score");
+    for (size_t i = 0; i < scores.size(); i++) {
+        std::printf("%zu\t%d\t%.6f\t%d\n", i + 1, scores[i].token, scores[i].logprob, scores[i].rank);
+        total += scores[i].logprob;
     }
-    if (count == 0) die(path + ": fewer than 2 tokens, nothing to evaluate");
-    std::printf("eval: %.6f nats/token over %ld predictions\n", total / double(count), count);
+    std::printf("total %.6f perplexity %.6f\n", total, std::exp(-total / double(scores.size())));
 }
 
 void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o, int n_threads,
@@ -330,7 +340,8 @@ int main(int argc, char** argv) {
     }
     std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, o.kv_cache, &error);
     if (!session) die(error);
-    if (!o.eval_path.empty()) run_eval(*session, model_config(*model), o.eval_path);
+    if (!o.eval_path.empty()) run_eval(*session, o.eval_path);
+    else if (o.score) run_score(*session, o.ids);
     else {
         const gpt2::Vocabulary* vocabulary = model->vocabulary();
         run_generate(*session, model_config(*model), o, model->n_threads(),

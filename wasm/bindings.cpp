@@ -208,7 +208,9 @@ class WasmSession {
     }
 
     bool ok() const { return session_ != nullptr; }
-    BindingError error() const { return session_ ? binding_error(session_->error_kind(), session_->error()) : error_; }
+    BindingError error() const {
+        return session_ && !failed_locally_ ? binding_error(session_->error_kind(), session_->error()) : error_;
+    }
 
     void set_sampling(const Sampling& sampling) {
         if (session_) session_->set_sampling(sampling.settings());
@@ -217,11 +219,62 @@ class WasmSession {
     // ids: a JS Array or typed array of token ids.
     int prefill(const val& ids) {
         if (!session_) return -1;
+        failed_locally_ = false;
         const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
         return session_->prefill(tokens.data(), tokens.size());
     }
 
-    int step(int32_t id) { return session_ ? session_->step(id) : -1; }
+    // prefill() keeping the window's common prefix with ids in the cache (gpt2::Session::prefill_reusing).
+    int prefill_reusing(const val& ids) {
+        if (!session_) return -1;
+        failed_locally_ = false;
+        const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
+        return session_->prefill_reusing(tokens.data(), tokens.size());
+    }
+    int reused_tokens() const { return session_ ? session_->reused_tokens() : 0; }
+
+    int step(int32_t id) {
+        failed_locally_ = false;
+        return session_ ? session_->step(id) : -1;
+    }
+
+    // gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
+    // logprob, ...] per scored token, top_k pairs likeliest first] }, or null (error() says why).
+    val score(const val& ids, int top_k) {
+        if (!session_) return val::null();
+        const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
+        const size_t n_scored = tokens.size() > 1 ? tokens.size() - 1 : 0;
+        const size_t n_alternatives = top_k > 0 ? n_scored * size_t(top_k) : 0;
+        // Not std::vectors: their failed allocation would abort the instance.
+        std::unique_ptr<gpt2::TokenScore[]> scores(new (std::nothrow) gpt2::TokenScore[n_scored + 1]);
+        std::unique_ptr<gpt2::TokenScore[]> alternatives(new (std::nothrow) gpt2::TokenScore[n_alternatives + 1]);
+        if (!scores || !alternatives) {
+            error_ = {"memory", "out of memory: need " +
+                                    std::to_string((n_scored + n_alternatives) * sizeof(gpt2::TokenScore)) +
+                                    " bytes for the scores"};
+            failed_locally_ = true;
+            return val::null();
+        }
+        failed_locally_ = false;
+        if (!session_->score(tokens.data(), tokens.size(), top_k, scores.get(), alternatives.get())) return val::null();
+        val logprobs = val::array(), ranks = val::array(), alternative_rows = val::array();
+        for (size_t i = 0; i < n_scored; i++) {
+            logprobs.set(i, scores[i].logprob);
+            ranks.set(i, scores[i].rank);
+            val row = val::array();
+            for (int k = 0; k < top_k; k++) {
+                const gpt2::TokenScore& alternative = alternatives[i * size_t(top_k) + size_t(k)];
+                row.set(2 * k, alternative.token);
+                row.set(2 * k + 1, alternative.logprob);
+            }
+            alternative_rows.set(i, row);
+        }
+        val out = val::object();
+        out.set("logprobs", logprobs);
+        out.set("ranks", ranks);
+        out.set("alternatives", alternative_rows);
+        return out;
+    }
 
 #ifdef GPT2_WASM_TESTING
     // Float32Array over the heap: valid until the next call into the module (memory growth detaches it).
@@ -275,6 +328,7 @@ class WasmSession {
     std::unique_ptr<int32_t[]> order_;  // (n_vocab_) scratch for distribution(), allocated once
     size_t n_vocab_ = 0;
     BindingError error_;
+    bool failed_locally_ = false;  // the last score() failed here, not in the session: error_ says why
 };
 
 // Bytes currently allocated by malloc: lets tests check that create/dispose cycles leak nothing, and the
@@ -374,7 +428,10 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("error", &WasmSession::error)
         .function("setSampling", &WasmSession::set_sampling)
         .function("prefill", &WasmSession::prefill)
+        .function("prefillReusing", &WasmSession::prefill_reusing)
+        .function("reusedTokens", &WasmSession::reused_tokens)
         .function("step", &WasmSession::step)
+        .function("score", &WasmSession::score)
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)

@@ -138,8 +138,8 @@ TEST_F(Cli, DumpsTheLogitsOfEveryPromptPosition) {
     EXPECT_NE(std::memcmp(int8.data(), fp32.data(), bytes.size()), 0) << "the two caches give different logits";
 }
 
-TEST_F(Cli, EvaluatesCrossEntropyOverContextBlocks) {
-    // 81 tokens with n_ctx 40: blocks of 40, 40 and 1 (skipped) -> 39 + 39 predictions
+TEST_F(Cli, EvaluatesTheMeanNegativeLogprobOfTheSessionsScore) {
+    // 81 tokens with n_ctx 40: windows [0, 40) [20, 60) [40, 80) [41, 81), 80 predictions
     std::vector<uint16_t> ids(81);
     for (size_t i = 0; i < ids.size(); i++) ids[i] = uint16_t((i * 7 + 3) % size_t(spec_.n_vocab));
     write(dir_ + "/ids.u16", ids.data(), ids.size() * 2);
@@ -149,21 +149,41 @@ TEST_F(Cli, EvaluatesCrossEntropyOverContextBlocks) {
     auto m = model();
     std::string error;
     auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
-    const size_t V = size_t(spec_.n_vocab);
+    const std::vector<int32_t> ids32(ids.begin(), ids.end());
+    std::vector<gpt2::TokenScore> scores(80);
+    ASSERT_TRUE(session->score(ids32.data(), 81, 0, scores.data(), nullptr)) << session->error();
     double total = 0;
-    for (size_t begin : {0, 40}) {
-        std::vector<int32_t> block(ids.begin() + long(begin), ids.begin() + long(begin) + 40);
-        std::vector<float> logits(40 * V);
-        ASSERT_TRUE(session->prefill_logits(block.data(), 40, logits.data()));
-        for (size_t t = 0; t < 39; t++) {
-            double sum = 0;
-            for (size_t v = 0; v < V; v++) sum += std::exp(double(logits[t * V + v]));
-            total += std::log(sum) - logits[t * V + size_t(block[t + 1])];
-        }
-    }
+    for (const gpt2::TokenScore& s : scores) total -= s.logprob;
     char expected[128];
-    std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 78 predictions\n", total / 78);
+    std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 80 predictions\n", total / 80);
     EXPECT_EQ(r.out, expected);
+}
+
+TEST_F(Cli, ScorePrintsEachTokensLogprobAndRankThenTheTotalAndPerplexity) {
+    auto m = model();
+    std::string error;
+    auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
+    const int32_t ids[] = {4, 8, 15, 16, 23, 42};
+    std::vector<gpt2::TokenScore> scores(5);
+    ASSERT_TRUE(session->score(ids, 6, 0, scores.data(), nullptr)) << session->error();
+    std::string expected;
+    double total = 0;
+    char line[128];
+    for (size_t i = 0; i < scores.size(); i++) {
+        std::snprintf(line, sizeof line, "%zu\t%d\t%.6f\t%d\n", i + 1, ids[i + 1], scores[i].logprob, scores[i].rank);
+        expected += line;
+        total += scores[i].logprob;
+    }
+    std::snprintf(line, sizeof line, "total %.6f perplexity %.6f\n", total, std::exp(-total / 5));
+    expected += line;
+    const Result r = run("--model " + dir_ + " --score --ids 4,8,15,16,23,42");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, expected);
+    expect_one_error_line(run("--model " + dir_ + " --score --ids 5"),
+                          "gpt2: --score: needs at least 2 token ids, got 1");
+    expect_one_error_line(run("--model " + dir_ + " --score --ids 5,67"),
+                          "gpt2: --score: token id 67 out of range [0, 67)");
+    expect_one_error_line(run("--model " + dir_ + " --score --eval " + dir_ + "/ids.u16"), "--score needs --ids");
 }
 
 TEST_F(Cli, StopsAtEndOfText) {
@@ -263,7 +283,7 @@ TEST_F(Cli, AGgufFileGeneratesDumpsAndEvaluatesLikeTheLibrary) {
     r = run("--model " + file + " --eval " + dir_ + "/ids.u16");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out.rfind("eval: ", 0), 0u) << r.out;
-    EXPECT_NE(r.out.find(" nats/token over 98 predictions"), std::string::npos) << r.out;  // blocks of 64 and 36
+    EXPECT_NE(r.out.find(" nats/token over 99 predictions"), std::string::npos) << r.out;  // every token but the first
 }
 
 TEST_F(Cli, AGgufFileRefusesInt8AndNamesItsErrors) {

@@ -90,3 +90,25 @@ TEST(Session, NoMallocPerTokenWithThreads) {
             }
     }
 }
+
+TEST(Session, NoMallocInPrefillReusing) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 100;  // the rest of a prompt spans two 64-token batches
+    auto model = gpt2_test::make_model(spec);
+    ASSERT_TRUE(model);
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+        std::string error;
+        auto session = gpt2::Session::create(*model, true, kv, &error);
+        ASSERT_TRUE(session) << error;
+        int32_t prompt[90];
+        for (int i = 0; i < 90; i++) prompt[i] = (i * 7 + 1) % spec.n_vocab;
+        const long before = g_engine_mallocs;
+        EXPECT_GE(session->prefill_reusing(prompt, 10), 0) << session->error();
+        EXPECT_GE(session->prefill_reusing(prompt, 90), 0) << session->error();
+        EXPECT_EQ(session->reused_tokens(), 10);
+        prompt[40] = (prompt[40] + 1) % spec.n_vocab;
+        EXPECT_GE(session->prefill_reusing(prompt, 90), 0) << session->error();
+        EXPECT_EQ(session->reused_tokens(), 40);
+        EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
+    }
+}

@@ -6,110 +6,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <vector>
 
 #include "alloc_counter.h"
 #include "gpt2.h"
+#include "reference_gpt2.h"
 #include "test_util.h"
 
 using namespace gpt2_test;
 
 namespace {
-
-// ---- float64 reference GPT-2 straight from the Hugging Face tensors (Conv1D [in][out]) ----
-class Reference {
-   public:
-    Reference(const ModelSpec& spec, const std::vector<TensorSpec>& tensors) : s_(spec) {
-        for (const TensorSpec& t : tensors) {
-            std::vector<double>& v = params_[t.name];
-            v.resize(t.bytes.size() / 4);
-            for (size_t i = 0; i < v.size(); i++) {
-                float f;
-                std::memcpy(&f, t.bytes.data() + 4 * i, 4);
-                v[i] = f;
-            }
-        }
-    }
-
-    // logits of every position (n, n_vocab)
-    std::vector<double> logits(const std::vector<int32_t>& ids) const {
-        const size_t n = ids.size(), C = size_t(s_.n_embd), H = size_t(s_.n_head), hs = C / H;
-        std::vector<double> x(n * C);
-        for (size_t t = 0; t < n; t++)
-            for (size_t i = 0; i < C; i++)
-                x[t * C + i] = p("wte.weight")[size_t(ids[t]) * C + i] + p("wpe.weight")[t * C + i];
-        for (int l = 0; l < s_.n_layer; l++) {
-            const std::string h = "h." + std::to_string(l) + ".";
-            auto a = linear(layernorm(x, h + "ln_1"), h + "attn.c_attn", C, 3 * C);
-            std::vector<double> att(n * C, 0.0);
-            for (size_t head = 0; head < H; head++)
-                for (size_t t = 0; t < n; t++) {
-                    std::vector<double> w(t + 1);
-                    double max = -1e300, sum = 0;
-                    for (size_t j = 0; j <= t; j++) {
-                        double d = 0;
-                        for (size_t i = 0; i < hs; i++)
-                            d += a[t * 3 * C + head * hs + i] * a[j * 3 * C + C + head * hs + i];
-                        w[j] = d / std::sqrt(double(hs));
-                        max = std::max(max, w[j]);
-                    }
-                    for (double& v : w) sum += (v = std::exp(v - max));
-                    for (size_t j = 0; j <= t; j++)
-                        for (size_t i = 0; i < hs; i++)
-                            att[t * C + head * hs + i] += w[j] / sum * a[j * 3 * C + 2 * C + head * hs + i];
-                }
-            add(&x, linear(att, h + "attn.c_proj", C, C));
-            auto f = linear(layernorm(x, h + "ln_2"), h + "mlp.c_fc", C, 4 * C);
-            for (double& v : f)
-                v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
-            add(&x, linear(f, h + "mlp.c_proj", 4 * C, C));
-        }
-        auto xf = layernorm(x, "ln_f");
-        std::vector<double> out(n * size_t(s_.n_vocab));
-        for (size_t t = 0; t < n; t++)
-            for (size_t v = 0; v < size_t(s_.n_vocab); v++) {
-                double d = 0;
-                for (size_t i = 0; i < C; i++) d += xf[t * C + i] * p("wte.weight")[v * C + i];
-                out[t * size_t(s_.n_vocab) + v] = d;
-            }
-        return out;
-    }
-
-   private:
-    ModelSpec s_;
-    std::map<std::string, std::vector<double>> params_;
-
-    const std::vector<double>& p(const std::string& name) const { return params_.at(name); }
-    std::vector<double> layernorm(const std::vector<double>& x, const std::string& name) const {
-        const size_t C = size_t(s_.n_embd);
-        std::vector<double> out(x.size());
-        for (size_t t = 0; t < x.size() / C; t++) {
-            double mean = 0, var = 0;
-            for (size_t i = 0; i < C; i++) mean += x[t * C + i] / double(C);
-            for (size_t i = 0; i < C; i++) var += (x[t * C + i] - mean) * (x[t * C + i] - mean) / double(C);
-            for (size_t i = 0; i < C; i++)
-                out[t * C + i] = (x[t * C + i] - mean) / std::sqrt(var + 1e-5) * p(name + ".weight")[i] +
-                                 p(name + ".bias")[i];
-        }
-        return out;
-    }
-    std::vector<double> linear(const std::vector<double>& x, const std::string& name, size_t n_in, size_t n_out) const {
-        const auto& w = p(name + ".weight");
-        const auto& b = p(name + ".bias");
-        std::vector<double> out(x.size() / n_in * n_out);
-        for (size_t t = 0; t < x.size() / n_in; t++)
-            for (size_t o = 0; o < n_out; o++) {
-                double d = b[o];
-                for (size_t i = 0; i < n_in; i++) d += x[t * n_in + i] * w[i * n_out + o];
-                out[t * n_out + o] = d;
-            }
-        return out;
-    }
-    static void add(std::vector<double>* x, const std::vector<double>& y) {
-        for (size_t i = 0; i < x->size(); i++) (*x)[i] += y[i];
-    }
-};
 
 std::vector<int32_t> prompt(int n, int n_vocab, int seed = 0) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
