@@ -2,12 +2,18 @@
 // gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js).
 //
 //   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache]
-//             [--kv-cache int8|fp32] [--threads N|auto] "prompt"
+//             [--kv-cache int8|fp32] [--threads N|auto] ("prompt" | -i)
+//   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [--threads N|auto] --score "text"
 //
 // Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
-// and exits with status 1. The default model is the bundled public/models/tiny-shakespeare, as its safetensors
-// folder: read from disk, the page's smaller Q4_0 GGUF file would save no download, and the folder's weights are
-// the exact fp32 ones.
+// and exits with status 1. -i (interactive): each line read from stdin is added to the text (without its line
+// break; an empty line adds nothing) and the text is continued, so the model's KV cache is reused between lines
+// (the stats line says how many prompt tokens were). --score: one line per token of the text, `"token
+// text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
+// perplexity <perplexity>` (model.score). The default model is the bundled public/models/tiny-shakespeare,
+// as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file would save no download, and the
+// folder's weights are the exact fp32 ones.
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { normalizeGenerateOptions } from './generate.js';
 import { loadModel } from './gpt2.js';
@@ -15,7 +21,7 @@ import { loadModel } from './gpt2.js';
 const DEFAULT_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
 const USAGE =
   'usage: gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache] ' +
-  '[--kv-cache int8|fp32] [--threads N|auto] "prompt"';
+  '[--kv-cache int8|fp32] [--threads N|auto] ("prompt" | -i); gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [--threads N|auto] --score "text"';
 
 // flag -> [option name, parse]
 const VALUE_FLAGS = {
@@ -30,11 +36,13 @@ const VALUE_FLAGS = {
 };
 
 function parseArguments(args) {
-  const parsed = { model: DEFAULT_MODEL, threads: 1, options: {}, prompt: null };
+  const parsed = { model: DEFAULT_MODEL, threads: 1, options: {}, prompt: null, interactive: false, score: false };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === '-h' || arg === '--help') return { help: true };
     if (arg === '--no-cache') parsed.options.useKVCache = false;
+    else if (arg === '-i') parsed.interactive = true;
+    else if (arg === '--score') parsed.score = true;
     else if (arg in VALUE_FLAGS) {
       if (i + 1 >= args.length) throw new Error(`${arg}: missing value`);
       const [name, parse] = VALUE_FLAGS[arg];
@@ -45,16 +53,50 @@ function parseArguments(args) {
     else if (parsed.prompt === null) parsed.prompt = arg;
     else throw new Error('give the prompt as one argument (quote it)');
   }
-  if (parsed.prompt === null) throw new Error(`missing prompt; ${USAGE}`);
+  checkMode(parsed);
   return parsed;
+}
+
+function checkMode({ interactive, score, prompt, options }) {
+  if (interactive && score) throw new Error('-i and --score cannot be combined');
+  if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
+  if (score && Object.keys(options).length > 0) throw new Error('--score takes no generation options');
+  if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'}; ${USAGE}`);
 }
 
 function formatStats(stats, threads) {
   return (
-    `\n[${stats.promptTokens} prompt tokens, prefill ${stats.prefillMs.toFixed(1)} ms; ` +
+    `\n[${stats.promptTokens} prompt tokens (${stats.reusedTokens} reused), prefill ${stats.prefillMs.toFixed(1)} ms; ` +
     `${stats.generatedTokens} generated, ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s; ` +
     `context ${stats.contextUsed}/${stats.contextSize}; stop: ${stats.stopReason}; ${threads} ${threads === 1 ? 'thread' : 'threads'}]\n`
   );
+}
+
+// Streams the continuation of prompt to stdout, then the stats to stderr; -> the generated text.
+async function continueText(model, prompt, options) {
+  const generation = model.generate(prompt, options);
+  let text = '';
+  for await (const piece of generation) {
+    process.stdout.write(piece.text);
+    text += piece.text;
+  }
+  process.stdout.write('\n');
+  process.stderr.write(formatStats(generation.stats, model.threads));
+  return text;
+}
+
+async function interact(model, options) {
+  let text = '';
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+    text += line;
+    text += await continueText(model, text, options);
+  }
+}
+
+async function printScores(model, text) {
+  const { tokens, totalLogprob, perplexity } = await model.score(text);
+  for (const token of tokens) process.stdout.write(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}\n`);
+  process.stdout.write(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
 }
 
 async function main(args) {
@@ -63,10 +105,9 @@ async function main(args) {
   normalizeGenerateOptions(parsed.options);  // reports bad values before the model loads
   const model = await loadModel(parsed.model, { threads: parsed.threads });
   try {
-    const generation = model.generate(parsed.prompt, parsed.options);
-    for await (const piece of generation) process.stdout.write(piece.text);
-    process.stdout.write('\n');
-    process.stderr.write(formatStats(generation.stats, model.threads));
+    if (parsed.score) await printScores(model, parsed.prompt);
+    else if (parsed.interactive) await interact(model, parsed.options);
+    else await continueText(model, parsed.prompt, parsed.options);
   } finally {
     model.dispose();
   }

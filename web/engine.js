@@ -420,10 +420,30 @@ export class EngineSession extends EngineObject {
   // newest n_ctx ids cross into the engine, which keeps no more of a longer prompt: a prompt of any length costs
   // the wasm heap at most n_ctx ids.
   prefill(ids) {
-    if (ids.length === 0) throw new Error('prefill: no token ids given');
-    for (const id of ids) checkTokenId(id);
-    const window = ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
+    const window = this.#newestWindow(ids, 'prefill');
     return this.checkedCall((session) => session.prefill(window), (token) => token < 0);
+  }
+
+  // prefill() that keeps the longest common prefix of the session's window and the newest n_ctx ids in the
+  // cache (at most all but the last id) and feeds only the rest: the same next token as prefill(ids).
+  // reusedTokens then says how many positions were kept (0 for a session without a KV cache).
+  prefillReusing(ids) {
+    const window = this.#newestWindow(ids, 'prefillReusing');
+    return this.checkedCall((session) => session.prefillReusing(window), (token) => token < 0);
+  }
+
+  get reusedTokens() {
+    return this.call((session) => session.reusedTokens());
+  }
+
+  // Log-probabilities of ids[1..] (at least 2 ids; all of them cross into the engine), each given the ids
+  // before it, in windows of n_ctx with stride n_ctx/2 (engine/gpt2.h Session::score): { logprobs: number[],
+  // ranks: number[] (1 = the likeliest token), alternatives: [[token, logprob, token, logprob, ...] (topK
+  // pairs, likeliest first) per scored id] }. The session's window is then the last window scored.
+  score(ids, topK = 0) {
+    for (const id of ids) checkTokenId(id);
+    if (!Number.isInteger(topK) || topK < 0) throw new Error(`score: topK must be an integer >= 0, got ${topK}`);
+    return this.checkedCall((session) => session.score(ids, topK), (result) => result === null);
   }
 
   // Feeds one token and returns the sampled next token id.
@@ -457,6 +477,13 @@ export class EngineSession extends EngineObject {
 
   get kvCacheBytes() {
     return this.call((session) => session.kvCacheBytes());
+  }
+
+  // The newest n_ctx of ids (checked): a prompt of any length costs the wasm heap at most n_ctx ids.
+  #newestWindow(ids, what) {
+    if (ids.length === 0) throw new Error(`${what}: no token ids given`);
+    for (const id of ids) checkTokenId(id);
+    return ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
   }
 }
 

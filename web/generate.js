@@ -1,4 +1,5 @@
-// The generation loop over an engine session and a tokenizer: encode the prompt, prefill, then one step per
+// The generation loop over an engine session and a tokenizer: encode the prompt, prefill (keeping what the
+// session's window has in common with it: KV-cache reuse between calls, see SessionPool), then one step per
 // token, streaming decoded text (never half a character), holding back text that may be the start of a stop
 // string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
@@ -61,6 +62,7 @@ function describeValue(value) {
 export function createStats(contextSize) {
   return {
     promptTokens: 0,
+    reusedTokens: 0,  // prompt tokens whose KV cache was kept from the session's previous run (not computed again)
     generatedTokens: 0,
     prefillMs: 0,
     decodeTokensPerSecond: 0,
@@ -72,7 +74,9 @@ export function createStats(contextSize) {
   };
 }
 
-// Reuses one idle session per KV-cache mode and storage, so consecutive generations do not reallocate the cache.
+// Keeps one idle session per KV-cache mode and storage, the one released last, so consecutive generations
+// neither reallocate the cache nor, when a prompt starts with the tokens the last run left in its window,
+// compute those again (Session::prefill_reusing). model.score() takes its session from here too.
 export class SessionPool {
   #model;
   #idle = new Map();
@@ -95,8 +99,9 @@ export class SessionPool {
 
   release(session, { useKVCache, kvCache }) {
     const key = `${useKVCache} ${kvCache}`;
-    if (this.#disposed || this.#idle.has(key)) session.dispose();
-    else this.#idle.set(key, session);
+    if (this.#disposed) return void session.dispose();
+    this.#idle.get(key)?.dispose();  // an older run's window: the newer one is likelier to be continued
+    this.#idle.set(key, session);
   }
 
   dispose() {
@@ -149,8 +154,9 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
   const ids = prompt === '' ? [eos] : tokenizer.encode(prompt);
   stats.promptTokens = ids.length;
   let started = performance.now();
-  let next = session.prefill(ids);
+  let next = options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids);
   let ms = (stats.prefillMs = performance.now() - started);
+  if (options.useKVCache) stats.reusedTokens = session.reusedTokens;
   let decodeMs = 0;
   for (let steps = 0; ; steps++) {
     updateContextStats(stats, session);
@@ -180,14 +186,18 @@ function updateContextStats(stats, session) {
 // A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
 // loader allows): such an id, if sampled, has no text.
 function makePiece(session, tokenizer, decoder, token, position, ms, options) {
-  const hasText = (id) => id < tokenizer.vocabSize;
-  const piece = { text: hasText(token) ? decoder.push(token) : '', token, position, ms };
+  const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position, ms };
   if (options.topAlternatives > 0) {
     const { probability, alternatives } = session.distribution(token, options.topAlternatives);
     piece.probability = probability;
-    piece.alternatives = alternatives.map((a) => ({ ...a, text: hasText(a.token) ? tokenizer.decode([a.token]) : '' }));
+    piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenText(tokenizer, a.token) }));
   }
   return piece;
+}
+
+// The text of one token on its own ('' for an id past the tokenizer's vocabulary, see makePiece).
+export function tokenText(tokenizer, id) {
+  return id < tokenizer.vocabSize ? tokenizer.decode([id]) : '';
 }
 
 // Holds back pieces whose text could be the beginning of a stop string; once a stop string appears, releases

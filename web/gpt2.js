@@ -2,6 +2,7 @@
 //
 //   const model = await loadModel(source, { onProgress, signal, useWorker });
 //   for await (const piece of model.generate('Hello', { maxNewTokens: 20 })) show(piece.text);
+//   const { tokens, perplexity } = await model.score('Some text', { topAlternatives: 5 });
 //   model.dispose();
 //
 // source: a base URL of a model folder (config.json, model.safetensors, vocab.json, merges.txt), or the URL of a
@@ -17,7 +18,7 @@
 //
 // Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
 // model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
-// tokenizer.js.
+// score.js (scoring a text), tokenizer.js.
 import { DEFAULT_THREADS, checkThreads } from './engine.js';
 import { ModelLoadError } from './load_errors.js';
 import { loadLocalModel } from './local_model.js';
@@ -28,9 +29,19 @@ export { ModelLoadError };
 
 const IS_PAGE = typeof window !== 'undefined';
 
-// -> Model: { config, weightBytes, weightTypes, threads, generate(prompt, options), encode(text), decode(ids),
-// whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32", "int8", or a GGUF file's
-// types, e.g. "Q4_K, Q6_K").
+// -> Model: { config, weightBytes, weightTypes, threads, generate(prompt, options), score(text, options),
+// encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
+// "int8", or a GGUF file's types, e.g. "Q4_K, Q6_K").
+// generate() keeps its session's KV cache when it ends: a next prompt that starts with the same tokens (the
+// prompt plus the output, to continue a text) computes only the rest, and stats.reusedTokens says how many it
+// kept. The output is the same as without that reuse. Continuing reuses only as far as encoding the whole new
+// prompt gives the ids that were generated: a model may generate a text in other tokens than its tokenizer
+// would (e.g. "\n", "\n" where the tokenizer makes one "\n\n"), and the new prompt is encoded as a fresh one.
+// score(text, { topAlternatives = 0 }) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
+// [{ token, text, logprob }] }], totalLogprob, perplexity }: each token of the text (after <|endoftext|>) with
+// its natural-log probability given the text before it, its rank among all tokens (1 = the likeliest) and the
+// topAlternatives likeliest tokens; perplexity = exp(-totalLogprob / tokens.length); an empty text has no
+// tokens and perplexity 1. Texts longer than the context are scored in overlapping windows (see score.js).
 // If the engine aborts (a genuine out-of-memory, say), the call that hit it fails with an EngineAbortedError
 // (error.name) and the models of a worker load themselves again in a new one, from the Cache API for a URL;
 // their next calls wait for that. whenUsable() -> Promise that resolves once the model can run, or rejects

@@ -1,8 +1,10 @@
 // Models in this thread (Node, plain workers, and the engine worker itself, web/worker.js): the engine model and
-// the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop.
+// the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop and scoring
+// with score.js.
 import { DEFAULT_THREADS, loadEngine, resolveThreads } from './engine.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from './generate.js';
 import { loadEngineModel } from './loader.js';
+import { normalizeScoreOptions, scoreText } from './score.js';
 
 export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   const engine = await loadEngine({ threads: await resolveThreads(threads) });
@@ -33,6 +35,12 @@ class LocalModel {
     if (!this.#pool) throw new Error('the model was disposed');
     const target = { pool: this.#pool, tokenizer: this.#tokenizer, config: this.config };
     return new Generation(target, prompt, normalizeGenerateOptions(options));
+  }
+
+  async score(text, options) {
+    const checked = normalizeScoreOptions(options);
+    if (!this.#pool) throw new Error('the model was disposed');
+    return scoreText({ pool: this.#pool, tokenizer: this.#tokenizer }, text, checked);
   }
 
   async encode(text) {

@@ -69,6 +69,10 @@ class LeasedModel {
     return this.#live().generate(prompt, options);
   }
 
+  score(text, options) {
+    return this.#live().score(text, options);
+  }
+
   encode(text) {
     return this.#live().encode(text);
   }

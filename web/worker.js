@@ -7,6 +7,8 @@
 //                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
 //                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
+//                   { type: 'score', id, modelId, text, options }     -> result (model.score's answer; options
+//                                                                        as model.score takes them)
 //                   { type: 'encode', id, modelId, text }             -> result (ids)
 //                   { type: 'decode', id, modelId, ids }              -> result (text)
 //                   { type: 'dispose', id, modelId }                  -> result
@@ -42,6 +44,10 @@ const handlers = {
       throw error;
     }
     return { value: undefined, stats: generation.stats };
+  },
+
+  async score({ modelId, text, options }) {
+    return modelFor(modelId).score(text, options);
   },
 
   async encode({ modelId, text }) {

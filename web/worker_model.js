@@ -3,6 +3,7 @@
 // through the page's model registry (model_registry.js).
 import { createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelRegistry } from './model_registry.js';
+import { normalizeScoreOptions } from './score.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
@@ -86,6 +87,14 @@ class WorkerModel {
     const { signal, ...rest } = normalizeGenerateOptions(options);
     const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
     return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
+  }
+
+  // Like generate(), waits for a reload after an engine crash.
+  async score(text, options) {
+    if (this.#disposed) throw new Error('the model was disposed');
+    if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
+    const checked = normalizeScoreOptions(options);
+    return (await this.#worker.request({ type: 'score', modelId: await this.#liveModelId(), text, options: checked })).value;
   }
 
   async encode(text) {

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { jest } from '@jest/globals';
 import { loadEngine } from '../../web/engine.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../../web/generate.js';
 import { loadModel } from '../../web/gpt2.js';
@@ -12,6 +13,8 @@ import { loadModel } from '../../web/gpt2.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
+
+jest.setTimeout(60_000);  // uncached runs and command-line processes take seconds on a shared machine
 
 // Test-only tokenizer for models without GPT-2's vocabulary: ids < 256 are bytes, other ids read "<id>".
 function byteTokenizer(eosId) {
@@ -36,6 +39,8 @@ function scriptedTarget(script, eosId = 999) {
   const session = {
     setSampling() {},
     prefill: () => script[(index = 0)],
+    prefillReusing: () => script[(index = 0)],
+    reusedTokens: 0,
     step: () => script[++index],
     distribution: (token) => ({ probability: 0.5, alternatives: [{ token, probability: 0.5 }] }),
     nCached: 1,
@@ -83,10 +88,10 @@ describe('generation loop (scripted session)', () => {
   });
 
   test('maxNewTokens, stopAtEndOfText: false, and an incomplete character at the end', async () => {
-    const target = scriptedTarget([65, 66, 999, 0xe2, 0x82, 67]);
+    const target = scriptedTarget([65, 66, 300, 0xe2, 0x82, 67], 300);  // an end-of-text id the tokenizer can decode
     expect((await run(target, 'x', { maxNewTokens: 2 })).stats.stopReason).toBe('length');
     const { text, stats } = await run(target, 'x', { maxNewTokens: 5, stopAtEndOfText: false });
-    expect(text).toBe('AB<999>\uFFFD');
+    expect(text).toBe('AB<300>\uFFFD');
     expect(stats).toMatchObject({ stopReason: 'length', generatedTokens: 5 });
   });
 
@@ -303,8 +308,35 @@ describe('command line', () => {
     expect(stderr).toMatch(/prompt tokens.*generated.*tokens\/s/);
   });
 
+  test('-i continues the text with each line read from stdin, reusing the cache: the second line reuses tokens', async () => {
+    const child = execFile('node', [`${ROOT}web/cli.js`, '-i', '-n', '8', '--temperature', '0'], { encoding: 'utf8' });
+    child.stdin.end('ROMEO:\n And\n');
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (data) => (stdout += data));
+    child.stderr.on('data', (data) => (stderr += data));
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+    const reused = [...stderr.matchAll(/(\d+) prompt tokens \((\d+) reused\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(reused).toHaveLength(2);
+    expect(reused[0][1]).toBe(0);
+    expect(reused[1][1]).toBeGreaterThan(reused[0][0]);  // the first line and (most of) its continuation
+    const { stdout: alone } = await cli(['-n', '8', '--temperature', '0', 'ROMEO:']);
+    expect(stdout.startsWith(alone)).toBe(true);  // the first line's continuation, as without -i
+    expect(stdout.length).toBeGreaterThan(alone.length);
+  });
+
+  test('--score prints each token\'s text, logprob and rank, then the total and perplexity', async () => {
+    const { stdout } = await cli(['--score', 'ROMEO: Good morrow!']);
+    const lines = stdout.trim().split('\n');
+    const total = lines.pop();
+    expect(lines.map((line) => JSON.parse(line.split('\t')[0])).join('')).toBe('ROMEO: Good morrow!');
+    for (const line of lines) expect(line).toMatch(/^"[^\t]*"\t-\d+\.\d{4}\t[1-9]\d*$/);
+    expect(total).toMatch(/^total -\d+\.\d{4} perplexity \d+\.\d{4}$/);
+  });
+
   test('errors exit 1 with a one-line message', async () => {
-    for (const args of [['--top-p', '2', 'x'], ['--model', '/nonexistent', 'x'], ['--bogus']]) {
+    const bad = [['--top-p', '2', 'x'], ['--model', '/nonexistent', 'x'], ['--bogus'], ['-i', 'x'], ['--score', '-n', '5', 'x'], ['-i', '--score']];
+    for (const args of bad) {
       const error = await cli(args).then(() => null, (e) => e);
       expect(error.code).toBe(1);
       expect(error.stderr).toMatch(/^gpt2-wasm: [^\n]+\n$/);

@@ -11,7 +11,8 @@ function controlledLoad() {
 }
 
 function fakeModel(name) {
-  return { name, config: { n_ctx: 8 }, weightBytes: 1, threads: 1, disposed: 0, dispose() { this.disposed++; }, generate: () => name };
+  return { name, config: { n_ctx: 8 }, weightBytes: 1, threads: 1, disposed: 0, dispose() { this.disposed++; }, generate: () => name,
+    score: (text, options) => ({ name, text, options }) };
 }
 
 test('callers of the same model share one load and one copy, which the last one to dispose frees', async () => {
@@ -28,10 +29,12 @@ test('callers of the same model share one load and one copy, which the last one 
   load.calls[0].resolve(model);
   const [a1, a2] = await Promise.all([first, second]);
   expect(a1.generate()).toBe('a');
+  expect(a1.score('x', { topAlternatives: 2 })).toEqual({ name: 'a', text: 'x', options: { topAlternatives: 2 } });
   a1.dispose();
   a1.dispose();  // once only
   expect(model.disposed).toBe(0);
   expect(() => a1.generate()).toThrow(/disposed/);
+  expect(() => a1.score('x')).toThrow(/disposed/);
   a2.dispose();
   await Promise.resolve();
   expect(model.disposed).toBe(1);

@@ -1,0 +1,64 @@
+// Scoring a text (model.score): the log-probability and rank of each of its tokens given the tokens before it,
+// with the likeliest alternatives, from the engine's batched passes (Session::score in engine/gpt2.h). A text
+// longer than the context is scored in overlapping windows of n_ctx tokens with a stride of n_ctx/2: the first
+// window scores its tokens 1..n_ctx-1, each next one starts n_ctx/2 tokens later and scores only the tokens no
+// window has scored yet, so each of those has at least n_ctx/2 tokens of context (`gpt2 --eval` scores the same
+// way). Used by local_model.js; worker_model.js checks options here before they cross to the worker.
+import { END_OF_TEXT, tokenText } from './generate.js';
+
+// -> { topAlternatives } checked; throws a TypeError / RangeError naming the option.
+export function normalizeScoreOptions(options = {}) {
+  if (options === null || typeof options !== 'object') throw new TypeError('score: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (name !== 'topAlternatives') throw new TypeError(`score: unknown option "${name}"`);
+  }
+  const { topAlternatives = 0 } = options;
+  if (!Number.isSafeInteger(topAlternatives) || topAlternatives < 0) {
+    throw new RangeError(`score: option topAlternatives must be an integer >= 0, got ${String(topAlternatives)}`);
+  }
+  return { topAlternatives };
+}
+
+// The session's KV cache: the storage generate() uses by default and `gpt2 --eval` / `--score` use, so the
+// scores equal theirs.
+const SESSION_OPTIONS = Object.freeze({ useKVCache: true, kvCache: 'int8' });
+
+// target: { pool: SessionPool, tokenizer }; options as normalizeScoreOptions returns them.
+// -> { tokens: [{ token, text, logprob, rank, alternatives: [{ token, text, logprob }] }], totalLogprob,
+// perplexity }. <|endoftext|> goes in front of the text, so that its first token is scored too; the tokens'
+// texts join to the text (a character split over tokens is in the text of its last token). An empty text has
+// no tokens: { tokens: [], totalLogprob: 0, perplexity: 1 }.
+export function scoreText({ pool, tokenizer }, text, { topAlternatives }) {
+  if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
+  const ids = tokenizer.encode(text);
+  if (ids.length === 0) return { tokens: [], totalLogprob: 0, perplexity: 1 };
+  const session = pool.acquire(SESSION_OPTIONS);
+  let scores;
+  try {
+    scores = session.score([tokenizer.eosId ?? END_OF_TEXT, ...ids], topAlternatives);
+  } finally {
+    pool.release(session, SESSION_OPTIONS);
+  }
+  return describeScores(tokenizer, ids, scores);
+}
+
+function describeScores(tokenizer, ids, { logprobs, ranks, alternatives }) {
+  const decoder = tokenizer.createDecoder();
+  const tokens = ids.map((token, i) => ({
+    token,
+    text: decoder.push(token),
+    logprob: logprobs[i],
+    rank: ranks[i],
+    alternatives: pairs(alternatives[i]).map(([id, logprob]) => ({ token: id, text: tokenText(tokenizer, id), logprob })),
+  }));
+  tokens.at(-1).text += decoder.flush();
+  const totalLogprob = logprobs.reduce((sum, logprob) => sum + logprob, 0);
+  return { tokens, totalLogprob, perplexity: Math.exp(-totalLogprob / tokens.length) };
+}
+
+// [token, logprob, token, logprob, ...] -> [[token, logprob], ...]
+function pairs(flat) {
+  const out = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
+  return out;
+}
