@@ -72,24 +72,27 @@ function formatStats(stats, threads) {
   );
 }
 
-// Streams the continuation of prompt to stdout, then the stats to stderr; -> the generated text.
+// Streams the continuation of prompt (a text or token ids) to stdout, then the stats to stderr; -> the generated
+// token ids.
 async function continueText(model, prompt, options) {
   const generation = model.generate(prompt, options);
-  let text = '';
+  const tokens = [];
   for await (const piece of generation) {
     process.stdout.write(piece.text);
-    text += piece.text;
+    if (Number.isInteger(piece.token)) tokens.push(piece.token);
   }
   process.stdout.write('\n');
   process.stderr.write(formatStats(generation.stats, model.threads));
-  return text;
+  return tokens;
 }
 
+// The text so far is kept as token ids (each line's, then the generated ones), so that each continuation
+// starts exactly where the last one stopped and the model reuses all of its cache but the newest token.
 async function interact(model, options) {
-  let text = '';
+  const ids = [];
   for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
-    text += line;
-    text += await continueText(model, text, options);
+    ids.push(...await model.encode(line));
+    ids.push(...await continueText(model, ids, options));
   }
 }
 

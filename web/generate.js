@@ -119,7 +119,7 @@ export class Generation {
   #pieces;
 
   constructor(target, prompt, options) {
-    if (typeof prompt !== 'string') throw new TypeError(`generate: prompt must be a string, got ${typeof prompt}`);
+    checkPrompt(prompt);
     this.stats = createStats(target.config.n_ctx);
     this.#pieces = runGeneration(target, prompt, options, this.stats);
   }
@@ -146,12 +146,26 @@ async function* runGeneration({ pool, tokenizer }, prompt, options, stats) {
   }
 }
 
+// A prompt is a text, or the token ids of one (e.g. a run's prompt ids and the tokens of its pieces, to continue
+// exactly where it stopped: re-encoding its text may give other ids, and reuse less of the cache).
+export function checkPrompt(prompt) {
+  const isIds = (Array.isArray(prompt) || ArrayBuffer.isView(prompt)) && Array.prototype.every.call(prompt, Number.isInteger);
+  if (typeof prompt !== 'string' && !isIds) {
+    throw new TypeError(`generate: prompt must be a string or an array of token ids, got ${describePrompt(prompt)}`);
+  }
+}
+
+function describePrompt(prompt) {
+  return Array.isArray(prompt) || ArrayBuffer.isView(prompt) ? 'an array with a value that is not an integer' : typeof prompt;
+}
+
 // Yields the pieces the stop filter releases; returns the stop reason.
 async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats) {
   const eos = tokenizer.eosId ?? END_OF_TEXT;
   if (options.signal?.aborted) return 'abort';
   session.setSampling(options);
-  const ids = prompt === '' ? [eos] : tokenizer.encode(prompt);
+  const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+  const ids = given.length === 0 ? [eos] : given;
   stats.promptTokens = ids.length;
   let started = performance.now();
   let next = options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids);

@@ -34,9 +34,10 @@ const IS_PAGE = typeof window !== 'undefined';
 // "int8", or a GGUF file's types, e.g. "Q4_K, Q6_K").
 // generate() keeps its session's KV cache when it ends: a next prompt that starts with the same tokens (the
 // prompt plus the output, to continue a text) computes only the rest, and stats.reusedTokens says how many it
-// kept. The output is the same as without that reuse. Continuing reuses only as far as encoding the whole new
-// prompt gives the ids that were generated: a model may generate a text in other tokens than its tokenizer
-// would (e.g. "\n", "\n" where the tokenizer makes one "\n\n"), and the new prompt is encoded as a fresh one.
+// kept. The output is the same as without that reuse. The prompt is a text or an array of token ids: to
+// continue a run exactly where it stopped, give its prompt's ids (encode()) and its pieces' tokens, since a
+// model may generate a text in other tokens than its tokenizer would make of it (e.g. "\n", "\n" where the
+// tokenizer makes one "\n\n"): a text prompt is encoded as a fresh one, and reuses only as far as the ids agree.
 // score(text, { topAlternatives = 0 }) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
 // [{ token, text, logprob }] }], totalLogprob, perplexity }: each token of the text (after <|endoftext|>) with
 // its natural-log probability given the text before it, its rank among all tokens (1 = the likeliest) and the

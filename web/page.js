@@ -1,6 +1,7 @@
 // Page logic: model choice and download progress, settings, streaming generation with per-token
-// probabilities, speed statistics and the ms/token chart. All model and user text is inserted with
-// textContent, never as HTML.
+// probabilities, Continue, speed statistics and the ms/token chart, and the Analyze text mode (each token of a
+// text coloured by the rank the model gave it). All model and user text is inserted with textContent, never as
+// HTML.
 import { loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
 import { isGgufName } from './model_files.js';
@@ -44,6 +45,13 @@ const LOCAL_FILES_VALUE = 'local-files';
 const LOADED_LOCAL_VALUE = 'loaded-local';
 const URL_PARAMETER_VALUE = 'url-parameter';
 const TOP_ALTERNATIVES = 5;
+// Analyze text colours a token by the rank the model gave it, in GLTR's four buckets (the first that holds it).
+const RANK_BUCKETS = [
+  { name: 'top-10', maxRank: 10, label: 'top 10' },
+  { name: 'top-100', maxRank: 100, label: 'top 100' },
+  { name: 'top-1000', maxRank: 1000, label: 'top 1000' },
+  { name: 'beyond', maxRank: Infinity, label: 'beyond the top 1000' },
+];
 const SETTINGS_KEY = 'gpt2-wasm.settings';
 
 const $ = (id) => document.getElementById(id);
@@ -51,7 +59,19 @@ const elements = {
   form: $('generate-form'),
   prompt: $('prompt'),
   generate: $('generate'),
+  continue: $('continue'),
   stop: $('stop'),
+  modes: document.querySelectorAll('input[name="mode"]'),
+  promptHeading: $('prompt-heading'),
+  outputHint: $('output-hint'),
+  statsCard: $('stats-card'),
+  analyzeForm: $('analyze-form'),
+  analyzeText: $('analyze-text'),
+  analyze: $('analyze'),
+  analysis: $('analysis'),
+  analysisText: $('analysis-text'),
+  perplexity: $('analysis-perplexity'),
+  analyzedTokens: $('analysis-tokens'),
   reloadModel: $('reload-model'),
   modelStatus: $('model-status'),
   error: $('error'),
@@ -73,6 +93,7 @@ const elements = {
   stats: {
     speed: $('stat-speed'),
     prefill: $('stat-prefill'),
+    reused: $('stat-reused'),
     context: $('stat-context'),
     kv: $('stat-kv'),
     stop: $('stat-stop'),
@@ -81,7 +102,8 @@ const elements = {
 const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'weights'];
 
 const chart = new TokenTimeChart($('token-chart'));
-const pieceOfToken = new WeakMap(); // output <span> -> generated piece, for the tooltip
+// output <span> -> its generated piece, or analyzed token as { text, token, probability, rank, alternatives }
+const pieceOfToken = new WeakMap();
 
 const state = {
   model: null,
@@ -94,7 +116,9 @@ const state = {
   loading: null, // AbortController of the model load in progress
   generation: null, // AbortController of the generation in progress
   latestGeneration: null, // AbortController of the latest generation, whose run the output and the stats show
+  analyzing: false, // whether an Analyze text run is in progress
   recovery: null, // 'reloading' | 'failed' after the engine crashed: the model is not usable (null: it is)
+  outputIds: null, // the token ids of the prompt and the tokens the output shows, for Continue
 };
 
 // ---- Model choice -------------------------------------------------------------------------------
@@ -266,22 +290,44 @@ function formatDuration(seconds) {
 
 // ---- Generation ---------------------------------------------------------------------------------
 
-async function generate() {
-  if (!state.model || state.generation || state.loading) return;
+// Generate starts the output from the prompt; Continue generates more after what the output shows (the prompt
+// it started from and the tokens so far), with the same settings. It gives the model those token ids, not their
+// text (which the tokenizer may cut into other tokens), so the model's cache holds all but the last of them
+// (generate() reuses the longest common prefix of its cache) and only that one is fed again.
+function generate() {
+  runGeneration(elements.prompt.value, { continuing: false });
+}
+
+function continueGeneration() {
+  if (hasGeneratedOutput()) runGeneration(elements.output.textContent, { continuing: true });
+}
+
+function hasGeneratedOutput() {
+  return elements.output.querySelector('.token') !== null;
+}
+
+async function runGeneration(text, { continuing }) {
+  if (!state.model || state.generation || state.loading || state.analyzing) return;
   const options = readGenerationOptions();
   if (!options) return;
   const controller = new AbortController();
   state.generation = state.latestGeneration = controller;
   clearError();
   updateControls();
-  startOutput(elements.prompt.value);
+  if (continuing) continueOutput();
+  else startOutput(text);
   chart.startRun(options.useKVCache);
   let run = null;
   try {
-    run = state.model.generate(elements.prompt.value, { ...options, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
+    // The ids of what the output shows; an empty prompt (the model starts from <|endoftext|>) keeps none, and
+    // Continue then gives the text.
+    if (!continuing) state.outputIds = await state.model.encode(text);
+    const prompt = continuing && state.outputIds?.length ? state.outputIds : text;
+    run = state.model.generate(prompt, { ...options, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
     let isFirstPiece = true;
     for await (const piece of run) {
       if (controller.signal.aborted) break;
+      if (Number.isInteger(piece.token)) state.outputIds?.push(piece.token);
       appendToken(piece);
       // The first piece's time is the prompt's prefill, shown on its own; the chart is about decode steps.
       if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
@@ -379,6 +425,15 @@ function startOutput(prompt) {
   promptSpan.className = 'prompt-text';
   promptSpan.textContent = prompt;
   elements.output.replaceChildren(promptSpan);
+  startStats();
+}
+
+function continueOutput() {
+  hideTooltip();
+  startStats();
+}
+
+function startStats() {
   elements.output.setAttribute('aria-busy', 'true');
   for (const cell of Object.values(elements.stats)) cell.textContent = '–';
 }
@@ -407,7 +462,7 @@ const STOP_REASONS = {
 
 function showStats(stats, stopped = false) {
   if (!stats) return;
-  const { speed, prefill, context, kv, stop } = elements.stats;
+  const { speed, prefill, reused, context, kv, stop } = elements.stats;
   if (Number.isFinite(stats.decodeTokensPerSecond) && stats.decodeTokensPerSecond > 0) {
     speed.textContent = stats.decodeTokensPerSecond.toFixed(1);
   }
@@ -415,6 +470,11 @@ function showStats(stats, stopped = false) {
     const promptTokens = document.createElement('small');
     promptTokens.textContent = `for ${stats.promptTokens} prompt tokens`;
     prefill.replaceChildren(`${stats.prefillMs.toFixed(1)} ms`, promptTokens);
+  }
+  if (Number.isFinite(stats.prefillMs) && Number.isFinite(stats.reusedTokens)) {
+    const promptTokens = document.createElement('small');
+    promptTokens.textContent = `of ${stats.promptTokens} prompt tokens`;
+    reused.replaceChildren(String(stats.reusedTokens), promptTokens);
   }
   if (Number.isFinite(stats.contextUsed)) context.textContent = `${stats.contextUsed} / ${stats.contextSize} tokens`;
   if (Number.isFinite(stats.kvCacheBytes)) {
@@ -424,6 +484,80 @@ function showStats(stats, stopped = false) {
   else if (stats.stopReason) stop.textContent = STOP_REASONS[stats.stopReason] ?? stats.stopReason;
 }
 
+// ---- Analyze text -------------------------------------------------------------------------------
+
+async function analyze() {
+  const { model } = state;
+  if (!model || state.analyzing || state.generation || state.loading || state.recovery) return;
+  const text = elements.analyzeText.value;
+  if (text === '') {
+    showError('Text to analyze: paste or type a text first.');
+    elements.analyzeText.focus();
+    return;
+  }
+  state.analyzing = true;
+  clearError();
+  updateControls();
+  elements.analysisText.setAttribute('aria-busy', 'true');
+  try {
+    const result = await model.score(text, { topAlternatives: TOP_ALTERNATIVES });
+    if (state.model === model) showAnalysis(result);
+  } catch (error) {
+    if (state.model !== model) return;
+    if (error.name === 'EngineAbortedError') recoverFromCrash(error);
+    else showError(`Analysis failed: ${error.message}`);
+  } finally {
+    state.analyzing = false;
+    elements.analysisText.setAttribute('aria-busy', 'false');
+    updateControls();
+  }
+}
+
+// result: model.score()'s { tokens: [{ token, text, logprob, rank, alternatives: [{ token, text, logprob }] }],
+// perplexity }.
+function showAnalysis({ tokens, perplexity }) {
+  hideTooltip();
+  const spans = tokens.map(analyzedTokenSpan);
+  if (spans.length > 0) spans[0].tabIndex = 0; // roving tabindex, as in the output
+  elements.analysisText.replaceChildren(...spans);
+  elements.perplexity.textContent = tokens.length > 0 ? formatPerplexity(perplexity) : '–';
+  elements.analyzedTokens.textContent = String(tokens.length);
+  for (const bucket of RANK_BUCKETS) {
+    const count = tokens.filter((token) => rankBucket(token.rank) === bucket).length;
+    const share = tokens.length > 0 ? ` (${Math.round((100 * count) / tokens.length)} %)` : '';
+    $(`count-${bucket.name}`).textContent = `${count} ${count === 1 ? 'token' : 'tokens'}${share}`;
+  }
+}
+
+function analyzedTokenSpan({ token, text, logprob, rank, alternatives }) {
+  const span = document.createElement('span');
+  span.className = `token rank-${rankBucket(rank).name}`;
+  span.textContent = text;
+  span.tabIndex = -1;
+  pieceOfToken.set(span, {
+    text, token, rank, probability: Math.exp(logprob),
+    alternatives: alternatives.map((alternative) => ({ ...alternative, probability: Math.exp(alternative.logprob) })),
+  });
+  return span;
+}
+
+function rankBucket(rank) {
+  return RANK_BUCKETS.find((bucket) => rank <= bucket.maxRank);
+}
+
+function formatPerplexity(perplexity) {
+  return perplexity < 1000 ? perplexity.toFixed(2) : String(Math.round(perplexity));
+}
+
+// Generate shows the prompt, the output and the speed; Analyze text its text box and the analysis.
+function showMode(mode) {
+  const analyzing = mode === 'analyze';
+  hideTooltip();
+  elements.promptHeading.textContent = analyzing ? 'Text to analyze' : 'Prompt';
+  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard]) element.hidden = analyzing;
+  for (const element of [elements.analyzeForm, elements.analysis]) element.hidden = !analyzing;
+}
+
 // ---- Token tooltip ------------------------------------------------------------------------------
 
 function showTooltip(span) {
@@ -431,6 +565,9 @@ function showTooltip(span) {
   if (!piece) return;
   const { tooltip } = elements;
   tooltip.querySelector('.tooltip-probability').textContent = `${visibleText(piece.text)}  p = ${formatProbability(piece.probability)}`;
+  const rank = tooltip.querySelector('.tooltip-rank');
+  rank.hidden = piece.rank === undefined;
+  if (piece.rank !== undefined) rank.textContent = `Rank ${piece.rank}: ${rankBucket(piece.rank).label}`;
   const list = tooltip.querySelector('.tooltip-alternatives');
   list.replaceChildren(...(piece.alternatives ?? []).map((alternative) => alternativeItem(alternative, piece.token)));
   tooltip.hidden = false;
@@ -468,15 +605,15 @@ function placeTooltip(span) {
   tooltip.style.left = `${left}px`;
 }
 
-// Keeps the tooltip on its token while the page or the output box scrolls.
+// Keeps the tooltip on its token while the page or the token's box scrolls.
 function followScroll() {
-  const describedToken = elements.output.querySelector('[aria-describedby]');
+  const describedToken = document.querySelector('.token[aria-describedby]');
   if (describedToken) placeTooltip(describedToken);
 }
 
 function hideTooltip() {
   elements.tooltip.hidden = true;
-  elements.output.querySelector('[aria-describedby]')?.removeAttribute('aria-describedby');
+  document.querySelector('.token[aria-describedby]')?.removeAttribute('aria-describedby');
 }
 
 function onTokenKeydown(event) {
@@ -486,7 +623,7 @@ function onTokenKeydown(event) {
     hideTooltip();
     return;
   }
-  const tokens = [...elements.output.querySelectorAll('.token')];
+  const tokens = [...event.currentTarget.querySelectorAll('.token')];
   const index = tokens.indexOf(span);
   const targets = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: tokens.length - 1 };
   const next = tokens[targets[event.key]];
@@ -507,7 +644,10 @@ function visibleText(text) {
 
 function updateControls() {
   const generating = state.generation !== null;
-  elements.generate.disabled = generating || !state.model || state.loading !== null || state.recovery !== null;
+  const busy = generating || state.analyzing || !state.model || state.loading !== null || state.recovery !== null;
+  elements.generate.disabled = busy;
+  elements.continue.disabled = busy || !hasGeneratedOutput();
+  elements.analyze.disabled = busy;
   elements.stop.disabled = !generating;
 }
 
@@ -596,26 +736,37 @@ function start() {
   elements.prompt.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.form.requestSubmit();
   });
+  elements.continue.addEventListener('click', continueGeneration);
   elements.stop.addEventListener('click', stopGeneration);
+  elements.analyzeForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    analyze();
+  });
+  elements.analyzeText.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.analyzeForm.requestSubmit();
+  });
+  for (const radio of elements.modes) radio.addEventListener('change', () => showMode(radio.value));
+  showMode(document.querySelector('input[name="mode"]:checked').value); // a reload may keep the last choice
   elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);
   for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
   elements.weights.addEventListener('change', onWeightsChanged);
-  wireTooltip();
+  wireTooltip(elements.output);
+  wireTooltip(elements.analysisText);
+  document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
+  // Scroll events do not bubble; capturing catches a token box scrolling as well as the page.
+  document.addEventListener('scroll', followScroll, { capture: true, passive: true });
   switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
   if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors
 }
 
-function wireTooltip() {
-  const { output } = elements;
+// The tooltip of the tokens in container (the output, or the analyzed text).
+function wireTooltip(container) {
   const tokenOf = (event) => event.target.closest?.('.token');
-  output.addEventListener('mouseover', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
-  output.addEventListener('mouseout', (event) => tokenOf(event) && hideTooltip());
-  output.addEventListener('focusin', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
-  output.addEventListener('focusout', hideTooltip);
-  output.addEventListener('keydown', onTokenKeydown);
-  document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
-  // Scroll events do not bubble; capturing catches the output box scrolling as well as the page.
-  document.addEventListener('scroll', followScroll, { capture: true, passive: true });
+  container.addEventListener('mouseover', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
+  container.addEventListener('mouseout', (event) => tokenOf(event) && hideTooltip());
+  container.addEventListener('focusin', (event) => tokenOf(event) && showTooltip(tokenOf(event)));
+  container.addEventListener('focusout', hideTooltip);
+  container.addEventListener('keydown', onTokenKeydown);
 }
 
 start();

@@ -223,6 +223,7 @@
         <textarea class="prompt" aria-label="Prompt" placeholder="Start a text, and the model continues it…" spellcheck="false"></textarea>
         <div class="controls">
           <button class="generate" type="button">Generate</button>
+          <button class="continue secondary" type="button" disabled>Continue</button>
           <button class="stop secondary" type="button" disabled>Stop</button>
           <span class="status" role="status"></span>
         </div>
@@ -255,6 +256,7 @@
     #lease = null;
     #ready = null;  // Promise<Model | null> once loading starts
     #generation = null;  // AbortController of the running generation
+    #outputIds = [];  // token ids of the prompt and of the output so far, for Continue
     #destroyed = false;
     #connectedOnce = false;
 
@@ -274,13 +276,24 @@
       else if (this.#connectedOnce) this.destroy();
     }
 
-    async generate() {
+    generate() {
+      return this.#run({ continuing: false });
+    }
+
+    // Generates more after the output (the prompt it started from and the text so far); the model reuses what
+    // it already read of that text.
+    continueGeneration() {
+      if (!this.#ui.generated.textContent) return Promise.resolve();
+      return this.#run({ continuing: true });
+    }
+
+    async #run({ continuing }) {
       if (this.#generation || this.#destroyed) return;
       const controller = (this.#generation = new AbortController());
       this.#setBusy(true);
       try {
         const model = await this.#ensureModel();
-        if (model && !controller.signal.aborted) await this.#stream(model, controller.signal);
+        if (model && !controller.signal.aborted) await this.#stream(model, controller.signal, continuing);
       } finally {
         if (this.#generation === controller) this.#generation = null;
         if (!this.#destroyed) this.#setBusy(false);
@@ -306,7 +319,7 @@
       const find = (selector) => this.#root.querySelector(selector);
       const ui = {
         widget: find('.widget'), model: find('.model'), prompt: find('.prompt'), generate: find('.generate'),
-        stop: find('.stop'), status: find('.status'), progress: find('.progress'), bar: find('.bar'),
+        continue: find('.continue'), stop: find('.stop'), status: find('.status'), progress: find('.progress'), bar: find('.bar'),
         output: find('.output'), echo: find('.echo'), generated: find('.generated'), alert: find('.alert'),
       };
       ui.widget.dataset.theme = this.#options.theme;
@@ -314,6 +327,7 @@
       ui.model.title = this.#options.model;
       ui.prompt.value = this.#options.prompt;
       ui.generate.addEventListener('click', () => this.generate());
+      ui.continue.addEventListener('click', () => this.continueGeneration());
       ui.stop.addEventListener('click', () => this.stop());
       ui.prompt.addEventListener('keydown', (event) => {
         if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) this.generate();
@@ -370,16 +384,22 @@
       }
     }
 
-    async #stream(model, signal) {
+    async #stream(model, signal, continuing) {
       const { prompt, output, echo, generated, status } = this.#ui;
-      echo.textContent = prompt.value;
-      generated.textContent = '';
+      if (!continuing) {
+        echo.textContent = prompt.value;
+        generated.textContent = '';
+      }
       output.hidden = false;
       this.#hideAlert();
       status.textContent = 'Generating…';
       try {
-        const generation = model.generate(prompt.value, { ...this.#generateOptions(), signal });
+        // Continue gives the token ids of the prompt and the output (see gpt2.js: their text may encode to others).
+        if (!continuing) this.#outputIds = await model.encode(echo.textContent);
+        const input = continuing && this.#outputIds.length ? this.#outputIds : echo.textContent + generated.textContent;
+        const generation = model.generate(input, { ...this.#generateOptions(), signal });
         for await (const piece of generation) {
+          if (Number.isInteger(piece.token)) this.#outputIds.push(piece.token);
           generated.append(piece.text);  // a text node: model output is never parsed as HTML
         }
         status.textContent = describeRun(generation.stats);
@@ -412,6 +432,7 @@
 
     #setBusy(busy) {
       this.#ui.generate.disabled = busy;
+      this.#ui.continue.disabled = busy || !this.#ui.generated.textContent;
       this.#ui.stop.disabled = !busy;
     }
 
@@ -454,10 +475,11 @@
     return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
   }
 
-  function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason }) {
+  function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens }) {
     const speed = decodeTokensPerSecond > 0 ? ` · ${Math.round(decodeTokensPerSecond)} tokens/s` : '';
     const stopped = stopReason === 'abort' ? ' · stopped' : '';
-    return `${generatedTokens} tokens${speed}${stopped}`;
+    const reused = reusedTokens > 0 ? ` · ${reusedTokens} reused` : '';
+    return `${generatedTokens} tokens${speed}${stopped}${reused}`;
   }
 
   // ---- the GPT2Widget global: mounting, and noticing widgets removed from the DOM ----

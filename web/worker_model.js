@@ -1,7 +1,7 @@
 // Models in a Web Worker, seen from the page: WorkerModel and WorkerGeneration give them the public Model
 // interface (see gpt2.js) over a WorkerClient (worker_client.js); the default worker's models are shared
 // through the page's model registry (model_registry.js).
-import { createStats, normalizeGenerateOptions } from './generate.js';
+import { checkPrompt, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelRegistry } from './model_registry.js';
 import { normalizeScoreOptions } from './score.js';
 import { WorkerClient } from './worker_client.js';
@@ -83,7 +83,7 @@ class WorkerModel {
 
   generate(prompt, options) {
     if (this.#disposed) throw new Error('the model was disposed');
-    if (typeof prompt !== 'string') throw new TypeError(`generate: prompt must be a string, got ${typeof prompt}`);
+    checkPrompt(prompt);
     const { signal, ...rest } = normalizeGenerateOptions(options);
     const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
     return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);

@@ -247,6 +247,16 @@ describe('public API on the bundled tiny-shakespeare model', () => {
     expect(first.stats).toMatchObject({ promptTokens: (await model.encode('ROMEO:')).length, contextSize: model.config.n_ctx });
   });
 
+  test('a prompt of token ids generates as its text does; a prompt of anything else is a TypeError', async () => {
+    const options = { seed: 42, maxNewTokens: 20, temperature: 0.8, topK: 40 };
+    const fromText = await collect(model.generate('ROMEO:', options));
+    const fromIds = await collect(model.generate(await model.encode('ROMEO:'), options));
+    expect(tokensOf(fromIds)).toEqual(tokensOf(fromText));
+    expect(() => model.generate([1, 2.5], options)).toThrow(
+      'generate: prompt must be a string or an array of token ids, got an array with a value that is not an integer');
+    expect(() => model.generate(42, options)).toThrow('generate: prompt must be a string or an array of token ids, got number');
+  });
+
   test('maxNewTokens bounds the output; greedy output reaches it', async () => {
     const { pieces, stats } = await collect(model.generate('First Citizen:', { temperature: 0, maxNewTokens: 7, stopAtEndOfText: false }));
     expect(pieces).toHaveLength(7);
@@ -319,7 +329,8 @@ describe('command line', () => {
     const reused = [...stderr.matchAll(/(\d+) prompt tokens \((\d+) reused\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
     expect(reused).toHaveLength(2);
     expect(reused[0][1]).toBe(0);
-    expect(reused[1][1]).toBeGreaterThan(reused[0][0]);  // the first line and (most of) its continuation
+    // The first line and its continuation (8 tokens, the last of which was sampled but not yet fed).
+    expect(reused[1][1]).toBe(reused[0][0] + 8 - 1);
     const { stdout: alone } = await cli(['-n', '8', '--temperature', '0', 'ROMEO:']);
     expect(stdout.startsWith(alone)).toBe(true);  // the first line's continuation, as without -i
     expect(stdout.length).toBeGreaterThan(alone.length);
