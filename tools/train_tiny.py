@@ -140,7 +140,8 @@ def full_vocab_nll(logits, targets, unseen_class, log_n_unseen):
 
 @torch.no_grad()
 def held_out_loss(model, val_classes, n_ctx, unseen_class):
-    """Mean nats/token with the engine's --eval definition: non-overlapping n_ctx blocks, each one pass."""
+    """Mean nats/token in non-overlapping n_ctx blocks, each one pass (the engine's --eval scores in windows
+    with a stride of n_ctx/2 instead, which gives this model 4.9072 for this 4.8933)."""
     model.eval()
     total, count = 0.0, 0
     for begin in range(0, len(val_classes), n_ctx):
