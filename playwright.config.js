@@ -9,6 +9,8 @@ export default defineConfig({
   // The machine is shared and small: one worker, and room for compiling the wasm and loading models
   // while other jobs compete for the CPU.
   workers: 1,
+  // A test.only left in by mistake would make CI run that test alone and pass.
+  forbidOnly: Boolean(process.env.CI),
   timeout: 240_000,
   expect: { timeout: 30_000 },
   reporter: [['list']],
