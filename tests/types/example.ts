@@ -1,0 +1,153 @@
+// The public API used as README.md's "JavaScript API" and "Embedding" sections show it, type-checked against
+// web/gpt2.d.ts, web/tokenizer.d.ts and web/widget.d.ts (tests/js/types.test.js runs tsc on it; it never runs).
+// Each `@ts-expect-error` line is a wrong use the declarations must reject: tsc fails if it is accepted.
+import {
+  ModelLoadError,
+  createEngineWorker,
+  loadModel,
+  type EngineAbortedError,
+  type Generation,
+  type GenerationStats,
+  type LoadProgress,
+  type Model,
+  type Piece,
+  type ScoreResult,
+  type StopReason,
+} from '../../web/gpt2.js';
+import { createTokenizer, createTokenizerFromVocabulary, type Tokenizer } from '../../web/tokenizer.js';
+
+export async function generateAndScore(signal: AbortSignal): Promise<string> {
+  const model = await loadModel('models/tiny-shakespeare/', {
+    onProgress: ({ file, loaded, total, fraction, bytesPerSecond, secondsLeft, notCached }: LoadProgress) => {
+      const percent = fraction === null ? '?' : `${Math.round(fraction * 100)} %`;
+      const speed = bytesPerSecond === null ? '' : `${bytesPerSecond} B/s, ${secondsLeft ?? '?'} s left`;
+      console.log(file, loaded, total ?? '?', percent, speed, notCached ?? 'cached');
+    },
+    signal,
+    weights: 'int8',
+    threads: 'auto',
+  });
+  const { n_ctx, n_vocab } = model.config;
+  console.log(n_ctx, n_vocab, model.weightBytes, model.weightTypes.split(', '), model.threads);
+
+  const run: Generation = model.generate('ROMEO:', {
+    maxNewTokens: 64, temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, seed: 42,
+    stop: ['\n\n'], useKVCache: true, kvCache: 'int8', signal, topAlternatives: 5, stopAtEndOfText: true,
+  });
+  const tokensSoFar: number[] = [];
+  let text = '';
+  for await (const piece of run) {
+    text += piece.text;
+    if (piece.token !== null) tokensSoFar.push(piece.token);
+    const likeliest = piece.alternatives?.[0];
+    if (likeliest) console.log(piece.position, piece.ms, piece.probability, likeliest.token, likeliest.text, likeliest.probability);
+  }
+  describeStats(run.stats);
+
+  const more = model.generate([...await model.encode('ROMEO:'), ...tokensSoFar], { stop: 'JULIET:', kvCache: 'fp32' });
+  for await (const piece of more) text += piece.text;
+  const fromTypedIds = model.generate(Uint32Array.from(tokensSoFar), { useKVCache: false });
+  text += (await firstPiece(fromTypedIds))?.text ?? '';
+
+  const { tokens, totalLogprob, perplexity }: ScoreResult = await model.score('To be, or not to be', { topAlternatives: 5 });
+  for (const { token, text: tokenText, logprob, rank, alternatives } of tokens) {
+    console.log(token, tokenText, logprob, rank, alternatives.map((a) => `${a.text} ${a.token} ${a.logprob}`));
+  }
+  console.log(totalLogprob, perplexity, await model.decode(tokensSoFar));
+
+  await model.whenUsable();
+  await model.dispose();
+  return text;
+}
+
+async function firstPiece(generation: Generation): Promise<Piece | undefined> {
+  for await (const piece of generation) return piece;
+  return undefined;
+}
+
+function describeStats(stats: GenerationStats): string {
+  const { promptTokens, reusedTokens, generatedTokens, prefillMs, decodeTokensPerSecond, contextUsed, contextSize,
+    kvCacheBytes, kvCache } = stats;
+  console.log(promptTokens, reusedTokens, generatedTokens, prefillMs, decodeTokensPerSecond, contextUsed, contextSize,
+    kvCacheBytes, kvCache?.toUpperCase());
+  return stats.stopReason === null ? 'running' : describeStopReason(stats.stopReason);
+}
+
+function describeStopReason(reason: StopReason): string {
+  switch (reason) {
+    case 'eos': return 'end of text';
+    case 'stop': return 'a stop string';
+    case 'length': return 'maxNewTokens';
+    case 'abort': return 'stopped';
+    case 'error': return 'failed';
+    default: return unreachable(reason);
+  }
+}
+
+function unreachable(value: never): never {
+  throw new Error(`unexpected ${String(value)}`);
+}
+
+// Models of one's own worker, local files, GGUF, and telling the errors apart.
+export async function loadInOwnWorker(files: FileList, gguf: File, vocabJson: string): Promise<Model[]> {
+  const worker = createEngineWorker();
+  try {
+    const models = [
+      await loadModel(files, { worker }),
+      await loadModel(gguf, { worker, threads: 4 }),
+      await loadModel(new URL('https://example.com/gpt2.Q4_K_M.gguf'), { useWorker: false }),
+      await loadModel({ config: '{}', weights: new ArrayBuffer(8), vocab: vocabJson, merges: new Blob(['']) }),
+    ];
+    return models;
+  } catch (error) {
+    if (error instanceof ModelLoadError) console.log(error.file, error.kind === 'network', error.message);
+    else if (error instanceof Error && error.name === 'EngineAbortedError') console.log((error as EngineAbortedError).reason);
+    throw error;
+  } finally {
+    worker.terminate();
+  }
+}
+
+export function tokenize(vocab: Record<string, number>, merges: string, ggufTokens: string[]): Tokenizer[] {
+  const tokenizer = createTokenizer(vocab, merges);
+  const ids = tokenizer.encode('Hello world');
+  const decoder = tokenizer.createDecoder();
+  console.log(tokenizer.decode(ids), tokenizer.decode(new Int32Array(ids)), ids.map((id) => decoder.push(id)).join('') + decoder.flush(),
+    tokenizer.eosId, tokenizer.vocabSize);
+  const fromGguf = createTokenizerFromVocabulary({ tokens: ggufTokens, merges: merges.split('\n'), eosTokenId: 50256 });
+  return [tokenizer, fromGguf];
+}
+
+export function embed(element: HTMLElement): void {
+  const widget = GPT2Widget.mount(element, {
+    model: 'https://example.com/gpt2.Q4_K_M.gguf', prompt: 'ROMEO:', maxNewTokens: 60, temperature: 0.8, topK: 40,
+    topP: 1, repetitionPenalty: 1, seed: 7, stop: ['\n\n'], autoGenerate: true, lazy: false, theme: 'dark',
+  });
+  void widget.generate().then(() => widget.stop());
+  console.log(widget.element === element);
+  widget.destroy();
+  for (const placeholder of window.GPT2Widget.mountAll(document.body)) placeholder.destroy();
+  GPT2Widget.mountAll();
+}
+
+// Wrong uses, each rejected.
+export function wrongUses(model: Model, element: HTMLElement, stats: GenerationStats): void {
+  // @ts-expect-error a prompt is a text or token ids, not one number
+  model.generate(42);
+  // @ts-expect-error an unknown option name
+  model.generate('ROMEO:', { maxTokens: 20 });
+  // @ts-expect-error the KV cache is 'int8' or 'fp32'
+  model.generate('ROMEO:', { kvCache: 'int4' });
+  // @ts-expect-error score takes topAlternatives alone
+  void model.score('text', { temperature: 0 });
+  // @ts-expect-error weights are 'fp32' or 'int8'
+  void loadModel('models/tiny-shakespeare/', { weights: 'int4' });
+  // @ts-expect-error a progress callback, not a flag
+  void loadModel('models/tiny-shakespeare/', { onProgress: true });
+  // @ts-expect-error no such stop reason
+  if (stats.stopReason === 'done') console.log('never');
+  // @ts-expect-error widget themes are auto, light and dark
+  GPT2Widget.mount(element, { theme: 'blue' });
+  // @ts-expect-error the widget has no such option
+  GPT2Widget.mount(element, { kvCache: 'fp32' });
+}

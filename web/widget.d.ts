@@ -1,0 +1,53 @@
+// TypeScript declarations of widget.js (served as gpt2-widget.js): the GPT2Widget global a classic
+// <script src=".../gpt2-widget.js"> tag defines. A script, not a module: include it (tsconfig "files", or
+// /// <reference path="…/widget.d.ts" />). public/embed.html documents the options. Checked against
+// tests/types/example.ts by tests/js/types.test.js.
+
+declare namespace GPT2Widget {
+  /** Each one also a data-* attribute of the tag or of a placeholder (data-max-new-tokens, …). */
+  interface MountOptions {
+    /** a model folder URL or a .gguf file URL, relative to the page; default: the bundled model */
+    model?: string | URL;
+    /** the text in the prompt box; '' */
+    prompt?: string;
+    /** 64 */
+    maxNewTokens?: number;
+    /** 0.8 */
+    temperature?: number;
+    /** 40 */
+    topK?: number;
+    /** 1 */
+    topP?: number;
+    /** 1 */
+    repetitionPenalty?: number;
+    /** random */
+    seed?: number;
+    /** none */
+    stop?: string | readonly string[];
+    /** generate once the model is loaded; false */
+    autoGenerate?: boolean;
+    /** download the model on the first Generate; false */
+    lazy?: boolean;
+    /** 'auto' */
+    theme?: 'auto' | 'light' | 'dark';
+  }
+
+  interface Widget {
+    readonly element: Element;
+    /** Resolves when the generation has ended; does nothing while one runs. */
+    generate(): Promise<void>;
+    stop(): void;
+    /** Stops it, empties its shadow root and releases its model (also done by removing its element). */
+    destroy(): void;
+  }
+
+  /** Renders a widget in element (one that can have a shadow root). */
+  function mount(element: Element, options?: MountOptions): Widget;
+
+  /** Mounts the [data-gpt2-widget] placeholders of container that have no widget yet. */
+  function mountAll(container?: ParentNode): Widget[];
+}
+
+interface Window {
+  readonly GPT2Widget: typeof GPT2Widget;
+}
