@@ -1,68 +1,26 @@
 #!/usr/bin/env node
-// gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js).
-//
-//   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache]
-//             [--kv-cache int8|fp32] [--threads N|auto] ("prompt" | -i)
-//   gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [--threads N|auto] --score "text"
+// gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js); its
+// flags are the API's options (cli_args.js, `gpt2-wasm --help`).
 //
 // Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
 // and exits with status 1. -i (interactive): each line read from stdin is added to the text (without its line
 // break; an empty line adds nothing) and the text is continued, so the model's KV cache is reused between lines
 // (the stats line says how many prompt tokens were). --score: one line per token of the text, `"token
 // text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
-// perplexity <perplexity>` (model.score). The default model is the bundled public/models/tiny-shakespeare,
-// as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file would save no download, and the
-// folder's weights are the exact fp32 ones.
+// perplexity <perplexity>` (model.score). --top-alternatives K: generation prints one line per token instead
+// of the text, `"token text"<TAB>probability`, and each line (of both modes) ends with the K likeliest tokens,
+// `<TAB>"text"<TAB>probability or logprob` each. The default model is the bundled
+// public/models/tiny-shakespeare, as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file
+// would save no download, and the folder's weights are the exact fp32 ones. Remote models (URLs, Hub ids) are
+// downloaded once into a disk cache (cli_cache.js), with a progress bar when stderr is a terminal.
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { normalizeGenerateOptions } from './generate.js';
+import { USAGE, parseCliArguments } from './cli_args.js';
+import { cachedModel, resolveModelSource } from './cli_cache.js';
+import { progressBar } from './cli_progress.js';
 import { loadModel } from './gpt2.js';
 
 const DEFAULT_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
-const USAGE =
-  'usage: gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-cache] ' +
-  '[--kv-cache int8|fp32] [--threads N|auto] ("prompt" | -i); gpt2-wasm [--model DIR_OR_URL|FILE.gguf] [--threads N|auto] --score "text"';
-
-// flag -> [option name, parse]
-const VALUE_FLAGS = {
-  '--model': ['model', String],
-  '-n': ['maxNewTokens', Number],
-  '--temperature': ['temperature', Number],
-  '--top-k': ['topK', Number],
-  '--top-p': ['topP', Number],
-  '--seed': ['seed', Number],
-  '--kv-cache': ['kvCache', String],
-  '--threads': ['threads', (value) => (value === 'auto' ? value : Number(value))],
-};
-
-function parseArguments(args) {
-  const parsed = { model: DEFAULT_MODEL, threads: 1, options: {}, prompt: null, interactive: false, score: false };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === '-h' || arg === '--help') return { help: true };
-    if (arg === '--no-cache') parsed.options.useKVCache = false;
-    else if (arg === '-i') parsed.interactive = true;
-    else if (arg === '--score') parsed.score = true;
-    else if (arg in VALUE_FLAGS) {
-      if (i + 1 >= args.length) throw new Error(`${arg}: missing value`);
-      const [name, parse] = VALUE_FLAGS[arg];
-      const value = parse(args[++i]);
-      if (name === 'model' || name === 'threads') parsed[name] = value;
-      else parsed.options[name] = value;
-    } else if (arg.startsWith('-') && arg !== '-') throw new Error(`unknown option ${arg}`);
-    else if (parsed.prompt === null) parsed.prompt = arg;
-    else throw new Error('give the prompt as one argument (quote it)');
-  }
-  checkMode(parsed);
-  return parsed;
-}
-
-function checkMode({ interactive, score, prompt, options }) {
-  if (interactive && score) throw new Error('-i and --score cannot be combined');
-  if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
-  if (score && Object.keys(options).length > 0) throw new Error('--score takes no generation options');
-  if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'}; ${USAGE}`);
-}
 
 function formatStats(stats, threads) {
   return (
@@ -77,13 +35,22 @@ function formatStats(stats, threads) {
 async function continueText(model, prompt, options) {
   const generation = model.generate(prompt, options);
   const tokens = [];
+  const write = options.topAlternatives > 0 ? writePieceLine : (piece) => process.stdout.write(piece.text);
   for await (const piece of generation) {
-    process.stdout.write(piece.text);
+    write(piece);
     if (Number.isInteger(piece.token)) tokens.push(piece.token);
   }
-  process.stdout.write('\n');
+  if (!(options.topAlternatives > 0)) process.stdout.write('\n');
   process.stderr.write(formatStats(generation.stats, model.threads));
   return tokens;
+}
+
+function writePieceLine({ text, probability, alternatives }) {
+  process.stdout.write(`${JSON.stringify(text)}\t${probability.toFixed(4)}${formatAlternatives(alternatives, 'probability')}\n`);
+}
+
+function formatAlternatives(alternatives, key) {
+  return alternatives.map((a) => `\t${JSON.stringify(a.text)}\t${a[key].toFixed(4)}`).join('');
 }
 
 // The text so far is kept as token ids (each line's, then the generated ones), so that each continuation
@@ -96,19 +63,37 @@ async function interact(model, options) {
   }
 }
 
-async function printScores(model, text) {
-  const { tokens, totalLogprob, perplexity } = await model.score(text);
-  for (const token of tokens) process.stdout.write(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}\n`);
+async function printScores(model, text, { topAlternatives = 0 }) {
+  const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives });
+  for (const token of tokens) {
+    const alternatives = formatAlternatives(token.alternatives, 'logprob');
+    process.stdout.write(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}${alternatives}\n`);
+  }
   process.stdout.write(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
 }
 
-async function main(args) {
-  const parsed = parseArguments(args);
-  if (parsed.help) return void process.stdout.write(`${USAGE}\n`);
-  normalizeGenerateOptions(parsed.options);  // reports bad values before the model loads
-  const model = await loadModel(parsed.model, { threads: parsed.threads });
+// A remote model is loaded from its copy in the disk cache; one whose files prove invalid is removed from it,
+// so the next run downloads it again.
+async function loadCliModel(text, load) {
+  const source = resolveModelSource(text ?? DEFAULT_MODEL);
+  if (!(source instanceof URL)) return loadModel(source, { threads: 1, ...load });
+  const onProgress = process.stderr.isTTY ? progressBar(process.stderr) : undefined;
+  const cached = await cachedModel(source, { onProgress });
   try {
-    if (parsed.score) await printScores(model, parsed.prompt);
+    return await loadModel(cached.path, { threads: 1, ...load });
+  } catch (error) {
+    if (error.kind !== 'invalid') throw error;
+    await cached.evict();
+    throw new Error(`${source.href}: ${error.message} (removed from the cache)`, { cause: error });
+  }
+}
+
+async function main(args) {
+  const parsed = parseCliArguments(args);
+  if (parsed.help) return void process.stdout.write(`${USAGE}\n`);
+  const model = await loadCliModel(parsed.model, parsed.load);
+  try {
+    if (parsed.score) await printScores(model, parsed.prompt, parsed.options);
     else if (parsed.interactive) await interact(model, parsed.options);
     else await continueText(model, parsed.prompt, parsed.options);
   } finally {

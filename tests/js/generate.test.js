@@ -1,10 +1,9 @@
-// Tests of the generation loop (web/generate.js) and the public API (web/gpt2.js, web/cli.js) in Node:
-// a scripted session for exact stop-string and UTF-8 streaming behaviour, the tiny-random model with a byte
-// tokenizer stub (its 384-token vocabulary is not GPT-2's), and the bundled tiny-shakespeare model.
-import { execFile } from 'node:child_process';
+// Tests of the generation loop (web/generate.js) and the public API (web/gpt2.js) in Node (the command line's
+// are in cli.test.js): a scripted session for exact stop-string and UTF-8 streaming behaviour, the tiny-random
+// model with a byte tokenizer stub (its 384-token vocabulary is not GPT-2's), and the bundled tiny-shakespeare
+// model.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
 import { loadEngine } from '../../web/engine.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../../web/generate.js';
@@ -305,52 +304,6 @@ describe('public API on the bundled tiny-shakespeare model', () => {
     for (const seed of [1, 2]) {
       const nucleus = await collect(model.generate('ROMEO:', { ...options, temperature: 1.5, topP: 0, seed }));
       expect(nucleus.text).toBe(greedy.text);
-    }
-  });
-});
-
-describe('command line', () => {
-  const cli = (args) => promisify(execFile)('node', [`${ROOT}web/cli.js`, ...args], { encoding: 'utf8' });
-
-  test('streams text to stdout and stats to stderr', async () => {
-    const { stdout, stderr } = await cli(['-n', '8', '--seed', '1', '--temperature', '0', 'ROMEO:']);
-    expect(stdout.trim().length).toBeGreaterThan(0);
-    expect(stderr).toMatch(/prompt tokens.*generated.*tokens\/s/);
-  });
-
-  test('-i continues the text with each line read from stdin, reusing the cache: the second line reuses tokens', async () => {
-    const child = execFile('node', [`${ROOT}web/cli.js`, '-i', '-n', '8', '--temperature', '0'], { encoding: 'utf8' });
-    child.stdin.end('ROMEO:\n And\n');
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (data) => (stdout += data));
-    child.stderr.on('data', (data) => (stderr += data));
-    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
-    const reused = [...stderr.matchAll(/(\d+) prompt tokens \((\d+) reused\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
-    expect(reused).toHaveLength(2);
-    expect(reused[0][1]).toBe(0);
-    // The first line and its continuation (8 tokens, the last of which was sampled but not yet fed).
-    expect(reused[1][1]).toBe(reused[0][0] + 8 - 1);
-    const { stdout: alone } = await cli(['-n', '8', '--temperature', '0', 'ROMEO:']);
-    expect(stdout.startsWith(alone)).toBe(true);  // the first line's continuation, as without -i
-    expect(stdout.length).toBeGreaterThan(alone.length);
-  });
-
-  test('--score prints each token\'s text, logprob and rank, then the total and perplexity', async () => {
-    const { stdout } = await cli(['--score', 'ROMEO: Good morrow!']);
-    const lines = stdout.trim().split('\n');
-    const total = lines.pop();
-    expect(lines.map((line) => JSON.parse(line.split('\t')[0])).join('')).toBe('ROMEO: Good morrow!');
-    for (const line of lines) expect(line).toMatch(/^"[^\t]*"\t-\d+\.\d{4}\t[1-9]\d*$/);
-    expect(total).toMatch(/^total -\d+\.\d{4} perplexity \d+\.\d{4}$/);
-  });
-
-  test('errors exit 1 with a one-line message', async () => {
-    const bad = [['--top-p', '2', 'x'], ['--model', '/nonexistent', 'x'], ['--bogus'], ['-i', 'x'], ['--score', '-n', '5', 'x'], ['-i', '--score']];
-    for (const args of bad) {
-      const error = await cli(args).then(() => null, (e) => e);
-      expect(error.code).toBe(1);
-      expect(error.stderr).toMatch(/^gpt2-wasm: [^\n]+\n$/);
     }
   });
 });

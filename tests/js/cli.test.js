@@ -1,0 +1,252 @@
+// Tests of gpt2-wasm, the command line (web/cli.js, cli_args.js, cli_cache.js, cli_progress.js): its output
+// modes, its flags (each generate() and loadModel() option, parsed as node:util parseArgs does, errors naming
+// the flag as typed), Hugging Face repository ids, the disk cache of remote models (a local HTTP server stands
+// for the Hub, and a temporary folder for the cache) and the progress line.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { jest } from '@jest/globals';
+import { USAGE, parseCliArguments } from '../../web/cli_args.js';
+import { cacheDirectory, resolveModelSource } from '../../web/cli_cache.js';
+import { formatProgress } from '../../web/cli_progress.js';
+import { loadModel } from '../../web/gpt2.js';
+import { send, sendCut, startFileServer } from './file_server.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
+const GGUF_NAME = 'tiny-shakespeare.Q4_0.gguf';
+
+jest.setTimeout(60_000);  // command-line processes take seconds on a shared machine
+
+const cli = (args, env = {}) =>
+  promisify(execFile)('node', [`${ROOT}web/cli.js`, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+const cliError = (args, env) => cli(args, env).then(() => null, (error) => error);
+
+async function apiText(prompt, options, load = {}) {
+  const model = await loadModel(BUNDLED, load);
+  try {
+    let text = '';
+    for await (const piece of model.generate(prompt, options)) text += piece.text;
+    return text;
+  } finally {
+    model.dispose();
+  }
+}
+
+describe('output', () => {
+  test('streams text to stdout and stats to stderr', async () => {
+    const { stdout, stderr } = await cli(['-n', '8', '--seed', '1', '--temperature', '0', 'ROMEO:']);
+    expect(stdout.trim().length).toBeGreaterThan(0);
+    expect(stderr).toMatch(/prompt tokens.*generated.*tokens\/s/);
+  });
+
+  test('-i continues the text with each line read from stdin, reusing the cache: the second line reuses tokens', async () => {
+    const child = execFile('node', [`${ROOT}web/cli.js`, '-i', '-n', '8', '--temperature', '0'], { encoding: 'utf8' });
+    child.stdin.end('ROMEO:\n And\n');
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (data) => (stdout += data));
+    child.stderr.on('data', (data) => (stderr += data));
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+    const reused = [...stderr.matchAll(/(\d+) prompt tokens \((\d+) reused\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(reused).toHaveLength(2);
+    expect(reused[0][1]).toBe(0);
+    // The first line and its continuation (8 tokens, the last of which was sampled but not yet fed).
+    expect(reused[1][1]).toBe(reused[0][0] + 8 - 1);
+    const { stdout: alone } = await cli(['-n', '8', '--temperature', '0', 'ROMEO:']);
+    expect(stdout.startsWith(alone)).toBe(true);  // the first line's continuation, as without -i
+    expect(stdout.length).toBeGreaterThan(alone.length);
+  });
+
+  test('--score prints each token\'s text, logprob and rank, then the total and perplexity', async () => {
+    const { stdout } = await cli(['--score', 'ROMEO: Good morrow!']);
+    const lines = stdout.trim().split('\n');
+    const total = lines.pop();
+    expect(lines.map((line) => JSON.parse(line.split('\t')[0])).join('')).toBe('ROMEO: Good morrow!');
+    for (const line of lines) expect(line).toMatch(/^"[^\t]*"\t-\d+\.\d{4}\t[1-9]\d*$/);
+    expect(total).toMatch(/^total -\d+\.\d{4} perplexity \d+\.\d{4}$/);
+  });
+
+  test('--score --top-alternatives 2 ends each token\'s line with the two likeliest tokens and their logprobs', async () => {
+    const { stdout } = await cli(['--score', '--top-alternatives=2', 'ROMEO: Good morrow!']);
+    const lines = stdout.trim().split('\n').slice(0, -1);
+    for (const line of lines) expect(line).toMatch(/^"[^\t]*"\t-\d+\.\d{4}\t[1-9]\d*(\t"[^\t]*"\t-\d+\.\d{4}){2}$/);
+    // A token of rank 1 is its own likeliest alternative.
+    const first = lines.map((line) => line.split('\t')).find((cells) => cells[2] === '1');
+    expect(first[3]).toBe(first[0]);
+  });
+
+  test('--top-alternatives 3 prints one line per token (text, probability, three alternatives): the same text as without', async () => {
+    const args = ['-n', '12', '--temperature', '0', 'ROMEO:'];
+    const { stdout } = await cli(['--top-alternatives', '3', ...args]);
+    const lines = stdout.trim().split('\n');
+    expect(lines).toHaveLength(12);
+    for (const line of lines) expect(line).toMatch(/^"[^\t]*"\t[01]\.\d{4}(\t"[^\t]*"\t[01]\.\d{4}){3}$/);
+    const text = lines.map((line) => JSON.parse(line.split('\t')[0])).join('');
+    expect(`${text}\n`).toBe((await cli(args)).stdout);
+  });
+});
+
+describe('flags', () => {
+  test('every generate() and loadModel() option has a flag, and the output is the API\'s with those options', async () => {
+    const options = { maxNewTokens: 24, temperature: 0.8, topK: 20, topP: 0.9, repetitionPenalty: 1.3, seed: 7, stop: ['zz', 'qq'], stopAtEndOfText: false, kvCache: 'fp32' };
+    const { stdout } = await cli([
+      '--max-new-tokens', '24', '--temperature', '0.8', '--top-k', '20', '--top-p', '0.9', '--repetition-penalty', '1.3',
+      '--seed', '7', '--stop', 'zz', '--stop=qq', '--ignore-eos', '--kv-cache', 'fp32', '--weights', 'int8', '--threads', '1', 'ROMEO:',
+    ]);
+    expect(stdout).toBe(`${await apiText('ROMEO:', options, { weights: 'int8' })}\n`);
+  });
+
+  test('each --stop ends the text before it', async () => {
+    const args = ['-n', '40', '--temperature', '0', 'ROMEO:'];
+    const free = (await cli(args)).stdout;
+    const stopAt = Math.min(free.indexOf("'"), free.indexOf(' '));
+    expect(stopAt).toBeGreaterThan(0);  // both are in the text, after its start
+    const { stdout, stderr } = await cli(['--stop', "'", '--stop', ' ', ...args]);
+    expect(stdout).toBe(`${free.slice(0, stopAt)}\n`);
+    expect(stderr).toMatch(/stop: stop;/);
+  });
+
+  test('--flag=value, -n5 and --model=DIR are read as --flag value; after --, a prompt may start with -', async () => {
+    const { stdout } = await cli([`--model=${BUNDLED}`, '-n8', '--temperature=0', '--', '-ROMEO']);
+    expect(stdout).toBe(`${await apiText('-ROMEO', { maxNewTokens: 8, temperature: 0 })}\n`);
+  });
+
+  test.each([
+    [['-n', 'x', 'p'], '-n: expected a positive integer, got "x"'],
+    [['--max-new-tokens=0', 'p'], '--max-new-tokens: expected a positive integer, got "0"'],
+    [['--top-p', '2', 'p'], '--top-p: expected a number in [0, 1] (0 = the most likely token only), got "2"'],
+    [['--temperature', '0x1', 'p'], '--temperature: expected a finite number >= 0 (0 = greedy), got "0x1"'],
+    [['--repetition-penalty', '0', 'p'], '--repetition-penalty: expected a finite number > 0 (1 = off), got "0"'],
+    [['--seed', '1.5', 'p'], '--seed: expected an integer in [0, 2^53), got "1.5"'],
+    [['--stop=', 'p'], '--stop: expected a non-empty text, got ""'],
+    [['--kv-cache', 'f16', 'p'], '--kv-cache: expected "int8" or "fp32", got "f16"'],
+    [['--top-alternatives', '-1', 'p'], '--top-alternatives: expected an integer >= 0, got "-1"'],
+    [['--weights', 'q4', 'p'], '--weights: expected "fp32" or "int8", got "q4"'],
+    [['--threads', 'many', 'p'], '--threads: expected "auto" or an integer from 1 to 256, got "many"'],
+    [['p', '-n'], '-n: missing value'],
+    [['--no-cache=yes', 'p'], '--no-cache: takes no value, got "yes"'],
+    [['-ROMEO'], 'unknown option -R (a prompt that starts with - goes after --)'],
+    [['--bogus', 'p'], 'unknown option --bogus (a prompt that starts with - goes after --)'],
+    [['two', 'words'], 'give the prompt as one argument (quote it)'],
+    [['-i', 'p'], '-i reads the text from stdin: give no prompt'],
+    [['-i', '--score'], '-i and --score cannot be combined'],
+    [['--score', '-n', '5', '--ignore-eos', 'p'], '--score takes no generation options, got -n, --ignore-eos'],
+    [['-n', '5'], 'missing prompt (gpt2-wasm --help for the usage)'],
+  ])('%j fails with "%s"', (args, message) => {
+    expect(() => parseCliArguments(args)).toThrow(new Error(message));
+  });
+
+  test('errors exit 1 with one line on stderr', async () => {
+    for (const args of [['--top-p', '2', 'x'], ['--model', '/nonexistent', 'x'], ['--bogus']]) {
+      const error = await cliError(args);
+      expect(error.code).toBe(1);
+      expect(error.stderr).toMatch(/^gpt2-wasm: [^\n]+\n$/);
+    }
+  });
+
+  test('--help lists flags that are all accepted, and exits 0', async () => {
+    const { stdout } = await cli(['--help']);
+    expect(stdout).toBe(`${USAGE}\n`);
+    const flags = [...new Set(USAGE.match(/(?<=\s)--?[a-z][a-z-]*/g))];
+    expect(flags.length).toBeGreaterThanOrEqual(19);
+    for (const flag of flags) expect(() => parseCliArguments([flag, '1'])).not.toThrow(/unknown option/);
+  });
+});
+
+describe('model sources', () => {
+  test('a Hugging Face repository id is its folder on the Hub, owner/name/FILE.gguf that file; paths and URLs stay', () => {
+    expect(resolveModelSource('openai-community/gpt2').href).toBe('https://huggingface.co/openai-community/gpt2/resolve/main/');
+    expect(resolveModelSource('owner/repo.name/Model-Q4_0.gguf').href).toBe('https://huggingface.co/owner/repo.name/resolve/main/Model-Q4_0.gguf');
+    expect(resolveModelSource('owner/name', 'http://127.0.0.1:9/').href).toBe('http://127.0.0.1:9/owner/name/resolve/main/');
+    expect(resolveModelSource('https://example.com/m/').href).toBe('https://example.com/m/');
+    expect(resolveModelSource('tests/fixtures')).toBe('tests/fixtures');  // an existing folder, not a Hub id
+    expect(resolveModelSource('./owner/name')).toBe('./owner/name');
+    expect(resolveModelSource('/models/gpt2')).toBe('/models/gpt2');
+  });
+
+  test('the cache folder is $GPT2_WASM_CACHE_DIR, else the platform\'s', () => {
+    expect(cacheDirectory({ GPT2_WASM_CACHE_DIR: '/tmp/c' }, 'linux', '/home/u')).toBe('/tmp/c');
+    expect(cacheDirectory({}, 'linux', '/home/u')).toBe('/home/u/.cache/gpt2-wasm');
+    expect(cacheDirectory({ XDG_CACHE_HOME: '/xdg' }, 'linux', '/home/u')).toBe('/xdg/gpt2-wasm');
+    expect(cacheDirectory({ XDG_CACHE_HOME: 'relative' }, 'linux', '/home/u')).toBe('/home/u/.cache/gpt2-wasm');
+    expect(cacheDirectory({}, 'darwin', '/Users/u')).toBe('/Users/u/Library/Caches/gpt2-wasm');
+    expect(cacheDirectory({ LOCALAPPDATA: 'C:/Users/u/AppData/Local' }, 'win32', 'C:/Users/u')).toBe(join('C:/Users/u/AppData/Local', 'gpt2-wasm'));
+  });
+});
+
+describe('disk cache of remote models', () => {
+  const files = Object.fromEntries(['config.json', 'model.safetensors', 'vocab.json', 'merges.txt', GGUF_NAME].map((name) => [name, readFileSync(BUNDLED + name)]));
+  const args = ['-n', '8', '--temperature', '0', 'ROMEO:'];
+  let server;
+  let cacheDir;
+  let env;
+
+  beforeEach(async () => {
+    server = await startFileServer(files, { hub: (res, body) => send(res, body, { 'Content-Length': body.length }), cut: sendCut,
+      badConfig: (res, body, name) => send(res, name === 'config.json' ? 'not json' : body) });
+    cacheDir = mkdtempSync(join(tmpdir(), 'gpt2-wasm-cli-cache-'));
+    env = { HF_ENDPOINT: server.baseUrl, GPT2_WASM_CACHE_DIR: cacheDir };
+  });
+
+  afterEach(async () => {
+    await server.close();
+    rmSync(cacheDir, { recursive: true, force: true });
+  });
+
+  const cachedFiles = () => readdirSync(cacheDir, { recursive: true }).filter((path) => /\.\w+$/.test(path)).map((path) => path.split(/[\\/]/).pop()).sort();
+
+  test('a Hub repository is downloaded once: the second run makes no request and prints the same text', async () => {
+    const { stdout: local } = await cli(args);
+    const first = await cli(['--model', 'hub/shakespeare', ...args], env);
+    expect(first.stdout).toBe(local);
+    expect(server.requests().map((r) => r.path).sort()).toEqual(
+      ['config.json', 'merges.txt', 'model.safetensors', 'vocab.json'].map((name) => `/hub/shakespeare/resolve/main/${name}`),
+    );
+    const second = await cli(['--model', 'hub/shakespeare', ...args], env);
+    expect(second.stdout).toBe(local);
+    expect(server.requestCount()).toBe(4);
+    expect(cachedFiles()).toEqual(['config.json', 'merges.txt', 'model.safetensors', 'vocab.json']);
+  });
+
+  test('a .gguf file in a Hub repository, or at a URL, is one download', async () => {
+    const first = await cli(['--model', `hub/shakespeare/${GGUF_NAME}`, ...args], env);
+    expect(first.stdout.trim().length).toBeGreaterThan(0);
+    await cli(['--model', `hub/shakespeare/${GGUF_NAME}`, ...args], env);
+    await cli(['--model', `${server.baseUrl}/hub/shakespeare/resolve/main/${GGUF_NAME}`, ...args], env);
+    expect(server.requestCount()).toBe(1);
+    expect(cachedFiles()).toEqual([GGUF_NAME]);
+  });
+
+  test('a download that breaks off leaves nothing in the cache', async () => {
+    const error = await cliError(['--model', `${server.baseUrl}/cut/${GGUF_NAME}`, ...args], env);
+    expect(error.code).toBe(1);
+    expect(error.stderr).toMatch(new RegExp(`^gpt2-wasm: ${server.baseUrl}/cut/${GGUF_NAME}: [^\\n]+\\n$`));
+    expect(cachedFiles()).toEqual([]);
+  });
+
+  test('a downloaded model whose files prove invalid is removed from the cache', async () => {
+    const error = await cliError(['--model', `${server.baseUrl}/badConfig/m`, ...args], env);
+    expect(error.stderr).toMatch(new RegExp(`^gpt2-wasm: ${server.baseUrl}/badConfig/m: config.json: [^\\n]+ \\(removed from the cache\\)\\n$`));
+    expect(cachedFiles()).toEqual([]);
+  });
+
+  test('a missing file is an HTTP error naming its URL', async () => {
+    const error = await cliError(['--model', 'hub/none/missing.gguf', ...args], env);
+    expect(error.stderr).toBe(`gpt2-wasm: ${server.baseUrl}/hub/none/resolve/main/missing.gguf: HTTP 404 Not Found\n`);
+  });
+});
+
+describe('progress line', () => {
+  test('shows the file, a bar, the percentage and the megabytes, cut to the terminal\'s width', () => {
+    expect(formatProgress({ file: 'model.safetensors', loaded: 11_500_000, total: 23_000_000 }))
+      .toBe('model.safetensors [############............]  50% 11.5/23.0 MB');
+    expect(formatProgress({ file: 'vocab.json', loaded: 1_042_301, total: 1_042_301 }))
+      .toBe('vocab.json [########################] 100% 1.0/1.0 MB');
+    expect(formatProgress({ file: 'm.gguf', loaded: 2_000_000, total: null })).toBe('m.gguf 2.0 MB');
+    expect(formatProgress({ file: 'model.safetensors', loaded: 0, total: 10 }, 20)).toBe('model.safetensors [');
+  });
+});
