@@ -142,7 +142,7 @@ class Download {
   }
 }
 
-export async function fetchFile(name, url, signal, headers = {}) {
+async function fetchFile(name, url, signal, headers = {}) {
   let response;
   try {
     // CORS mode (fetch's default, spelled out because it matters): under the page's COEP require-corp (threads,
