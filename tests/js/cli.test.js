@@ -234,6 +234,21 @@ describe('disk cache of remote models', () => {
     expect(cachedFiles()).toEqual([]);
   });
 
+  // util-linux's script(1) runs the command on a pseudo-terminal, which reports a width of 0 columns.
+  test('on a terminal, each file\'s progress line is drawn in place and ends complete; without one there is none', async () => {
+    const command = ['node', `${ROOT}web/cli.js`, '--model', 'hub/shakespeare', ...args].map((word) => `'${word}'`).join(' ');
+    const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'],
+      { encoding: 'utf8', env: { ...process.env, ...env } });
+    const lines = terminal.split('\r\x1b[K').map((line) => line.trim()).filter(Boolean);
+    for (const name of ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt']) {
+      const size = (files[name].length / 1e6).toFixed(1);
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^${name.replace('.', '\\.')} \\[#{24}\\] 100% ${size}/${size} MB`)));
+    }
+    rmSync(cacheDir, { recursive: true, force: true });
+    const { stderr: piped } = await cli(['--model', 'hub/shakespeare', ...args], env);
+    expect(piped).not.toMatch(/\[[#.]+\]/);
+  });
+
   test('a missing file is an HTTP error naming its URL', async () => {
     const error = await cliError(['--model', 'hub/none/missing.gguf', ...args], env);
     expect(error.stderr).toBe(`gpt2-wasm: ${server.baseUrl}/hub/none/resolve/main/missing.gguf: HTTP 404 Not Found\n`);
