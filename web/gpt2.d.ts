@@ -249,10 +249,7 @@ export function deleteCachedModel(source: string | URL): Promise<boolean>;
 
 export type LoadErrorKind = 'network' | 'http' | 'missing' | 'invalid';
 
-/**
- * A model's file that could not be loaded. A model loaded in a worker (the default in pages) fails with an
- * Error of the same name, file and kind that is not an instance of this class: test error.name.
- */
+/** A model's file that could not be loaded (also when the model loads in a worker, the default in pages). */
 export class ModelLoadError extends Error {
   constructor(file: string, kind: LoadErrorKind, message: string, options?: ErrorOptions);
   name: 'ModelLoadError';
