@@ -1,9 +1,8 @@
 // Where gpt2-wasm's --model comes from (web/cli.js): a local folder or .gguf path as it is; an http(s) URL or a
 // Hugging Face repository id (owner/name, or owner/name/file.gguf: a file in it) downloaded once into a disk
 // cache and loaded from there (resuming dropped connections: download.js). Each file is written under a temporary
-// name and renamed when complete, so the
-// cache never holds part of a file: a file there is a whole download, and a model whose files are all there
-// is loaded without a request.
+// name and renamed when complete, so the cache never holds part of a file: a file there is a whole download, and
+// a model whose files are all there is loaded without a request.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
