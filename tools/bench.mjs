@@ -53,6 +53,9 @@ import { promptPool } from './bench/prompt_pool.mjs';
 import { startServer } from './serve.mjs';
 
 const REPO = dirname(dirname(fileURLToPath(import.meta.url)));
+// The other engines' packages (tools/bench/package.json), which tools/setup.sh --bench installs: the runners'
+// imports of them resolve there, and the wllama page loads them from there.
+const BENCH_PACKAGES = 'tools/bench/node_modules';
 const CHROMIUM = '/usr/bin/chromium';
 // ForceEagerMeasureMemory: performance.measureUserAgentSpecificMemory() (the wllama page's memory figure) answers
 // at once instead of at the next garbage collection.
@@ -146,12 +149,14 @@ function machineInfo(runtimes) {
 function checkBuild(runtimes, threads) {
   const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
     chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js'],
-    ort: ['build/wasm-testing/gpt2-testing.wasm', 'node_modules/onnxruntime-web/package.json'],
-    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js', 'node_modules/@wllama/wllama/package.json'],
+    ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
+    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
     llamacpp: ['build/native/gpt2_bandwidth'] };
   if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
-  if (missing.length > 0) throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm ci for node_modules)`);
+  if (missing.length > 0) {
+    throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm run bench installs ${BENCH_PACKAGES})`);
+  }
 }
 
 function ensureModel(name) {

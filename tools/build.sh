@@ -3,7 +3,8 @@
 #   build/native/  the native tool (gpt2) and C++ tests
 #   public/wasm/   the WebAssembly engine: gpt2.wasm + gpt2.cjs (Node) + gpt2.mjs (browsers, workers)
 #   public/js/     a copy of web/ (the page loads js/*.js; engine.js finds the wasm at ../wasm/)
-#   public/gpt2-widget.js  the embeddable widget (web/widget.js), at the site root so embed snippets stay short
+#   public/gpt2-widget.js  the embeddable widget as one script (tools/bundle_web.mjs), at the site root so embed
+#                          snippets stay short; public/wasm/gpt2-worker.js, the engine worker as one module
 # Both builds are CMake's: the wasm build (build/wasm) writes everything under public/ (wasm/CMakeLists.txt,
 # web/CMakeLists.txt), so a `cmake --build build/wasm` after editing web/ updates the site too.
 # JOBS (default 2) sets the parallel build jobs: the machines are shared.

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # One-time set-up shared by `npm start`, `npm test` and CI: system packages, then npm dependencies.
 # As root it installs missing Debian packages with apt-get; otherwise it prints the exact command.
+# --bench (`npm run bench`) also installs the benchmark's own packages (tools/bench/package.json: the engines it
+# compares with) into tools/bench/node_modules, which nothing else needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ $# -gt 1 || ( $# -eq 1 && $1 != --bench ) ]]; then
+  echo "setup.sh: unknown arguments: $* (the only option is --bench)" >&2
+  exit 1
+fi
 
 # Debian/Ubuntu packages: compilers and CMake, Eigen and GoogleTest for the native engine and its
 # tests, Emscripten for the WebAssembly build, Chromium for the end-to-end tests, clang-format for the
@@ -26,8 +32,15 @@ if ((${#missing[@]})); then
   fi
 fi
 
-# npm dependencies: reinstall when the lockfile is newer than the installed tree.
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  echo "setup: installing npm dependencies"
-  npm ci --no-audit --no-fund --loglevel=error
+# npm dependencies of the package in folder $1: reinstalled when its lockfile is newer than the installed tree.
+install_npm_dependencies() {
+  if [[ ! -f $1/node_modules/.package-lock.json || $1/package-lock.json -nt $1/node_modules/.package-lock.json ]]; then
+    echo "setup: installing the npm dependencies of $1/package.json"
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+install_npm_dependencies .
+if [[ $# -eq 1 ]]; then
+  install_npm_dependencies tools/bench
 fi

@@ -9,18 +9,23 @@
 // text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
 // perplexity <perplexity>` (model.score). --top-alternatives K: generation prints one line per token instead
 // of the text, `"token text"<TAB>probability`, and each line (of both modes) ends with the K likeliest tokens,
-// `<TAB>"text"<TAB>probability or logprob` each. The default model is the bundled
+// `<TAB>"text"<TAB>probability or logprob` each. Without --model, a checkout of the repository runs the bundled
 // public/models/tiny-shakespeare, as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file
-// would save no download, and the folder's weights are the exact fp32 ones. Remote models (URLs, Hub ids) are
-// downloaded once into a disk cache (cli_cache.js), with a progress bar when stderr is a terminal.
+// would save no download, and the folder's weights are the exact fp32 ones. The npm package leaves the bundled
+// model out (package.json "files"), so an installed gpt2-wasm runs GPT-2 itself from the Hugging Face Hub
+// instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
+// a progress bar when stderr is a terminal.
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { USAGE, parseCliArguments } from './cli_args.js';
-import { cachedModel, resolveModelSource } from './cli_cache.js';
+import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js';
 import { progressBar } from './cli_progress.js';
 import { loadModel } from './gpt2.js';
+import { MODEL_FILES } from './model_files.js';
 
-const DEFAULT_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
+const BUNDLED_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
+const HUB_DEFAULT_MODEL = 'openai-community/gpt2';
 
 function formatStats(stats, threads) {
   return (
@@ -72,10 +77,19 @@ async function printScores(model, text, { topAlternatives = 0 }) {
   process.stdout.write(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
 }
 
+// The model when --model is not given: the bundled one where it exists (a checkout of the repository), else
+// the Hub's GPT-2 (an installed package).
+function defaultModel() {
+  if (existsSync(`${BUNDLED_MODEL}${MODEL_FILES.weights}`)) return BUNDLED_MODEL;
+  process.stderr.write(`gpt2-wasm: no --model, so ${HUB_DEFAULT_MODEL} from the Hugging Face Hub (GPT-2 124M: 548 MB, ` +
+    `downloaded once into ${cacheDirectory()})\n`);
+  return HUB_DEFAULT_MODEL;
+}
+
 // A remote model is loaded from its copy in the disk cache; one whose files prove invalid is removed from it,
 // so the next run downloads it again.
 async function loadCliModel(text, load) {
-  const source = resolveModelSource(text ?? DEFAULT_MODEL);
+  const source = resolveModelSource(text ?? defaultModel());
   if (!(source instanceof URL)) return loadModel(source, { threads: 1, ...load });
   const onProgress = process.stderr.isTTY ? progressBar(process.stderr) : undefined;
   const cached = await cachedModel(source, { onProgress });

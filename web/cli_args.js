@@ -13,7 +13,8 @@ export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a conti
 model:
   --model M                  a folder or .gguf path, an http(s) URL of a folder or .gguf file, a Hugging Face
                              repository (owner/name) or a .gguf file in one (owner/name/file.gguf);
-                             default: the bundled tiny-shakespeare. Remote models are downloaded once, into
+                             default: the bundled tiny-shakespeare in a checkout of the repository, else
+                             (the npm package) openai-community/gpt2. Remote models are downloaded once, into
                              $GPT2_WASM_CACHE_DIR or the platform's cache folder (HF_ENDPOINT: another Hub)
   --weights fp32|int8        int8 quantizes a safetensors model on load (default fp32)
   --threads N|auto           engine threads (default 1)

@@ -1,13 +1,14 @@
 // Where gpt2-wasm's --model comes from (web/cli.js): a local folder or .gguf path as it is; an http(s) URL or a
 // Hugging Face repository id (owner/name, or owner/name/file.gguf: a file in it) downloaded once into a disk
-// cache and loaded from there. Each file is written under a temporary name and renamed when complete, so the
-// cache never holds part of a file: a file there is a whole download, and a model whose files are all there
-// is loaded without a request.
+// cache and loaded from there (resuming dropped connections: download.js). Each file is written under a temporary
+// name and renamed when complete, so the cache never holds part of a file: a file there is a whole download, and
+// a model whose files are all there is loaded without a request.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { DownloadRestart, startDownload } from './download.js';
 import { MODEL_FILES, isGgufName } from './model_files.js';
 
 const DEFAULT_HUB = 'https://huggingface.co';
@@ -69,32 +70,28 @@ async function ensureFile(url, path, name, onProgress) {
   }
 }
 
+// The file through download.js's startDownload, which resumes a broken connection with Range (a file of hundreds
+// of MB, like the default GPT-2, need not start over) and gives up after repeated failures with a network error
+// naming the file, the bytes reached and the attempts; a server that sends the whole file again restarts it here.
 async function download(url, path, name, onProgress) {
-  const response = await fetch(url).catch((error) => {
-    throw networkError(url, error);
-  });
-  if (!response.ok) throw new Error(`${url.href}: HTTP ${response.status} ${response.statusText}`.trim());
-  const length = Number(response.headers.get('content-length'));
-  const total = length > 0 && !response.headers.get('content-encoding') ? length : null;
+  const { total, chunks } = await startDownload(name, url.href);
   const file = await open(path, 'w');
+  let size = total;
   let loaded = 0;
   try {
-    onProgress?.({ file: name, loaded, total, done: false });
-    for await (const chunk of response.body) {
-      await file.write(chunk);
-      loaded += chunk.length;
-      onProgress?.({ file: name, loaded, total, done: false });
+    onProgress?.({ file: name, loaded, total: size, done: false });
+    for await (const chunk of chunks) {
+      if (chunk instanceof DownloadRestart) {
+        await file.truncate(0);
+        [size, loaded] = [chunk.total, 0];
+      } else {
+        await file.write(chunk, 0, chunk.byteLength, loaded);
+        loaded += chunk.byteLength;
+      }
+      onProgress?.({ file: name, loaded, total: size, done: false });
     }
-  } catch (error) {
-    throw networkError(url, error);
   } finally {
     await file.close();
   }
-  if (total !== null && loaded !== total) throw new Error(`${url.href}: the download ended after ${loaded} of ${total} bytes`);
   onProgress?.({ file: name, loaded, total: loaded, done: true });
-}
-
-// fetch's errors say "fetch failed" or "terminated", with the reason (e.g. ECONNREFUSED) as their cause.
-function networkError(url, error) {
-  return new Error(`${url.href}: ${error.cause?.message ?? error.message}`);
 }

@@ -3,9 +3,11 @@
 const PROGRESS_INTERVAL_MS = 100;
 const BAR_WIDTH = 24;
 const MB = 1e6;
+// A terminal that reports no width (0: a pseudo-terminal nobody sized, as `script` makes) gets this one.
+const DEFAULT_COLUMNS = 80;
 
 // -> the line for a progress event ({ file, loaded, total (bytes or null) }), at most `columns` characters.
-export function formatProgress({ file, loaded, total }, columns = 80) {
+export function formatProgress({ file, loaded, total }, columns = DEFAULT_COLUMNS) {
   const size = (bytes) => (bytes / MB).toFixed(1);
   const line = total
     ? `${file} [${bar(loaded / total)}] ${String(Math.floor((100 * loaded) / total)).padStart(3)}% ${size(loaded)}/${size(total)} MB`
@@ -25,6 +27,6 @@ export function progressBar(stream) {
     const now = Date.now();
     if (!event.done && now - lastDraw < PROGRESS_INTERVAL_MS) return;
     lastDraw = now;
-    stream.write(`\r\x1b[K${formatProgress(event, stream.columns)}${event.done ? '\n' : ''}`);
+    stream.write(`\r\x1b[K${formatProgress(event, stream.columns || DEFAULT_COLUMNS)}${event.done ? '\n' : ''}`);
   };
 }

@@ -1,7 +1,8 @@
 // The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
 // Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
 // engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
-// imported dynamically inside Node branches.
+// imported dynamically inside Node branches (node_builtins.js).
+import { importNodeBuiltin } from './node_builtins.js';
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 
@@ -33,7 +34,7 @@ export async function resolveThreads(threads = DEFAULT_THREADS) {
   checkThreads(threads);
   if (!threadsAvailable()) return 1;
   if (threads !== 'auto') return threads;
-  const cores = IS_NODE ? (await import('node:os')).availableParallelism() : globalThis.navigator?.hardwareConcurrency;
+  const cores = IS_NODE ? (await importNodeBuiltin('os')).availableParallelism() : globalThis.navigator?.hardwareConcurrency;
   return Math.max(1, Math.min(cores || 1, MAX_AUTO_THREADS));
 }
 
@@ -70,12 +71,52 @@ export function loadEngine({ threads = 1, testing = false } = {}) {
   });
 }
 
-// Where the builds are, seen from this module: web/ runs in place in Node (the repository) and is served as
-// public/js/ in browsers, so either way the product is public/wasm/, and the testing build build/wasm-testing/
-// (reachable in browsers only when the server's root is the repository, as for tools/bench).
+// The asset folder: the URL of the folder that holds the engine's files (gpt2.wasm, gpt2.mjs, gpt2.cjs, the
+// threaded build gpt2-mt.*, and gpt2-worker.js, the engine worker as one module), i.e. a copy of public/wasm/.
+// Set once per realm, before its engine or engine worker starts (configure({ assetBase }) in gpt2.js; the page
+// passes its folder on to its engine workers); by default public/wasm/ seen from this module, which is right only
+// while the modules are not bundled.
+let configuredAssetFolder = null;
+let assetFolderInUse = null;  // the folder the engine or a worker started from, after which it cannot change
+
+// assetBase: a string or URL, relative to the page (or the worker's location) in browsers; a file: URL in Node.
+export function setAssetBase(assetBase) {
+  const folder = parseAssetBase(assetBase);
+  if (assetFolderInUse && folder.href !== assetFolderInUse.href) {
+    throw new Error(`configure: assetBase must be set before the first model loads (the engine already uses ${assetFolderInUse.href})`);
+  }
+  configuredAssetFolder = folder;
+}
+
+function parseAssetBase(assetBase) {
+  const expected = IS_NODE ? 'a file: URL in Node' : 'an http(s) URL, absolute or relative to the page';
+  const fail = () => {
+    const shown = typeof assetBase === 'string' ? JSON.stringify(assetBase) : String(assetBase);
+    throw new TypeError(`configure: assetBase must be the URL of the folder that holds gpt2.wasm (${expected}), got ${shown}`);
+  };
+  if (typeof assetBase !== 'string' && !(assetBase instanceof URL)) fail();
+  let folder;
+  try {
+    folder = new URL(assetBase, globalThis.document?.baseURI ?? globalThis.location?.href);
+  } catch {
+    fail();
+  }
+  if (IS_NODE ? folder.protocol !== 'file:' : !['http:', 'https:'].includes(folder.protocol)) fail();
+  if (!folder.pathname.endsWith('/')) folder.pathname += '/';
+  return folder;
+}
+
+// -> { folder: the asset folder's URL, configured: whether configure() set it }; from now on it cannot change.
+export function useAssetFolder() {
+  assetFolderInUse ??= configuredAssetFolder ?? new URL(IS_NODE ? '../public/wasm/' : '../wasm/', import.meta.url);
+  return { folder: assetFolderInUse, configured: configuredAssetFolder !== null };
+}
+
+// Where a build is: the asset folder, or for the testing build build/wasm-testing/ in the repository (reachable in
+// browsers only when the server's root is the repository, as for tools/bench).
 function wasmFolder(testing) {
-  const siteRoot = new URL(IS_NODE ? '../public/' : '../', import.meta.url);
-  return new URL(testing ? '../build/wasm-testing/' : 'wasm/', siteRoot);
+  if (!testing) return useAssetFolder().folder;
+  return new URL(IS_NODE ? '../build/wasm-testing/' : '../../build/wasm-testing/', import.meta.url);
 }
 
 async function instantiateEngine(name, threads, testing) {
@@ -133,9 +174,9 @@ async function browserFactory(folder, name, moduleArguments) {
 
 async function nodeFactory(folder, name, moduleArguments) {
   const [{ createRequire }, { existsSync, readFileSync }, { fileURLToPath }] = await Promise.all([
-    import('node:module'),
-    import('node:fs'),
-    import('node:url'),
+    importNodeBuiltin('module'),
+    importNodeBuiltin('fs'),
+    importNodeBuiltin('url'),
   ]);
   const dir = fileURLToPath(folder);
   if (!existsSync(`${dir}${name}.cjs`)) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${dir}): run tools/build.sh`);

@@ -206,12 +206,50 @@ export function loadModel(source: ModelSource, options?: LoadOptions): Promise<M
 
 export function createEngineWorker(): EngineWorker;
 
-export type LoadErrorKind = 'network' | 'http' | 'missing' | 'invalid';
+export interface ConfigureOptions {
+  /**
+   * The URL of the folder with the engine's files, a copy of public/wasm/ (gpt2.wasm, gpt2.mjs, gpt2.cjs,
+   * gpt2-mt.*, gpt2-worker.js): relative to the page in browsers, a file: URL in Node. Default: public/wasm/
+   * found from the module's URL (wrong once bundled). Another value after the first model loaded throws.
+   */
+  assetBase?: string | URL;
+}
+
+/** Settings of this realm's engine and engine workers, before the first model loads. */
+export function configure(options: ConfigureOptions): void;
+
+/** A file of a stored model. */
+export interface CachedFile {
+  url: string;
+  /** as checked when it is read back */
+  bytes: number;
+}
+
+/** A model kept in the browser's Cache API by loadModel. */
+export interface CachedModel {
+  /** the URL that loads it: a folder's (ending in "/") or a .gguf file's */
+  source: string;
+  /** its files that are stored, in the model's order (config.json, model.safetensors, vocab.json, merges.txt) */
+  files: CachedFile[];
+  /** the files' bytes together */
+  bytes: number;
+  /** every file of the model is stored: loading it makes no request */
+  complete: boolean;
+}
+
+/** The models in the Cache API, in the order they were stored; [] without one (Node, insecure pages). */
+export function listCachedModels(): Promise<CachedModel[]>;
 
 /**
- * A model's file that could not be loaded. A model loaded in a worker (the default in pages) fails with an
- * Error of the same name, file and kind that is not an instance of this class: test error.name.
+ * Removes a model's files from the Cache API (a loaded copy keeps working; the next load downloads them).
+ * source: as loadModel takes it or listCachedModels gives it. Resolves to whether anything was removed (false
+ * without a Cache API).
  */
+export function deleteCachedModel(source: string | URL): Promise<boolean>;
+
+export type LoadErrorKind = 'network' | 'http' | 'missing' | 'invalid';
+
+/** A model's file that could not be loaded (also when the model loads in a worker, the default in pages). */
 export class ModelLoadError extends Error {
   constructor(file: string, kind: LoadErrorKind, message: string, options?: ErrorOptions);
   name: 'ModelLoadError';

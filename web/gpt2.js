@@ -19,13 +19,17 @@
 // Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
 // model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
 // score.js (scoring a text), tokenizer.js.
-import { DEFAULT_THREADS, checkThreads } from './engine.js';
+import { DEFAULT_THREADS, checkThreads, setAssetBase } from './engine.js';
 import { ModelLoadError } from './load_errors.js';
 import { loadLocalModel } from './local_model.js';
 import { WorkerClient } from './worker_client.js';
 import { loadWorkerModel } from './worker_model.js';
 
 export { ModelLoadError };
+
+// The models kept in the browser's Cache API, and their removal (model_cache.js). Node has no Cache API: none
+// (the CLI's disk cache, cli_cache.js, is its own).
+export { deleteCachedModel, listCachedModels } from './model_cache.js';
 
 const IS_PAGE = typeof window !== 'undefined';
 
@@ -58,6 +62,19 @@ export async function loadModel(source, { onProgress, signal, useWorker = IS_PAG
   checkThreads(threads);
   if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights, threads });
   return loadLocalModel(source, { onProgress, signal, weights, threads });
+}
+
+// Settings of this realm's engine, before its first model loads. assetBase: the URL of the folder that holds the
+// engine's files, a copy of public/wasm/ (gpt2.wasm, gpt2.mjs, gpt2.cjs, the threaded gpt2-mt.* and
+// gpt2-worker.js, the engine worker as one module): where a bundler's output or a CDN serves them. Relative to
+// the page in browsers; a file: URL in Node. Default: public/wasm/ found from this module's URL, which a bundle
+// changes. The engine worker gets it too. Setting another one after the engine or a worker started is an Error.
+export function configure(options) {
+  if (options === null || typeof options !== 'object') throw new TypeError('configure: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (name !== 'assetBase') throw new TypeError(`configure: unknown option "${name}" (known: assetBase)`);
+  }
+  if (options.assetBase !== undefined) setAssetBase(options.assetBase);
 }
 
 // A worker for several models (see the top of this file): terminate() it when done.

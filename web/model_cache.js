@@ -1,8 +1,10 @@
 // The Cache API copy of downloaded model files (browsers): written as the download streams, completed only
 // once the model has loaded, so nothing incomplete or invalid is ever stored; and checked when it is read
-// back, so that a copy damaged since (truncated, or bytes changed) is never taken for the file.
+// back, so that a copy damaged since (truncated, or bytes changed) is never taken for the file. Also what
+// the API tells of it: the models stored (listCachedModels) and their removal (deleteCachedModel).
 import { Crc32 } from './crc32.js';
 import { ModelLoadError } from './load_errors.js';
+import { MODEL_FILES, isGgufName, modelFileUrls } from './model_files.js';
 
 export const CACHE_NAME = 'gpt2-wasm-models-v1';
 
@@ -188,13 +190,67 @@ export async function commitCacheCopies(copies) {
   return failure;
 }
 
+// -> Promise of whether anything was removed.
 export async function evictFromCache(urls) {
   const cache = await openCache();
-  if (cache) await Promise.all(urls.map((url) => evictEntries(cache, url)));
+  if (!cache) return false;
+  return (await Promise.all(urls.map((url) => evictEntries(cache, url)))).flat().includes(true);
 }
 
 function evictEntries(cache, url) {
   return Promise.all([cache.delete(url), cache.delete(digestUrl(url))]);
+}
+
+// The models stored in the Cache API: [{ source, files: [{ url, bytes }], bytes, complete }], in the order
+// their first file was stored. source: the URL that loads the model (a folder's, ending in "/", or a .gguf
+// file's); files: those of its files that are stored, in the model's order, each with its bytes as checked
+// when read back (a file stored without its digest, which would not be used, is not counted); bytes: theirs
+// together; complete: every file of the model is stored, so loading it makes no request. Without a Cache API
+// (Node, an insecure page): [].
+export async function listCachedModels() {
+  const cache = await openCache();
+  if (!cache) return [];
+  const urls = (await cache.keys()).map((request) => request.url).filter((url) => sourceOfFile(url) !== null);
+  const digests = await Promise.all(urls.map(async (url) => readDigest(await cache.match(digestUrl(url)))));
+  const stored = new Map(urls.map((url, i) => [url, digests[i]?.length]).filter(([, bytes]) => bytes !== undefined));
+  const sources = new Set(urls.map(sourceOfFile));
+  return [...sources].map((source) => storedModel(source, stored)).filter((model) => model.files.length > 0);
+}
+
+function storedModel(source, stored) {
+  const urls = Object.values(modelFileUrls(source).urls);
+  const files = urls.filter((url) => stored.has(url)).map((url) => ({ url, bytes: stored.get(url) }));
+  const bytes = files.reduce((sum, file) => sum + file.bytes, 0);
+  return { source, files, bytes, complete: files.length === urls.length };
+}
+
+// Removes a model's files and their digests from the Cache API; a model loaded from them keeps working (it is
+// in memory), and loading it again downloads them. source: its URL as loadModel takes it (relative to the
+// page) or as listCachedModels gives it. -> Promise of whether anything was removed (false without a Cache API).
+export async function deleteCachedModel(source) {
+  if (typeof source !== 'string' && !(source instanceof URL)) {
+    throw new TypeError(`deleteCachedModel: the source must be a model's URL (a string or URL), got ${String(source)}`);
+  }
+  if (!await openCache()) return false;
+  return evictFromCache(Object.values(modelFileUrls(absoluteUrl(String(source))).urls));
+}
+
+function absoluteUrl(text) {
+  try {
+    return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href).href;
+  } catch {
+    throw new TypeError(`deleteCachedModel: not a URL: ${text}`);
+  }
+}
+
+// The source of a cached file: a .gguf file is its own; a folder's file, its folder. null: a digest entry, or
+// no file of a model.
+function sourceOfFile(href) {
+  const url = new URL(href);
+  if (url.searchParams.has(DIGEST_PARAMETER)) return null;
+  if (isGgufName(url.pathname)) return href;
+  const name = url.pathname.slice(url.pathname.lastIndexOf('/') + 1);
+  return Object.values(MODEL_FILES).includes(name) && url.search === '' ? new URL('./', url).href : null;
 }
 
 // Before a large file is cached: asks the browser, once per page, to keep this site's storage when space runs

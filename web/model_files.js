@@ -14,3 +14,16 @@ export const ENGINE_GGUF_NAME = 'model.gguf';
 export function isGgufName(name) {
   return typeof name === 'string' && /\.gguf$/i.test(name);
 }
+
+// The file URLs of the model at a URL: a URL whose path ends in .gguf is that one file ({ model }); any other is a
+// folder (its last slash added when missing) of the MODEL_FILES ({ config, weights, vocab, merges }).
+// -> { format: 'gguf' | 'safetensors', urls: { key: href } }
+export function modelFileUrls(modelUrl) {
+  const url = new URL(modelUrl);
+  if (isGgufName(url.pathname)) return { format: 'gguf', urls: { model: url.href } };
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return {
+    format: 'safetensors',
+    urls: Object.fromEntries(Object.entries(MODEL_FILES).map(([key, name]) => [key, new URL(name, url).href])),
+  };
+}

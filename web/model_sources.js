@@ -6,10 +6,11 @@
 // the Cache API in browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one
 // object alone: a GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf,
 // or starting with its magic); or (Node) a folder or file path. Only downloads retry.
-import { MODEL_FILES, isGgufName } from './model_files.js';
+import { MODEL_FILES, isGgufName, modelFileUrls } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
 import { startDownload } from './download.js';
 import { ModelLoadError } from './load_errors.js';
+import { importNodeBuiltin } from './node_builtins.js';
 
 const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const NODE_READ_CHUNK_BYTES = 4 << 20;
@@ -20,7 +21,7 @@ export async function openModelFiles(source) {
   if (typeof source === 'string' || source instanceof URL) {
     const text = String(source);
     if (/^https?:/i.test(text) || !IS_NODE) return openUrl(absoluteUrl(text));
-    return openNodePath(text.startsWith('file:') ? (await import('node:url')).fileURLToPath(text) : text);
+    return openNodePath(text.startsWith('file:') ? (await importNodeBuiltin('url')).fileURLToPath(text) : text);
   }
   if (isFileList(source)) {
     const list = Array.from(source);
@@ -38,12 +39,12 @@ function absoluteUrl(text) {
 
 // A URL whose path ends in .gguf is that file; any other, a folder.
 function openUrl(url) {
-  if (isGgufName(url.pathname)) {
-    const model = urlFile(fileNameOf(url), url.href);
-    return { format: 'gguf', model, evict: () => evictFromCache([model.url]) };
-  }
-  if (!url.pathname.endsWith('/')) url.pathname += '/';
-  return openUrlFolder(url);
+  const { format, urls } = modelFileUrls(url);
+  const evict = () => evictFromCache(Object.values(urls));
+  if (format === 'gguf') return { format, model: urlFile(fileNameOf(url), urls.model), evict };
+  const files = { format, evict };
+  for (const [key, fileUrl] of Object.entries(urls)) files[key] = urlFile(MODEL_FILES[key], fileUrl);
+  return files;
 }
 
 function fileNameOf(url) {
@@ -71,14 +72,6 @@ async function startsLikeGguf(list) {
 // One File, Blob, ArrayBuffer or typed array: the bytes of one file.
 function isFileObject(source) {
   return (typeof Blob !== 'undefined' && source instanceof Blob) || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
-}
-
-function openUrlFolder(baseUrl) {
-  const files = { format: 'safetensors' };
-  for (const [key, name] of Object.entries(MODEL_FILES)) files[key] = urlFile(name, new URL(name, baseUrl).href);
-  const urls = Object.keys(MODEL_FILES).map((key) => files[key].url);
-  files.evict = () => evictFromCache(urls);
-  return files;
 }
 
 // Taken from the Cache API when a checked copy is there (model_cache.js), else downloaded, and then copied
@@ -153,7 +146,7 @@ function toBytes(object, name) {
 // Node: a folder path, or a file path (a GGUF file: its name ends in .gguf, or it is a file), read in chunks
 // of NODE_READ_CHUNK_BYTES (the size of the engine's staging block).
 async function openNodePath(filePath) {
-  const [fs, path] = await Promise.all([import('node:fs'), import('node:path')]);
+  const [fs, path] = await Promise.all([importNodeBuiltin('fs'), importNodeBuiltin('path')]);
   if (isGgufName(filePath) || fs.statSync(filePath, { throwIfNoEntry: false })?.isFile()) {
     return { format: 'gguf', model: nodeFile(fs, filePath, path.basename(filePath)) };
   }

@@ -1,8 +1,8 @@
-// Page logic: model choice and download progress, settings, streaming generation with per-token
-// probabilities, Continue, speed statistics and the ms/token chart, and the Analyze text mode (each token of a
-// text coloured by the rank the model gave it). All model and user text is inserted with textContent, never as
-// HTML.
-import { loadModel } from './gpt2.js';
+// Page logic: model choice and download progress, the stored models, settings, streaming generation with
+// per-token probabilities, Continue, speed statistics and the ms/token chart, and the Analyze text mode (each
+// token of a text coloured by the rank the model gave it). All model and user text is inserted with
+// textContent, never as HTML.
+import { deleteCachedModel, listCachedModels, loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
 import { isGgufName } from './model_files.js';
 import { requestPersistentStorage } from './model_cache.js';
@@ -81,6 +81,8 @@ const elements = {
   output: $('output'),
   model: $('model'),
   localFiles: $('local-files'),
+  storedModels: $('stored-models'),
+  storedModelsEmpty: $('stored-models-empty'),
   weights: $('weights'),
   kvCache: $('kv-cache'),
   kvStorage: $('kv-storage'),
@@ -242,6 +244,7 @@ async function switchModel(choice) {
       elements.progressPanel.hidden = true;
       showModelStatus(describeLoadedModel());
       updateControls();
+      refreshStoredModels();
     }
   }
 }
@@ -286,6 +289,72 @@ function formatDuration(seconds) {
   if (seconds < 60) return `${Math.ceil(seconds)} s`;
   if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
   return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+}
+
+// ---- Stored models -------------------------------------------------------------------------------
+
+// The models the Cache API keeps (listCachedModels), each with its size and a Delete button; listed again after
+// each load and delete. Deleting the model in use is allowed: it stays loaded, and loading it again downloads it.
+let storedModelsRefreshes = 0;  // a refresh that ends after a later one has started shows nothing
+const MEGABYTES = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+
+async function refreshStoredModels() {
+  const refresh = ++storedModelsRefreshes;
+  let models;
+  let failure = null;
+  try {
+    models = await listCachedModels();
+  } catch (error) {
+    [models, failure] = [[], error];
+  }
+  if (refresh !== storedModelsRefreshes) return;
+  elements.storedModels.replaceChildren(...models.map(storedModelItem));
+  elements.storedModels.hidden = models.length === 0;
+  elements.storedModelsEmpty.hidden = models.length > 0;
+  elements.storedModelsEmpty.textContent = failure ? `Could not read the stored models: ${failure.message}` : 'No models stored';
+}
+
+function storedModelItem({ source, bytes, complete }) {
+  const name = storedModelName(source);
+  const label = document.createElement('span');
+  label.className = 'stored-model-name';
+  label.textContent = name;
+  const size = document.createElement('data');  // its value: the exact bytes
+  size.className = 'stored-model-size';
+  size.value = String(bytes);
+  size.textContent = `${MEGABYTES.format(bytes / 1e6)} MB${complete ? '' : ', incomplete'}`;
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.textContent = 'Delete';
+  button.setAttribute('aria-label', `Delete ${name}`);
+  button.addEventListener('click', () => deleteStoredModel(source, button));
+  const item = document.createElement('li');
+  item.append(label, ' ', size, ' ', button);  // the spaces separate the parts in what screen readers get
+  return item;
+}
+
+// A stored model's name: the menu's label when its source is a menu entry's, else its URL.
+function storedModelName(source) {
+  const choices = [...MODEL_CHOICES, ...GGUF_CHOICES, state.urlChoice];
+  const choice = choices.find((entry) => entry && new URL(entry.source, document.baseURI).href === source);
+  return choice?.label ?? source;
+}
+
+// Keyboard users keep their place: focus moves to the Delete button that takes the deleted one's place, or to
+// the list's empty state.
+async function deleteStoredModel(source, button) {
+  const position = [...elements.storedModels.children].indexOf(button.closest('li'));
+  const hadFocus = document.activeElement === button;
+  button.disabled = true;
+  try {
+    await deleteCachedModel(source);
+  } catch (error) {
+    showError(`Could not delete ${storedModelName(source)}: ${error.message}`);
+  }
+  await refreshStoredModels();
+  if (!hadFocus) return;
+  const buttons = elements.storedModels.querySelectorAll('button');
+  (buttons[Math.min(position, buttons.length - 1)] ?? elements.storedModelsEmpty).focus();
 }
 
 // ---- Generation ---------------------------------------------------------------------------------
@@ -755,6 +824,7 @@ function start() {
   document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
   // Scroll events do not bubble; capturing catches a token box scrolling as well as the page.
   document.addEventListener('scroll', followScroll, { capture: true, passive: true });
+  refreshStoredModels();
   switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
   if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors
 }

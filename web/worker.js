@@ -1,9 +1,11 @@
 // Web Worker hosting the engine, the loader and the generation loop, so the page stays responsive.
 // Started by worker_client.js (WorkerClient) from a Blob URL that imports this file's absolute URL (works from
-// cross-origin pages).
+// cross-origin pages), or that holds this file bundled (public/wasm/gpt2-worker.js; inlined in the widget).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
-//   page -> worker  { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads }
+//   page -> worker  { type: 'configure', assetBase }  first: the URL of the wasm files' folder (engine.js's asset
+//                                                     folder, the page's); no answer
+//                   { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads }
 //                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
 //                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
@@ -20,6 +22,7 @@
 //                   { type: 'crashed', reason }   the wasm instance aborted (e.g. out of memory): every model in
 //                                                 this worker is gone; the page ends this worker, starts a new
 //                                                 one and loads the models again there
+import { setAssetBase } from './engine.js';
 import { loadLocalModel } from './local_model.js';
 
 const models = new Map();  // modelId -> LocalModel (local_model.js)
@@ -72,6 +75,7 @@ function modelFor(modelId) {
 
 self.onmessage = async ({ data: message }) => {
   if (message.type === 'cancel') return controllers.get(message.id)?.abort();
+  if (message.type === 'configure') return setAssetBase(message.assetBase);
   const handler = handlers[message.type];
   if (!handler) return post({ type: 'error', id: message.id, error: { name: 'Error', message: `unknown request ${message.type}` } });
   controllers.set(message.id, new AbortController());

@@ -1,5 +1,25 @@
 // The RPC client of one engine worker (web/worker.js describes the message protocol): numbered requests,
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
+import { useAssetFolder } from './engine.js';
+import { ModelLoadError } from './load_errors.js';
+
+// The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
+// start from a Blob of it, with nothing more to fetch. Otherwise they import worker.js beside this module or,
+// once configure({ assetBase }) named an asset folder (the modules may be bundled, and import.meta.url is then
+// the bundle's), gpt2-worker.js there.
+let inlineWorkerSource = null;
+
+export function setWorkerSource(source) {
+  inlineWorkerSource = source;
+}
+
+// -> { source: the worker's module code, shownAs: what to name if it does not load }
+function workerScript(folder, configured) {
+  if (inlineWorkerSource !== null) return { source: inlineWorkerSource, shownAs: 'its inlined code' };
+  const url = new URL(configured ? 'gpt2-worker.js' : './worker.js', configured ? folder : import.meta.url).href;
+  const hint = configured ? '' : '; bundled modules need configure({ assetBase }) with the folder of gpt2-worker.js and the wasm';
+  return { source: `import ${JSON.stringify(url)};\n`, shownAs: url + hint };
+}
 
 // The page side of one engine worker: numbered requests, progress and piece callbacks, cancellation, and
 // recovery. When the wasm instance aborts (a genuine out-of-memory, say), the worker is ended, every pending
@@ -59,15 +79,18 @@ export class WorkerClient {
   }
 
   #start() {
-    const workerUrl = new URL('./worker.js', import.meta.url).href;
+    const { folder, configured } = useAssetFolder();
+    const { source, shownAs } = workerScript(folder, configured);
     // A Blob URL is same-origin with the page even when this script is not, so the page may start it.
-    this.#scriptUrl = URL.createObjectURL(new Blob([`import ${JSON.stringify(workerUrl)};\n`], { type: 'text/javascript' }));
+    this.#scriptUrl = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
     this.#worker = new Worker(this.#scriptUrl, { type: 'module' });
     this.#worker.onmessage = ({ data }) => this.#onMessage(data);
     this.#worker.onerror = (event) => {
       event.preventDefault?.();
-      this.#fail(new Error(`the engine worker failed (${event.message || `could not load ${workerUrl}`})`));
+      this.#fail(new Error(`the engine worker failed (${event.message || `could not load ${shownAs}`})`));
     };
+    // The worker runs at a Blob URL, and maybe from a bundle: it finds the wasm where this realm does.
+    this.#worker.postMessage({ type: 'configure', assetBase: folder.href });
   }
 
   #onMessage(message) {
@@ -111,8 +134,11 @@ export class WorkerClient {
   }
 }
 
+// The worker's error as the error it was (by name): a ModelLoadError is one here too, so that callers can test
+// instanceof whether the model loads in a worker or not.
 function deserializeError({ name, message, file, kind }) {
   if (name === 'AbortError') return new DOMException(message, 'AbortError');
+  if (name === 'ModelLoadError') return Object.assign(new ModelLoadError(file, kind, ''), { message });
   const ErrorType = { TypeError, RangeError }[name] ?? Error;
   const error = new ErrorType(message);
   error.name = name;

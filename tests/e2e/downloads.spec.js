@@ -144,14 +144,18 @@ test('the progress line shows the download speed and the time left', async ({ pa
   await expect(page.getByText(/^model\.safetensors: .* of .* \(\d+%\) · [\d.]+ (KB|MB)\/s · \d+ (s|min) left$/)).toBeVisible({ timeout: READY });
 });
 
-// The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is served
-// with a stub in front that makes every put fail like a full quota.
+// The Cache API is used in the engine worker, which addInitScript does not reach: the worker's script, a Blob the
+// page makes (worker_client.js; the widget's holds the worker's code), gets a stub in front that makes every put
+// fail like a full quota.
 async function fillQuota(page) {
-  await page.route('**/js/worker.js', async (route) => {
-    const response = await route.fetch();
-    const stub = `Cache.prototype.put = () => Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError'));\n`;
-    await route.fulfill({ response, body: stub + (await response.text()) });
-  });
+  await page.addInitScript((stub) => {
+    const PageBlob = window.Blob;
+    window.Blob = class extends PageBlob {
+      constructor(parts, options) {
+        super(options?.type === 'text/javascript' ? [stub, ...parts] : parts, options);
+      }
+    };
+  }, `Cache.prototype.put = () => Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError'));\n`);
 }
 
 test('a full storage quota: the widget loads the model and says it was not kept', async ({ page }) => {

@@ -141,6 +141,21 @@ test.describe('network and storage faults', () => {
     await expectGenerates(page);
   });
 
+  test('a load error from the page\'s engine worker is a ModelLoadError with the file and kind', async ({ page }) => {
+    await page.goto('/');
+    const error = await page.evaluate(async (url) => {
+      const { loadModel, ModelLoadError } = await import('/js/gpt2.js');
+      try {
+        await loadModel(url);
+        return null;
+      } catch (e) {
+        return { isModelLoadError: e instanceof ModelLoadError, name: e.name, file: e.file, kind: e.kind, message: e.message };
+      }
+    }, `${faultBase}/missing-folder/`);
+    expect(error).toEqual({ isModelLoadError: true, name: 'ModelLoadError', file: 'config.json', kind: 'http',
+      message: `config.json: HTTP 404 Not Found from ${faultBase}/missing-folder/config.json` });
+  });
+
   test('a server without CORS headers is a network error that mentions CORS; retry after the fix', async ({ page }) => {
     const folder = faultFolder('nocors');
     const { alert, generate } = controls(page);

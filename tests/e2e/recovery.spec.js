@@ -2,7 +2,8 @@
 // silently dead. The engine worker's models load themselves again in a new worker, from the Cache API; the page
 // and the widget say what happened; if that reload fails, one action loads the model again.
 // The crash is a wasm trap raised inside the engine worker's own engine.js (WasmEngine.call, the path every
-// trap and Emscripten abort takes), since no input is known to abort the engine any more.
+// trap and Emscripten abort takes), since no input is known to abort the engine any more; in the widget, its
+// worker's answer to such a trap (crashWidgetEngine).
 import { test, expect } from '@playwright/test';
 import { fileURLToPath } from 'node:url';
 import { collectErrors, controls, fillSettings, nodeText } from './page-controls.js';
@@ -43,6 +44,29 @@ async function trapIfEngineWorker({ url, trap }) {
     } catch (error) {
       if (error.name !== 'EngineAbortedError') throw error;
     }
+    return 1;
+  }
+}
+
+// The widget's engine worker runs the code its one script carries (tools/bundle_web.mjs), so importing engine.js
+// by URL does not reach its engine: its next generate request gets the answer a trapped engine's worker gives
+// (worker.js: a 'crashed' message), and from there the widget recovers as from a real trap.
+async function crashWidgetEngine(page) {
+  const answers = page.workers().map((worker) => Promise.race([
+    worker.evaluate(crashNextGenerationIfEngineWorker, TRAP).catch(() => 0),
+    new Promise((resolve) => setTimeout(() => resolve(0), 3000)),
+  ]));
+  expect((await Promise.all(answers)).reduce((sum, crashed) => sum + crashed, 0)).toBe(1);
+}
+
+// In a worker: -> 1 after making its next generate request answer as a crash if it is a module worker, else 0.
+function crashNextGenerationIfEngineWorker(trap) {
+  try {
+    globalThis.importScripts();  // throws in module workers only, whatever its arguments
+    return 0;
+  } catch {
+    const handle = self.onmessage;
+    self.onmessage = (event) => (event.data.type === 'generate' ? self.postMessage({ type: 'crashed', reason: trap }) : handle(event));
     return 1;
   }
 }
@@ -115,7 +139,7 @@ test('widget: after an engine crash the widget says so, loads the model again an
   const generate = widget.getByRole('button', { name: 'Generate' });
   await expect(widget.getByText(/^Ready · /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
 
-  await crashEngine(page);
+  await crashWidgetEngine(page);
   await generate.click();
   await expect(widget.getByRole('alert')).toHaveText(
     `The engine crashed (${TRAP}) and was restarted; the model was loaded again: Generate to continue.`, { timeout: MODEL_READY_TIMEOUT });

@@ -126,6 +126,16 @@ for (const isolation of Object.keys(HOST_HEADERS)) {
   });
 }
 
+test('on another origin the widget is one script request: the rest is the wasm files and the model', async ({ page }) => {
+  await page.goto(`${hosts.isolated.origin}/basic.html`);
+  await generateAndWait(widgetControls(page.locator('gpt2-widget')));
+  const engineFiles = assets.requests.filter((request) => request.startsWith('GET /wasm/'));
+  expect(engineFiles.length).toBeGreaterThan(0);
+  expect(engineFiles.every((request) => /^GET \/wasm\/gpt2(-mt)?\.(mjs|cjs|wasm|worker\.cjs)$/.test(request))).toBe(true);
+  const rest = assets.requests.filter((request) => !engineFiles.includes(request));
+  expect(rest).toEqual(['GET /gpt2-widget.js', WEIGHTS_REQUEST]);
+});
+
 test('the host page CSS does not reach into the widget, and the widget CSS does not leak out', async ({ page }) => {
   await page.goto(`${hosts.isolated.origin}/basic.html`);
   const widget = widgetControls(page.locator('gpt2-widget'));

@@ -13,7 +13,7 @@ import { USAGE, parseCliArguments } from '../../web/cli_args.js';
 import { cacheDirectory, resolveModelSource } from '../../web/cli_cache.js';
 import { formatProgress } from '../../web/cli_progress.js';
 import { loadModel } from '../../web/gpt2.js';
-import { send, sendCut, startFileServer } from './file_server.js';
+import { send, sendCut, sendRange, startFileServer } from './file_server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
@@ -186,7 +186,9 @@ describe('disk cache of remote models', () => {
   let env;
 
   beforeEach(async () => {
+    const cutOnce = new Set();  // the files of route "resume" whose first answer broke off at half
     server = await startFileServer(files, { hub: (res, body) => send(res, body, { 'Content-Length': body.length }), cut: sendCut,
+      resume: (res, body, name, req) => sendRange(req, res, body, { cutAt: cutOnce.has(name) ? null : (cutOnce.add(name), body.length >> 1) }),
       badConfig: (res, body, name) => send(res, name === 'config.json' ? 'not json' : body) });
     cacheDir = mkdtempSync(join(tmpdir(), 'gpt2-wasm-cli-cache-'));
     env = { HF_ENDPOINT: server.baseUrl, GPT2_WASM_CACHE_DIR: cacheDir };
@@ -221,10 +223,21 @@ describe('disk cache of remote models', () => {
     expect(cachedFiles()).toEqual([GGUF_NAME]);
   });
 
-  test('a download that breaks off leaves nothing in the cache', async () => {
+  test('a connection that breaks off is resumed from the byte it reached (Range), and the text is the same', async () => {
+    const { stdout: local } = await cli(args);
+    const { stdout } = await cli(['--model', `${server.baseUrl}/resume/m`, ...args], env);
+    expect(stdout).toBe(local);
+    const weights = server.requests().filter((r) => r.path.endsWith('/model.safetensors')).map((r) => r.range);
+    expect(weights).toEqual([null, `bytes=${files['model.safetensors'].length >> 1}-`]);
+    expect(cachedFiles()).toEqual(['config.json', 'merges.txt', 'model.safetensors', 'vocab.json']);
+  });
+
+  test('a download that keeps breaking off gives up after 5 attempts that get no further, and leaves nothing in the cache', async () => {
     const error = await cliError(['--model', `${server.baseUrl}/cut/${GGUF_NAME}`, ...args], env);
     expect(error.code).toBe(1);
-    expect(error.stderr).toMatch(new RegExp(`^gpt2-wasm: ${server.baseUrl}/cut/${GGUF_NAME}: [^\\n]+\\n$`));
+    const [size, reached] = [files[GGUF_NAME].length, Math.floor(files[GGUF_NAME].length * 0.9)];
+    expect(error.stderr).toMatch(new RegExp(`^gpt2-wasm: ${GGUF_NAME}: network error: the download stopped at ${reached} of ${size} bytes after 6 attempts \\([^\\n]+\\)\\n$`));
+    expect(server.requestCount()).toBe(6);
     expect(cachedFiles()).toEqual([]);
   });
 
@@ -234,9 +247,24 @@ describe('disk cache of remote models', () => {
     expect(cachedFiles()).toEqual([]);
   });
 
+  // util-linux's script(1) runs the command on a pseudo-terminal, which reports a width of 0 columns.
+  test('on a terminal, each file\'s progress line is drawn in place and ends complete; without one there is none', async () => {
+    const command = ['node', `${ROOT}web/cli.js`, '--model', 'hub/shakespeare', ...args].map((word) => `'${word}'`).join(' ');
+    const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'],
+      { encoding: 'utf8', env: { ...process.env, ...env } });
+    const lines = terminal.split('\r\x1b[K').map((line) => line.trim()).filter(Boolean);
+    for (const name of ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt']) {
+      const size = (files[name].length / 1e6).toFixed(1);
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^${name.replace('.', '\\.')} \\[#{24}\\] 100% ${size}/${size} MB`)));
+    }
+    rmSync(cacheDir, { recursive: true, force: true });
+    const { stderr: piped } = await cli(['--model', 'hub/shakespeare', ...args], env);
+    expect(piped).not.toMatch(/\[[#.]+\]/);
+  });
+
   test('a missing file is an HTTP error naming its URL', async () => {
     const error = await cliError(['--model', 'hub/none/missing.gguf', ...args], env);
-    expect(error.stderr).toBe(`gpt2-wasm: ${server.baseUrl}/hub/none/resolve/main/missing.gguf: HTTP 404 Not Found\n`);
+    expect(error.stderr).toBe(`gpt2-wasm: missing.gguf: HTTP 404 Not Found from ${server.baseUrl}/hub/none/resolve/main/missing.gguf\n`);
   });
 });
 

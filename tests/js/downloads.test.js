@@ -10,6 +10,7 @@ import { jest } from '@jest/globals';
 import { Crc32 } from '../../web/crc32.js';
 import { loadEngine } from '../../web/engine.js';
 import { loadEngineModel } from '../../web/loader.js';
+import { useFakeCaches } from './fake_caches.js';
 import { sendRange, sendSlow, startFileServer } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
@@ -104,27 +105,6 @@ async function loadError(route, options = {}) {
 // The Range headers of the requests for a file of route, in order (null: none).
 function weightRanges(route, name = 'model.safetensors') {
   return server.requests().filter(({ path }) => path === `/${route}/${name}`).map(({ range }) => range);
-}
-
-// An in-memory stand-in for the browser's Cache API (url -> { body, headers }): a put reads its body to the
-// end and stores nothing if the body errors, as browsers do; refusePut(url) makes a put fail like a full quota.
-function useFakeCaches({ refusePut = () => false } = {}) {
-  const stored = new Map();
-  globalThis.caches = {
-    open: async () => ({
-      match: async (url) => (stored.has(url) ? new Response(stored.get(url).body, { headers: stored.get(url).headers }) : undefined),
-      put: async (url, response) => {
-        if (refusePut(url)) {
-          await response.body?.cancel();
-          throw new DOMException('The quota has been exceeded.', 'QuotaExceededError');
-        }
-        const body = new Uint8Array(await response.arrayBuffer());
-        stored.set(url, { body, headers: Object.fromEntries(response.headers) });
-      },
-      delete: async (url) => stored.delete(url),
-    }),
-  };
-  return stored;
 }
 
 afterEach(() => {

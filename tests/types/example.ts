@@ -3,8 +3,12 @@
 // Each `@ts-expect-error` line is a wrong use the declarations must reject: tsc fails if it is accepted.
 import {
   ModelLoadError,
+  configure,
   createEngineWorker,
+  deleteCachedModel,
+  listCachedModels,
   loadModel,
+  type CachedModel,
   type EngineAbortedError,
   type Generation,
   type GenerationStats,
@@ -88,6 +92,12 @@ function unreachable(value: never): never {
   throw new Error(`unexpected ${String(value)}`);
 }
 
+// The engine's files from a CDN or a bundler's output folder, set before the first model loads.
+export function useAssetsFrom(cdn: URL): void {
+  configure({ assetBase: new URL('gpt2-wasm/', cdn) });
+  configure({ assetBase: '/assets/gpt2-wasm/' });
+}
+
 // Models of one's own worker, local files, GGUF, and telling the errors apart.
 export async function loadInOwnWorker(files: FileList, gguf: File, vocabJson: string): Promise<Model[]> {
   const worker = createEngineWorker();
@@ -106,6 +116,17 @@ export async function loadInOwnWorker(files: FileList, gguf: File, vocabJson: st
   } finally {
     worker.terminate();
   }
+}
+
+// The models the browser keeps, their sizes, and deleting the incomplete ones.
+export async function tidyStoredModels(): Promise<CachedModel[]> {
+  const models = await listCachedModels();
+  for (const { source, files, bytes, complete } of models) {
+    console.log(source, (bytes / 1e6).toFixed(1), files.map(({ url, bytes: fileBytes }) => `${url} ${fileBytes}`));
+    if (!complete && await deleteCachedModel(source)) console.log('deleted', source);
+  }
+  await deleteCachedModel(new URL('https://example.com/gpt2.Q4_K_M.gguf'));
+  return models;
 }
 
 export function tokenize(vocab: Record<string, number>, merges: string, ggufTokens: string[]): Tokenizer[] {
@@ -144,6 +165,10 @@ export function wrongUses(model: Model, element: HTMLElement, stats: GenerationS
   void loadModel('models/tiny-shakespeare/', { weights: 'int4' });
   // @ts-expect-error a progress callback, not a flag
   void loadModel('models/tiny-shakespeare/', { onProgress: true });
+  // @ts-expect-error a stored model is deleted by its URL, not by its listing
+  void listCachedModels().then(([first]) => deleteCachedModel(first));
+  // @ts-expect-error the asset folder is a URL, not a list of files
+  configure({ assetBase: ['gpt2.wasm'] });
   // @ts-expect-error no such stop reason
   if (stats.stopReason === 'done') console.log('never');
   // @ts-expect-error widget themes are auto, light and dark

@@ -7,9 +7,9 @@
 // for the prefill and predicted_per_token_ms (generation time ÷ tokens decoded after the first) for each step.
 // Greedy token ids come from the completion's logprobs, asked for in one untimed completion per prompt (they
 // cost a softmax over the vocabulary per token): the timed runs must produce the same text.
-import { Wllama } from '/node_modules/@wllama/wllama/esm/index.js';
+import { Wllama } from '/tools/bench/node_modules/@wllama/wllama/esm/index.js';
 
-const WASM = '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm';
+const WASM = '/tools/bench/node_modules/@wllama/wllama/esm/wasm/wllama.wasm';
 
 // fileUrl: the GGUF file; config: { n_vocab, n_ctx, n_embd, n_head, n_layer }; words: { id: text } of the prompt
 // pool; probeStreamRead(bytes, repeats): the streaming-read ceiling of this page.
