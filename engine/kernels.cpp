@@ -174,6 +174,39 @@ inline void panel_dot_q8(int32_t out[kPanelRows], const int16_t* xq, const int8_
     out[3] = finish_dot_q8(a3, xq + n16, p + 3 * nt, nt);
 }
 
+// 16 int8 weights times the 16 activations x0 | x1, each 8 weights loaded and widened in one step
+// (v128.load8x8_s): fewer instructions per weight byte than dot16, for the GEMV, where each weight is used once.
+inline i32x4 dot16_loaded(const int8_t* w, i16x8 x0, i16x8 x1) {
+    return madd(simd::load8x8_s(w), x0) + madd(simd::load8x8_s(w + 8), x1);
+}
+
+// One token against two panels, p and q, taken from two places in memory: a decode step reads the int8 weights
+// as two sequential streams instead of one, which the hardware prefetchers keep further ahead of the loads
+// (measured in wasm: 5.9 -> 7.6 GB/s on a 3072 x 768 matrix streamed from memory, where a loop that only adds
+// the bytes reads 8.6).
+inline void two_panel_dot_q8(int32_t out_p[kPanelRows], int32_t out_q[kPanelRows], const int16_t* xq, const int8_t* p,
+                             const int8_t* q, int n_in) {
+    const int n16 = n_in & ~15;
+    i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int i = 0; i < n16; i += 16, p += kPanelRows * kChunkQ8, q += kPanelRows * kChunkQ8) {
+        const i16x8 x0 = load<i16x8>(xq + i), x1 = load<i16x8>(xq + i + 8);
+        a0 += dot16_loaded(p, x0, x1);
+        a1 += dot16_loaded(p + 16, x0, x1);
+        a2 += dot16_loaded(p + 32, x0, x1);
+        a3 += dot16_loaded(p + 48, x0, x1);
+        b0 += dot16_loaded(q, x0, x1);
+        b1 += dot16_loaded(q + 16, x0, x1);
+        b2 += dot16_loaded(q + 32, x0, x1);
+        b3 += dot16_loaded(q + 48, x0, x1);
+    }
+    const int nt = n_in - n16;
+    const i32x4 a[kPanelRows] = {a0, a1, a2, a3}, b[kPanelRows] = {b0, b1, b2, b3};
+    for (int r = 0; r < kPanelRows; r++) {
+        out_p[r] = finish_dot_q8(a[r], xq + n16, p + r * nt, nt);
+        out_q[r] = finish_dot_q8(b[r], xq + n16, q + r * nt, nt);
+    }
+}
+
 // Two token rows against one panel: each 16-weight chunk is loaded and widened once for both tokens.
 inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0, const int16_t* xq1,
                            const int8_t* panel, int n_in) {
@@ -291,8 +324,17 @@ void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, i
 void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const float* bias,
              int n_in, int n_out) {
     const int full_rows = n_out - n_out % kPanelRows;
-    int32_t r[kPanelRows];
-    for (int o = 0; o < full_rows; o += kPanelRows) {
+    // the panels in two halves, read side by side (two_panel_dot_q8); an odd panel count leaves one for the end
+    const int half = full_rows / (2 * kPanelRows) * kPanelRows;
+    int32_t r[kPanelRows], r2[kPanelRows];
+    for (int o = 0; o < half; o += kPanelRows) {
+        two_panel_dot_q8(r, r2, xq, w + size_t(o) * n_in, w + size_t(o + half) * n_in, n_in);
+        for (int k = 0; k < kPanelRows; k++) {
+            out[o + k] = dequantize(r[k], x_scale, w_scale, bias, o + k);
+            out[o + half + k] = dequantize(r2[k], x_scale, w_scale, bias, o + half + k);
+        }
+    }
+    for (int o = 2 * half; o < full_rows; o += kPanelRows) {
         panel_dot_q8(r, xq, w + size_t(o) * n_in, n_in);
         for (int k = 0; k < kPanelRows; k++) out[o + k] = dequantize(r[k], x_scale, w_scale, bias, o + k);
     }
