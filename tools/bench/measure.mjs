@@ -32,6 +32,10 @@ export function promptIds(length, nVocab, pool = null) {
   return ids;
 }
 
+// Begins the message of a measurement whose tokens differ where they must be equal (a correctness failure, which
+// stops the whole benchmark: tools/bench.mjs), so that it is recognized after crossing a process or a page.
+export const TOKENS_DIFFER = 'greedy tokens differ';
+
 // plan: { contexts, uncachedContexts, runs, decodeSteps, ceilingRepeats, promptPool? }: uncached runs are interleaved only at
 // the contexts listed in uncachedContexts. log(text) reports progress.
 export async function measureModel(driver, plan, log) {
@@ -100,7 +104,7 @@ async function measureContext(driver, config, context, plan) {
     cached.msPerToken.push(decodeMs / plan.decodeSteps);
     if (cached.tokens === null) cached.tokens = tokens;
     else if (tokens.join() !== cached.tokens.join()) {
-      throw new Error(`context ${context}: cached run ${run} generated [${tokens}] but run 0 [${cached.tokens}]`);
+      throw new Error(`${TOKENS_DIFFER}: context ${context}: cached run ${run} generated [${tokens}] but run 0 [${cached.tokens}]`);
     }
     if (!uncached) continue;
     const next = await driver.step('uncached', uncached.tokens.at(-1));
@@ -110,7 +114,7 @@ async function measureContext(driver, config, context, plan) {
   if (!uncached) return { context, promptLength: length, cached, uncached };
   const expected = cached.tokens.slice(0, uncached.tokens.length);
   if (uncached.tokens.join() !== expected.join()) {
-    throw new Error(`context ${context}: cached and uncached greedy decoding differ: cached [${expected}], uncached [${uncached.tokens}]`);
+    throw new Error(`${TOKENS_DIFFER}: context ${context}: cached [${expected}], uncached [${uncached.tokens}]`);
   }
   return { context, promptLength: length, cached, uncached };
 }
