@@ -60,7 +60,11 @@ double peak_fp32_mul_add() {
     const double s = least_seconds(5, [&] {
         for (long i = 0; i < kPeakIterations; i++) {
             f32x4 x0 = x, x1 = x, x2 = x, x3 = x, y0 = y;
-            OPAQUE(x0); OPAQUE(x1); OPAQUE(x2); OPAQUE(x3); OPAQUE(y0);
+            OPAQUE(x0);
+            OPAQUE(x1);
+            OPAQUE(x2);
+            OPAQUE(x3);
+            OPAQUE(y0);
             a0 += x0 * y0, a1 += x1 * y0, a2 += x2 * y0, a3 += x3 * y0;
             a4 += x0 * x1, a5 += x1 * x2, a6 += x2 * x3, a7 += x3 * x0;
         }
@@ -78,7 +82,11 @@ double peak_int16_madd_add() {
     const double s = least_seconds(5, [&] {
         for (long i = 0; i < kPeakIterations; i++) {
             i16x8 x0 = x, x1 = x, x2 = x, x3 = x, y0 = x;
-            OPAQUE(x0); OPAQUE(x1); OPAQUE(x2); OPAQUE(x3); OPAQUE(y0);
+            OPAQUE(x0);
+            OPAQUE(x1);
+            OPAQUE(x2);
+            OPAQUE(x3);
+            OPAQUE(y0);
             a0 += madd(x0, y0), a1 += madd(x1, y0), a2 += madd(x2, y0), a3 += madd(x3, y0);
             a4 += madd(x0, x1), a5 += madd(x1, x2), a6 += madd(x2, x3), a7 += madd(x3, x0);
         }
@@ -94,7 +102,8 @@ struct Shape {
     int n_in, n_out;
 };
 // GPT-2 124M's matmuls of one layer: c_attn, attn c_proj, c_fc, mlp c_proj.
-constexpr Shape kShapes[] = {{"c_attn", 768, 2304}, {"attn.c_proj", 768, 768}, {"c_fc", 768, 3072}, {"mlp.c_proj", 3072, 768}};
+constexpr Shape kShapes[] = {
+    {"c_attn", 768, 2304}, {"attn.c_proj", 768, 768}, {"c_fc", 768, 3072}, {"mlp.c_proj", 3072, 768}};
 constexpr int kTokens = 64;
 constexpr int kRuns = 30;
 // wasm engines compile a function with a baseline compiler first and optimize it only after it has run a while,
@@ -124,26 +133,27 @@ int main() {
         gpt2::pack_panels(wq.data(), shape.n_out, shape.n_in, scratch_q.data());
         for (int r = 0; r < kWarmUpRuns; r++) {
             gpt2::gemm(out.data(), x.data(), w.data(), nullptr, kTokens, shape.n_in, shape.n_out);
-            gpt2::gemm_q8(out.data(), xq.data(), x_scale.data(), wq.data(), w_scale.data(), nullptr, kTokens, shape.n_in,
-                          shape.n_out);
+            gpt2::gemm_q8(out.data(), xq.data(), x_scale.data(), wq.data(), w_scale.data(), nullptr, kTokens,
+                          shape.n_in, shape.n_out);
         }
         double fp32_least = 1e30, q8_least = 1e30;
         for (int r = 0; r < kRuns; r++) {  // in turns, so a disturbance hits both alike
-            fp32_least = std::min(fp32_least, least_seconds(1, [&] {
-                gpt2::gemm(out.data(), x.data(), w.data(), nullptr, kTokens, shape.n_in, shape.n_out);
-            }));
+            fp32_least =
+                std::min(fp32_least, least_seconds(1, [&] {
+                             gpt2::gemm(out.data(), x.data(), w.data(), nullptr, kTokens, shape.n_in, shape.n_out);
+                         }));
             q8_least = std::min(q8_least, least_seconds(1, [&] {
-                gpt2::gemm_q8(out.data(), xq.data(), x_scale.data(), wq.data(), w_scale.data(), nullptr, kTokens,
-                              shape.n_in, shape.n_out);
-            }));
+                                    gpt2::gemm_q8(out.data(), xq.data(), x_scale.data(), wq.data(), w_scale.data(),
+                                                  nullptr, kTokens, shape.n_in, shape.n_out);
+                                }));
         }
         const double shape_macs = double(kTokens) * n_in * n_out;
         std::printf("%-12s %4zu -> %4zu: gemm %5.1f GMAC/s, gemm_q8 %5.1f GMAC/s\n", shape.name, n_in, n_out,
                     shape_macs / fp32_least / 1e9, shape_macs / q8_least / 1e9);
         fp32_seconds += fp32_least, q8_seconds += q8_least, macs += shape_macs;
     }
-    std::printf("one layer's prefill matmuls: gemm %.1f GMAC/s, gemm_q8 %.1f GMAC/s (%.2fx)\n", macs / fp32_seconds / 1e9,
-                macs / q8_seconds / 1e9, fp32_seconds / q8_seconds);
+    std::printf("one layer's prefill matmuls: gemm %.1f GMAC/s, gemm_q8 %.1f GMAC/s (%.2fx)\n",
+                macs / fp32_seconds / 1e9, macs / q8_seconds / 1e9, fp32_seconds / q8_seconds);
 #if defined(__x86_64__)
     std::printf("share of the peak: gemm %.0f %%, gemm_q8 %.0f %%\n", 100 * macs / fp32_seconds / fp32_peak,
                 100 * macs / q8_seconds / int16_peak);
