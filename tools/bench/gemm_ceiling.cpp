@@ -53,47 +53,38 @@ typedef int32_t i32x4 __attribute__((vector_size(16)));
 
 constexpr long kPeakIterations = 50'000'000;
 
-// 8 independent accumulators, each += a product of two registers per iteration: 32 fp32 multiply-adds.
-double peak_fp32_mul_add() {
-    f32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const f32x4 x = {1, 2, 3, 4}, y = {1e-9f, 1e-9f, 1e-9f, 1e-9f};
+// Iterations per second of a loop that adds op(a, b) of two registers into each of 8 independent accumulators.
+template <typename Accumulator, typename Operand, typename Op>
+double peak_iterations_per_second(Operand x, Operand y, Op op) {
+    Accumulator a0 = {}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const double s = least_seconds(5, [&] {
         for (long i = 0; i < kPeakIterations; i++) {
-            f32x4 x0 = x, x1 = x, x2 = x, x3 = x, y0 = y;
+            Operand x0 = x, x1 = x, x2 = x, x3 = x, y0 = y;
             OPAQUE(x0);
             OPAQUE(x1);
             OPAQUE(x2);
             OPAQUE(x3);
             OPAQUE(y0);
-            a0 += x0 * y0, a1 += x1 * y0, a2 += x2 * y0, a3 += x3 * y0;
-            a4 += x0 * x1, a5 += x1 * x2, a6 += x2 * x3, a7 += x3 * x0;
+            a0 += op(x0, y0), a1 += op(x1, y0), a2 += op(x2, y0), a3 += op(x3, y0);
+            a4 += op(x0, x1), a5 += op(x1, x2), a6 += op(x2, x3), a7 += op(x3, x0);
         }
     });
-    volatile float sink = (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)[0];
+    volatile auto sink = (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)[0];
     (void)sink;
-    return kPeakIterations * 32.0 / s;
+    return kPeakIterations / s;
 }
 
-// The same with pmaddwd + paddd (i32x4.dot_i16x8_s + i32x4.add in wasm): 64 int16 multiply-adds per iteration.
+// fp32 multiply + add: 8 x 4 multiply-adds per iteration.
+double peak_fp32_mul_add() {
+    const auto multiply = [](f32x4 p, f32x4 q) { return p * q; };
+    return 32 * peak_iterations_per_second<f32x4>(f32x4{1, 2, 3, 4}, f32x4{1e-9f, 1e-9f, 1e-9f, 1e-9f}, multiply);
+}
+
+// pmaddwd + paddd (i32x4.dot_i16x8_s + i32x4.add in wasm): 8 x 8 int16 multiply-adds per iteration.
 double peak_int16_madd_add() {
-    i32x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const i16x8 x = {1, 2, 3, 4, 5, 6, 7, 8};
     const auto madd = [](i16x8 p, i16x8 q) { return (i32x4)__builtin_ia32_pmaddwd128(p, q); };
-    const double s = least_seconds(5, [&] {
-        for (long i = 0; i < kPeakIterations; i++) {
-            i16x8 x0 = x, x1 = x, x2 = x, x3 = x, y0 = x;
-            OPAQUE(x0);
-            OPAQUE(x1);
-            OPAQUE(x2);
-            OPAQUE(x3);
-            OPAQUE(y0);
-            a0 += madd(x0, y0), a1 += madd(x1, y0), a2 += madd(x2, y0), a3 += madd(x3, y0);
-            a4 += madd(x0, x1), a5 += madd(x1, x2), a6 += madd(x2, x3), a7 += madd(x3, x0);
-        }
-    });
-    volatile int32_t sink = (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)[0];
-    (void)sink;
-    return kPeakIterations * 64.0 / s;
+    const i16x8 x = {1, 2, 3, 4, 5, 6, 7, 8};
+    return 64 * peak_iterations_per_second<i32x4>(x, x, madd);
 }
 #endif
 
