@@ -113,7 +113,9 @@ TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     std::uniform_int_distribution<int> qd(-127, 127);
     for (int n_in : {1, 3, 6, 8, 16, 20, 64, 67}) {
-        for (int n_out : {1, 2, 5, 9}) {
+        // 9, 13 and 24 rows: 2, 3 and 6 panels, which gemv_q8 reads in pairs from the matrix's two halves (with
+        // one panel left over for 13), then the rows past the last panel
+        for (int n_out : {1, 2, 5, 9, 13, 24}) {
             for (int n_tok : {1, 2, 3, 7, 130}) {
                 std::vector<float> x(size_t(n_tok) * n_in), scale(static_cast<size_t>(n_out)),
                     bias(static_cast<size_t>(n_out));
