@@ -6,6 +6,7 @@ import { deleteCachedModel, listCachedModels, loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
 import { isGgufName } from './model_files.js';
 import { requestPersistentStorage } from './model_cache.js';
+import { formatDuration, formatPace } from './progress_text.js';
 
 const HUGGING_FACE = 'https://huggingface.co/';
 const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
@@ -279,16 +280,9 @@ function showProgress({ file, loaded, total, fraction, bytesPerSecond, secondsLe
   else elements.progress.removeAttribute('value'); // indeterminate until sizes are known
   const percent = Number.isFinite(fraction) ? ` (${Math.floor(fraction * 100)}%)` : '';
   const bytes = total > 0 ? `${formatBytes(loaded)} of ${formatBytes(total)}` : formatBytes(loaded);
-  const speed = bytesPerSecond > 0 ? ` · ${formatBytes(bytesPerSecond)}/s` : '';
-  const left = Number.isFinite(secondsLeft) ? ` · ${formatDuration(secondsLeft)} left` : '';
-  const pace = retry ? ` · connection lost, retrying${retry.delayMs > 0 ? ` in ${formatDuration(retry.delayMs / 1000)}` : ''}` : speed + left;
+  const pace = retry ? ` · connection lost, retrying${retry.delayMs > 0 ? ` in ${formatDuration(retry.delayMs / 1000)}` : ''}`
+    : formatPace({ bytesPerSecond, secondsLeft }, formatBytes);
   elements.progressDetail.textContent = file ? `${file}: ${bytes}${percent}${pace}` : 'Starting…';
-}
-
-function formatDuration(seconds) {
-  if (seconds < 60) return `${Math.ceil(seconds)} s`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
-  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
 }
 
 // ---- Stored models -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 // last widget of a model disposes it, and when no model is in use the worker ends.
 import { configure, loadModel } from './gpt2.js';
 import { setWorkerSource } from './worker_client.js';
+import { formatPace } from './progress_text.js';
 
 // name -> [parser of a data-* attribute value, default]. The generation options are those of
 // Model.generate (web/gpt2.js), which checks their values.
@@ -431,9 +432,7 @@ class Widget {
     bar.style.width = `${percent ?? 100}%`;
     if (percent === null) progress.removeAttribute('aria-valuenow');
     else progress.setAttribute('aria-valuenow', String(percent));
-    const speed = bytesPerSecond > 0 ? ` · ${formatBytes(bytesPerSecond)}/s` : '';
-    const left = Number.isFinite(secondsLeft) ? ` · ${formatDuration(secondsLeft)} left` : '';
-    const pace = retry ? ' · connection lost, retrying' : speed + left;
+    const pace = retry ? ' · connection lost, retrying' : formatPace({ bytesPerSecond, secondsLeft }, formatBytes);
     status.textContent = `Loading ${file} · ${percent === null ? formatBytes(loaded) : `${percent}%`}${pace}`;
   }
 
@@ -455,12 +454,6 @@ function formatBytes(bytes) {
   if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(1)} GB`;
   if (bytes >= 1e6) return `${(bytes / 1e6).toFixed(1)} MB`;
   return `${Math.round(bytes / 1e3)} kB`;
-}
-
-function formatDuration(seconds) {
-  if (seconds < 60) return `${Math.ceil(seconds)} s`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
-  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
 }
 
 function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens }) {
