@@ -4,7 +4,7 @@
 // the API tells of it: the models stored (listCachedModels) and their removal (deleteCachedModel).
 import { Crc32 } from './crc32.js';
 import { ModelLoadError } from './load_errors.js';
-import { MODEL_FILES, isGgufName, modelFileUrls } from './model_files.js';
+import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
 
 export const CACHE_NAME = 'gpt2-wasm-models-v1';
 
@@ -237,7 +237,7 @@ export async function deleteCachedModel(source) {
 
 function absoluteUrl(text) {
   try {
-    return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href).href;
+    return resolveModelUrl(text).href;
   } catch {
     throw new TypeError(`deleteCachedModel: not a URL: ${text}`);
   }

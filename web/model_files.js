@@ -15,6 +15,12 @@ export function isGgufName(name) {
   return typeof name === 'string' && /\.gguf$/i.test(name);
 }
 
+// A model's URL as given (a string or URL): relative to the page's (or the worker's) address in browsers,
+// absolute in Node. A TypeError when it is not a URL.
+export function resolveModelUrl(text) {
+  return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
+}
+
 // The file URLs of the model at a URL: a URL whose path ends in .gguf is that one file ({ model }); any other is a
 // folder (its last slash added when missing) of the MODEL_FILES ({ config, weights, vocab, merges }).
 // -> { format: 'gguf' | 'safetensors', urls: { key: href } }

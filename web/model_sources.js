@@ -6,7 +6,7 @@
 // the Cache API in browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one
 // object alone: a GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf,
 // or starting with its magic); or (Node) a folder or file path. Only downloads retry.
-import { MODEL_FILES, isGgufName, modelFileUrls } from './model_files.js';
+import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
 import { startDownload } from './download.js';
 import { ModelLoadError } from './load_errors.js';
@@ -20,7 +20,7 @@ const GGUF_MAGIC = 'GGUF';  // a GGUF file's first 4 bytes
 export async function openModelFiles(source) {
   if (typeof source === 'string' || source instanceof URL) {
     const text = String(source);
-    if (/^https?:/i.test(text) || !IS_NODE) return openUrl(absoluteUrl(text));
+    if (/^https?:/i.test(text) || !IS_NODE) return openUrl(resolveModelUrl(text));
     return openNodePath(text.startsWith('file:') ? (await importNodeBuiltin('url')).fileURLToPath(text) : text);
   }
   if (isFileList(source)) {
@@ -30,11 +30,6 @@ export async function openModelFiles(source) {
   if (isFileObject(source)) return { format: 'gguf', model: localFile(source, source.name ?? UNNAMED_GGUF) };
   if (source && typeof source === 'object') return openLocalObjects(source);
   throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
-}
-
-function absoluteUrl(text) {
-  const base = globalThis.document?.baseURI ?? globalThis.location?.href;
-  return base ? new URL(text, base) : new URL(text);
 }
 
 // A URL whose path ends in .gguf is that file; any other, a folder.
