@@ -19,6 +19,11 @@ export function normalizeScoreOptions(options = {}) {
   return { topAlternatives };
 }
 
+// The text to score must be a string (TypeError otherwise): checked in the page before it crosses to a worker.
+export function checkScoreText(text) {
+  if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
+}
+
 // The session's KV cache: the storage generate() uses by default and `gpt2 --eval` / `--score` use, so the
 // scores equal theirs.
 const SESSION_OPTIONS = Object.freeze({ useKVCache: true, kvCache: 'int8' });
@@ -29,7 +34,7 @@ const SESSION_OPTIONS = Object.freeze({ useKVCache: true, kvCache: 'int8' });
 // texts join to the text (a character split over tokens is in the text of its last token). An empty text has
 // no tokens: { tokens: [], totalLogprob: 0, perplexity: 1 }.
 export function scoreText({ pool, tokenizer }, text, { topAlternatives }) {
-  if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
+  checkScoreText(text);
   const ids = tokenizer.encode(text);
   if (ids.length === 0) return { tokens: [], totalLogprob: 0, perplexity: 1 };
   const session = pool.acquire(SESSION_OPTIONS);

@@ -3,7 +3,7 @@
 // through the page's model registry (model_registry.js).
 import { checkPrompt, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelRegistry } from './model_registry.js';
-import { normalizeScoreOptions } from './score.js';
+import { checkScoreText, normalizeScoreOptions } from './score.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
@@ -92,7 +92,7 @@ class WorkerModel {
   // Like generate(), waits for a reload after an engine crash.
   async score(text, options) {
     if (this.#disposed) throw new Error('the model was disposed');
-    if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
+    checkScoreText(text);
     const checked = normalizeScoreOptions(options);
     return (await this.#worker.request({ type: 'score', modelId: await this.#liveModelId(), text, options: checked })).value;
   }
