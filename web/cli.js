@@ -14,18 +14,22 @@
 // would save no download, and the folder's weights are the exact fp32 ones. The npm package leaves the bundled
 // model out (package.json "files"), so an installed gpt2-wasm runs GPT-2 itself from the Hugging Face Hub
 // instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
-// a progress bar when stderr is a terminal.
+// a progress bar when stderr is a terminal. On a terminal, control characters in the text are shown escaped
+// (cli_output.js).
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { USAGE, parseCliArguments } from './cli_args.js';
 import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js';
+import { textWriter } from './cli_output.js';
 import { progressBar } from './cli_progress.js';
 import { loadModel } from './gpt2.js';
 import { MODEL_FILES } from './model_files.js';
 
 const BUNDLED_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
 const HUB_DEFAULT_MODEL = 'openai-community/gpt2';
+const writeOut = textWriter(process.stdout);
+const writeError = textWriter(process.stderr);
 
 function formatStats(stats, threads) {
   return (
@@ -40,18 +44,18 @@ function formatStats(stats, threads) {
 async function continueText(model, prompt, options) {
   const generation = model.generate(prompt, options);
   const tokens = [];
-  const write = options.topAlternatives > 0 ? writePieceLine : (piece) => process.stdout.write(piece.text);
+  const write = options.topAlternatives > 0 ? writePieceLine : (piece) => writeOut(piece.text);
   for await (const piece of generation) {
     write(piece);
     if (Number.isInteger(piece.token)) tokens.push(piece.token);
   }
-  if (!(options.topAlternatives > 0)) process.stdout.write('\n');
-  process.stderr.write(formatStats(generation.stats, model.threads));
+  if (!(options.topAlternatives > 0)) writeOut('\n');
+  writeError(formatStats(generation.stats, model.threads));
   return tokens;
 }
 
 function writePieceLine({ text, probability, alternatives }) {
-  process.stdout.write(`${JSON.stringify(text)}\t${probability.toFixed(4)}${formatAlternatives(alternatives, 'probability')}\n`);
+  writeOut(`${JSON.stringify(text)}\t${probability.toFixed(4)}${formatAlternatives(alternatives, 'probability')}\n`);
 }
 
 function formatAlternatives(alternatives, key) {
@@ -72,16 +76,16 @@ async function printScores(model, text, { topAlternatives = 0 }) {
   const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives });
   for (const token of tokens) {
     const alternatives = formatAlternatives(token.alternatives, 'logprob');
-    process.stdout.write(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}${alternatives}\n`);
+    writeOut(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}${alternatives}\n`);
   }
-  process.stdout.write(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
+  writeOut(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
 }
 
 // The model when --model is not given: the bundled one where it exists (a checkout of the repository), else
 // the Hub's GPT-2 (an installed package).
 function defaultModel() {
   if (existsSync(`${BUNDLED_MODEL}${MODEL_FILES.weights}`)) return BUNDLED_MODEL;
-  process.stderr.write(`gpt2-wasm: no --model, so ${HUB_DEFAULT_MODEL} from the Hugging Face Hub (GPT-2 124M: 548 MB, ` +
+  writeError(`gpt2-wasm: no --model, so ${HUB_DEFAULT_MODEL} from the Hugging Face Hub (GPT-2 124M: 548 MB, ` +
     `downloaded once into ${cacheDirectory()})\n`);
   return HUB_DEFAULT_MODEL;
 }
@@ -104,7 +108,7 @@ async function loadCliModel(text, load) {
 
 async function main(args) {
   const parsed = parseCliArguments(args);
-  if (parsed.help) return void process.stdout.write(`${USAGE}\n`);
+  if (parsed.help) return void writeOut(`${USAGE}\n`);
   const model = await loadCliModel(parsed.model, parsed.load);
   try {
     if (parsed.score) await printScores(model, parsed.prompt, parsed.options);
@@ -116,6 +120,6 @@ async function main(args) {
 }
 
 main(process.argv.slice(2)).catch((error) => {
-  process.stderr.write(`gpt2-wasm: ${error?.message ?? error}\n`);
+  writeError(`gpt2-wasm: ${error?.message ?? error}\n`);
   process.exitCode = 1;
 });

@@ -3,21 +3,36 @@
 // cache and loaded from there (resuming dropped connections: download.js). Each file is written under a temporary
 // name and renamed when complete, so the cache never holds part of a file: a file there is a whole download, and
 // a model whose files are all there is loaded without a request.
+//
+// Every name written to disk comes from outside (a URL, a Hub id, a server), so each is checked to be one plain
+// file name inside the model's entry folder before anything is written: the cache never writes elsewhere.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { DownloadRestart, startDownload } from './download.js';
+import { textFileByteBound } from './file_sinks.js';
 import { MODEL_FILES, isGgufName } from './model_files.js';
 
 const DEFAULT_HUB = 'https://huggingface.co';
-const HUB_ID = /^[\w.-]+\/[\w.-]+(\/[^/]+\.gguf)?$/i;
+// A Hugging Face repository id, by the Hub's own rule for owner and name: letters, digits, '-', '_' and '.', not
+// starting or ending with '-' or '.', no '--' or '..', at most 96 characters; then optionally a .gguf file in it.
+const HUB_NAME = String.raw`(?![^/]*(?:--|\.\.))[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?`;
+const HUB_ID = new RegExp(`^${HUB_NAME}/${HUB_NAME}(/[^/]+\\.gguf)?$`, 'i');
+// The longest file name kept in the cache, in UTF-8 bytes: most file systems allow 255, and the temporary
+// name of a download adds ".PID.partial".
+const MAX_FILE_NAME_BYTES = 200;
+// Names that Windows gives to devices, with any extension.
+const WINDOWS_DEVICE_NAME = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?$/i;
 
-// The cache folder: $GPT2_WASM_CACHE_DIR, else the platform's (%LOCALAPPDATA%, ~/Library/Caches, or
-// $XDG_CACHE_HOME / ~/.cache), in a gpt2-wasm folder.
+// The cache folder: $GPT2_WASM_CACHE_DIR (relative to the working folder), else the platform's (%LOCALAPPDATA%,
+// ~/Library/Caches, or $XDG_CACHE_HOME / ~/.cache), in a gpt2-wasm folder.
 export function cacheDirectory(env = process.env, platform = process.platform, home = homedir()) {
-  if (env.GPT2_WASM_CACHE_DIR) return env.GPT2_WASM_CACHE_DIR;
+  if (env.GPT2_WASM_CACHE_DIR) {
+    if (env.GPT2_WASM_CACHE_DIR.includes('\0')) throw new Error('GPT2_WASM_CACHE_DIR: the path holds a NUL character');
+    return resolve(env.GPT2_WASM_CACHE_DIR);
+  }
   if (platform === 'win32') return join(env.LOCALAPPDATA || join(home, 'AppData', 'Local'), 'gpt2-wasm');
   if (platform === 'darwin') return join(home, 'Library', 'Caches', 'gpt2-wasm');
   return join(env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(home, '.cache'), 'gpt2-wasm');
@@ -28,8 +43,22 @@ export function cacheDirectory(env = process.env, platform = process.platform, h
 export function resolveModelSource(text, hub = process.env.HF_ENDPOINT || DEFAULT_HUB) {
   if (/^https?:\/\//i.test(text)) return new URL(text);
   if (existsSync(text) || !HUB_ID.test(text)) return text;
-  const [owner, name, ...file] = text.split('/');
-  return new URL(`${hub.replace(/\/+$/, '')}/${owner}/${name}/resolve/main/${file.join('/')}`);
+  const [owner, name, file = ''] = text.split('/');
+  return new URL(`${hubBase(hub)}${owner}/${name}/resolve/main/${encodeURIComponent(file)}`);
+}
+
+// $HF_ENDPOINT as a base URL ending in '/'; it must be an http(s) URL with no query or fragment.
+function hubBase(hub) {
+  let url;
+  try {
+    url = new URL(hub);
+  } catch {
+    url = null;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash) {
+    throw new Error(`HF_ENDPOINT: expected an http(s) URL of a Hub, got ${JSON.stringify(hub)}`);
+  }
+  return url.href.replace(/\/*$/, '/');
 }
 
 // A URL (from resolveModelSource) -> { path, evict() }: the folder or .gguf file on disk, downloading the files
@@ -39,16 +68,57 @@ export async function cachedModel(url, { cacheDir = cacheDirectory(), onProgress
   const folder = join(cacheDir, 'models', entryName(url));
   const evict = () => rm(folder, { recursive: true, force: true });
   if (isGgufName(url.pathname)) {
-    const name = decodeURIComponent(url.pathname.slice(url.pathname.lastIndexOf('/') + 1));
-    await ensureFile(url, join(folder, name), name, onProgress);
+    const name = cachedFileName(url);
+    await ensureFile(url, fileInFolder(folder, name), name, onProgress);
     return { path: join(folder, name), evict };
   }
   const base = url.pathname.endsWith('/') ? url : new URL(`${url.href.replace(/[?#].*$/, '')}/`);
   // The small files first, so that a wrong address fails before the weights download.
   for (const name of [MODEL_FILES.config, MODEL_FILES.vocab, MODEL_FILES.merges, MODEL_FILES.weights]) {
-    await ensureFile(new URL(name, base), join(folder, name), name, onProgress);
+    await ensureFile(new URL(name, base), fileInFolder(folder, name), name, onProgress);
   }
   return { path: `${folder}/`, evict };
+}
+
+// The name a .gguf URL's file is kept under: the last segment of the URL's path, percent-decoded, when it is one
+// plain file name on every platform; else the URL is refused. The name is the one the user gave (a redirect or
+// the server's headers never choose it).
+export function cachedFileName(url) {
+  const segment = url.pathname.slice(url.pathname.lastIndexOf('/') + 1);
+  let name;
+  try {
+    name = decodeURIComponent(segment);
+  } catch {
+    throw new Error(`${shortened(url.href)}: the file name ${shortened(segment)} is not valid percent-encoding`);
+  }
+  const problem = fileNameProblem(name);
+  if (problem) throw new Error(`${shortened(url.href)}: the file name ${shortened(JSON.stringify(name))} cannot be kept in the cache (${problem})`);
+  return name;
+}
+
+// -> why name cannot be one file in a folder on Linux, macOS and Windows alike, or null when it can.
+function fileNameProblem(name) {
+  if (/[/\\]/.test(name)) return 'it holds a path separator';
+  if (/\p{Cc}/u.test(name)) return 'it holds a control character';
+  if (name === '' || name === '.' || name === '..') return 'it names a folder';
+  if (Buffer.byteLength(name) > MAX_FILE_NAME_BYTES) return `it is over ${MAX_FILE_NAME_BYTES} bytes long`;
+  if (/[<>:"|?*]/.test(name)) return 'it holds a character that Windows does not allow in file names';
+  if (/[. ]$/.test(name)) return 'it ends in a dot or space, which Windows drops';
+  if (WINDOWS_DEVICE_NAME.test(name)) return 'Windows reserves it for a device';
+  return null;
+}
+
+// folder/name, checked to lie inside folder (the names are checked already: this holds whatever they become).
+function fileInFolder(folder, name) {
+  const path = join(folder, name);
+  const inside = relative(folder, path);
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) throw new Error(`${name}: not a file name inside the cache`);
+  return path;
+}
+
+// A text from outside, cut for an error line.
+function shortened(text) {
+  return text.length > 120 ? `${text.slice(0, 120)}… (${text.length} characters)` : text;
 }
 
 // A readable, unique folder name for a URL: its host and path in safe characters, then a hash of the whole URL.
@@ -73,8 +143,11 @@ async function ensureFile(url, path, name, onProgress) {
 // The file through download.js's startDownload, which resumes a broken connection with Range (a file of hundreds
 // of MB, like the default GPT-2, need not start over) and gives up after repeated failures with a network error
 // naming the file, the bytes reached and the attempts; a server that sends the whole file again restarts it here.
+// The text files (config.json, vocab.json, merges.txt) are bounded as the loader bounds them, so a server cannot
+// fill the disk with one.
 async function download(url, path, name, onProgress) {
-  const { total, chunks } = await startDownload(name, url.href);
+  const bound = textFileByteBound(name);
+  const { total, chunks, cancel } = await startDownload(name, url.href);
   const file = await open(path, 'w');
   let size = total;
   let loaded = 0;
@@ -87,6 +160,10 @@ async function download(url, path, name, onProgress) {
       } else {
         await file.write(chunk, 0, chunk.byteLength, loaded);
         loaded += chunk.byteLength;
+      }
+      if (bound !== null && Math.max(size ?? 0, loaded) > bound.bytes) {
+        cancel();
+        throw new Error(`${name}: ${size ?? `over ${loaded}`} bytes from ${url.href}; ${bound.limit}`);
       }
       onProgress?.({ file: name, loaded, total: size, done: false });
     }

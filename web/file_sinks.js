@@ -16,25 +16,34 @@ const TEXT_FILE_BOUNDS = {
 // A File given under another name (loadEngineModel({ vocab: file })) gets the largest bound.
 const OTHER_TEXT_FILE_BOUND = { mebibytes: 64, what: 'a text file of a model', hint: 'the wrong file?' };
 
+// -> { bytes, limit } for a model's text file: the most bytes it may have, and the words saying so; null for
+// the weights, which are never held whole.
+export function textFileByteBound(name) {
+  const bound = TEXT_FILE_BOUNDS[name];
+  return bound ? describeBound(bound) : null;
+}
+
+function describeBound({ mebibytes, what, hint }) {
+  return { bytes: mebibytes * 2 ** 20, limit: `${what} is at most ${mebibytes} MiB (${hint})` };
+}
+
 // Holds a text file (config.json, vocab.json or merges.txt) whole in memory; finish() -> its bytes.
 export class BytesSink {
   #name;
-  #bound;
-  #maxBytes;
+  #bound;  // { bytes, limit }
   #parts = [];
   length = 0;
 
   // total: the size announced (File size, Content-Length), or null.
   constructor(name, total) {
     this.#name = name;
-    this.#bound = TEXT_FILE_BOUNDS[name] ?? OTHER_TEXT_FILE_BOUND;
-    this.#maxBytes = this.#bound.mebibytes * 2 ** 20;
+    this.#bound = describeBound(TEXT_FILE_BOUNDS[name] ?? OTHER_TEXT_FILE_BOUND);
     if (total === 0) throw new ModelLoadError(name, 'invalid', 'the file is empty');
-    if (total > this.#maxBytes) throw this.#tooLarge(`is ${total} bytes`);
+    if (total > this.#bound.bytes) throw this.#tooLarge(`is ${total} bytes`);
   }
 
   write(chunk) {
-    if (this.length + chunk.byteLength > this.#maxBytes) throw this.#tooLarge(`is over ${this.#bound.mebibytes} MiB`);
+    if (this.length + chunk.byteLength > this.#bound.bytes) throw this.#tooLarge(`is over ${this.#bound.bytes / 2 ** 20} MiB`);
     this.#parts.push(new Uint8Array(chunk));  // a copy: a source may reuse its buffer for the next chunk (nodeChunks does)
     this.length += chunk.byteLength;
   }
@@ -55,8 +64,7 @@ export class BytesSink {
   }
 
   #tooLarge(size) {
-    const { mebibytes, what, hint } = this.#bound;
-    return new ModelLoadError(this.#name, 'invalid', `${size}; ${what} is at most ${mebibytes} MiB (${hint})`);
+    return new ModelLoadError(this.#name, 'invalid', `${size}; ${this.#bound.limit}`);
   }
 }
 

@@ -17,6 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { BYTE_CHARACTERS, GPT2_PIECES } from '../js/encoder_reference.js';
 
 const END_OF_TEXT = '<|endoftext|>';
 const MAX_MERGES = 2 ** 20;  // tokenizer.js's bound on merges.txt's lines
@@ -30,17 +31,6 @@ const tokensById = Object.keys(bundledVocab).sort((a, b) => bundledVocab[a] - bu
 const bundledMerges = readFileSync(new URL('merges.txt', BUNDLED), 'utf8').split('\n').filter((line) => line !== '' && !line.startsWith('#'));
 const book = readFileSync(BOOK, 'utf8').slice(0, 200000);
 
-// GPT-2's bytes_to_unicode(), as encoder.py writes it: the token character of each byte.
-const byteCharacters = (() => {
-  const characters = [];
-  let next = 256;
-  for (let byte = 0; byte < 256; byte++) {
-    const printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174;
-    characters.push(String.fromCharCode(printable ? byte : next++));
-  }
-  return characters;
-})();
-const GPT2_PIECES = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
 
 // mulberry32: a small, fast PRNG whose whole state is the seed.
 export function createRandom(seed) {
@@ -136,7 +126,7 @@ const mergeMutations = [
     return 'a malformed merge line';
   },
   function lineOfUnknownTokens(c, random) {
-    const side = () => (random.chance(0.5) ? random.pick(byteCharacters) : randomText(random, 4, true) || 'x');
+    const side = () => (random.chance(0.5) ? random.pick(BYTE_CHARACTERS) : randomText(random, 4, true) || 'x');
     c.lines.splice(random.int(c.lines.length + 1), 0, `${side()} ${side()}`);
     return 'a merge of unknown tokens';
   },
@@ -375,7 +365,7 @@ function referenceIds(text, { idOf, mergeLines }) {
   const ranks = new Map(pairs.map(([left, right], rank) => [`${left} ${right}`, rank]));
   const ids = [];
   for (const [piece] of text.matchAll(GPT2_PIECES)) {
-    let word = Array.from(new TextEncoder().encode(piece), (byte) => byteCharacters[byte]);
+    let word = Array.from(new TextEncoder().encode(piece), (byte) => BYTE_CHARACTERS[byte]);
     for (;;) {
       let best = null;
       for (let i = 0; i + 1 < word.length; i++) {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, jest, test } from '@jest/globals';
 import { encode as referenceEncode } from 'gpt-tokenizer/encoding/r50k_base';
 import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { BYTE_CHARACTERS, GPT2_PIECES } from './encoder_reference.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const vocabDir = path.join(repoRoot, 'tests/fixtures/gpt2-vocab');
@@ -28,19 +29,6 @@ function expectSameIds(actual, expected) {
   expect({ length: actual.length, firstDifference }).toEqual({ length: expected.length, firstDifference: -1 });
 }
 
-// GPT-2's bytes_to_unicode(): the vocab's character for each byte.
-function byteCharacters() {
-  const characters = [];
-  let nextCharCode = 256;
-  for (let byte = 0; byte < 256; byte++) {
-    const printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174;
-    characters.push(String.fromCharCode(printable ? byte : nextCharCode++));
-  }
-  return characters;
-}
-
-// GPT-2's pre-tokenizer, as in encoder.py.
-const GPT2_PIECES = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
 
 const referenceMergeRanks = new Map(mergesText.split('\n').slice(1).filter(Boolean).map((line, rank) => [line, rank]));
 const referenceVocab = new Map(Object.entries(JSON.parse(vocabText)));
@@ -48,8 +36,7 @@ const referenceVocab = new Map(Object.entries(JSON.parse(vocabText)));
 // OpenAI's bpe(): merge every occurrence of the lowest-ranked pair, repeat. For a text that the
 // pre-tokenizer leaves as one piece, this is the whole of GPT-2's encoder.
 function referenceEncodeSinglePiece(text) {
-  const byteToCharacter = byteCharacters();
-  let word = Array.from(new TextEncoder().encode(text), (byte) => byteToCharacter[byte]);
+  let word = Array.from(new TextEncoder().encode(text), (byte) => BYTE_CHARACTERS[byte]);
   for (;;) {
     let best = null;
     for (let i = 0; i + 1 < word.length; i++) {
@@ -240,9 +227,9 @@ describe('construction', () => {
   // keys that are Object.prototype names, including "__proto__".
   test('a vocab with "__proto__" and other prototype keys works', () => {
     const words = ['__proto__', 'proto', 'constructor', 'hasOwnProperty', 'toString'];
-    const entries = byteCharacters().map((character, id) => [character, id]);
+    const entries = BYTE_CHARACTERS.map((character, id) => [character, id]);
     const mergeLines = ['#version: 0.2'];
-    const known = new Set(byteCharacters());
+    const known = new Set(BYTE_CHARACTERS);
     const addMerge = (left, right) => {
       if (known.has(left + right)) return;
       known.add(left + right);
