@@ -33,7 +33,7 @@ export default [
     },
   },
   { files: ['web/**/*.js'], languageOptions: { globals: everywhere } },
-  { files: ['web/page.js', 'web/chart.js', 'web/widget.js'], languageOptions: { globals: globals.browser } },
+  { files: ['web/page.js', 'web/chart.js', 'web/widget.js', 'web/embed_page.js'], languageOptions: { globals: globals.browser } },
   { files: ['web/worker.js'], languageOptions: { globals: globals.worker } },
   { files: ['web/cli.js'], languageOptions: { globals: globals.node } },
   // Jest suites run in Node; Playwright specs run in Node and hand callbacks to the page (page.evaluate).

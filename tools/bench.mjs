@@ -351,7 +351,8 @@ let chromium = null;  // { browser, server }, started on first use
 async function inChromiumPage(path, log, run) {
   if (!chromium) {
     const { chromium: launcher } = await import('@playwright/test');
-    const server = await startServer({ port: 0, root: REPO });
+    // The bench's own pages run inline modules: not under the site's policy.
+    const server = await startServer({ port: 0, root: REPO, contentSecurityPolicy: null });
     const browser = await launcher.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     chromium = { server, browser };
   }

@@ -5,7 +5,10 @@
 //   OUT/gpt2-widget.js       the widget (web/widget.js), the API and that worker's code in one classic script
 //                            (IIFE): embedding it is one tag and one script request; the worker starts from a
 //                            Blob of its code, so it runs on any origin
+//   OUT/gpt2-widget.integrity.txt  the widget script's Subresource Integrity value (sha384-…), for embedding it
+//                            with integrity="…" crossorigin="anonymous": a changed script is then refused
 // usage: node tools/bundle_web.mjs [OUT]    (default: public/)
+import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,14 +40,17 @@ export async function bundleWeb(outFolder) {
   await mkdir(`${outFolder}/wasm`, { recursive: true });
   await writeFile(`${outFolder}/wasm/gpt2-worker.js`, worker);
   await writeFile(`${outFolder}/gpt2-widget.js`, widget);
-  return { workerBytes: worker.length, widgetBytes: widget.length };
+  const integrity = `sha384-${createHash('sha384').update(widget).digest('base64')}`;
+  await writeFile(`${outFolder}/gpt2-widget.integrity.txt`, `${integrity}\n`);
+  return { workerBytes: worker.length, widgetBytes: widget.length, integrity };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const outFolder = resolve(process.argv[2] ?? fileURLToPath(new URL('../public/', import.meta.url)));
   try {
-    const { workerBytes, widgetBytes } = await bundleWeb(outFolder);
-    console.log(`bundle_web: ${outFolder}/gpt2-widget.js (${Math.round(widgetBytes / 1e3)} kB), wasm/gpt2-worker.js (${Math.round(workerBytes / 1e3)} kB)`);
+    const { workerBytes, widgetBytes, integrity } = await bundleWeb(outFolder);
+    console.log(`bundle_web: ${outFolder}/gpt2-widget.js (${Math.round(widgetBytes / 1e3)} kB, integrity ${integrity}), ` +
+      `wasm/gpt2-worker.js (${Math.round(workerBytes / 1e3)} kB)`);
   } catch (error) {
     console.error(`bundle_web: ${error.message}`);
     process.exit(1);

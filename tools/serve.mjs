@@ -7,6 +7,12 @@
 // - CORS (Access-Control-Allow-Origin: *) and CORP (cross-origin): the widget and its assets are
 //   loaded by other origins, including cross-origin-isolated ones.
 // - application/wasm: needed by WebAssembly.instantiateStreaming.
+// - Content-Security-Policy: the site's policy (CONTENT_SECURITY_POLICY), the one its pages also carry in a
+//   <meta http-equiv> for static hosts that set no headers; sent with every file, so that the workers, which
+//   take their policy from their own response, run under it too. The header adds a report-uri (which a <meta>
+//   policy cannot have): the browser posts each violation, in the page or in its workers, to
+//   CSP_REPORTS_PATH, where the server prints it and keeps it; a GET there lists them (the e2e suites fail on
+//   any: tests/e2e/test.js).
 // usage: node tools/serve.mjs [--port N] [--root DIR] [--host H] [--no-isolation]    (PORT env also sets the port)
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
@@ -29,6 +35,27 @@ const MIME_TYPES = {
   '.ico': 'image/x-icon',
   '.safetensors': 'application/octet-stream',
 };
+
+// What the site's pages may load and run. Scripts only from the site itself, and WebAssembly
+// ('wasm-unsafe-eval' allows compiling it, not eval); no inline script or style, so injected markup can run
+// nothing. Workers from the site, and from blob: URLs, which is how the engine's workers start (a Blob URL is
+// same-origin with the page even when the scripts come from elsewhere). Models are data and may come from
+// anywhere (the Hub, its CDN, any host the user names). No plugins, no <base>, no form posts.
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "worker-src 'self' blob:",
+  'connect-src *',
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+].join('; ');
+
+export const CSP_REPORTS_PATH = '/__csp-reports';
+const MAX_CSP_REPORTS = 1000;
+const MAX_CSP_REPORT_BYTES = 64 << 10;
 
 const ISOLATION_HEADERS = {
   'Cross-Origin-Opener-Policy': 'same-origin',
@@ -73,10 +100,24 @@ function resolveFile(root, urlPath) {
   return file === root || file.startsWith(root + sep) ? file : null;
 }
 
-export function startServer({ port = 8080, root = 'public', host = '127.0.0.1', isolation = true } = {}) {
+// contentSecurityPolicy: the policy header sent with every file (null: none, for pages that are not the site's).
+export function startServer({
+  port = 8080, root = 'public', host = '127.0.0.1', isolation = true, contentSecurityPolicy = CONTENT_SECURITY_POLICY,
+} = {}) {
   const rootDir = resolve(root);
+  const cspReports = [];
   const server = createServer(async (request, response) => {
-    const headers = { ...(isolation ? ISOLATION_HEADERS : {}), ...SHARING_HEADERS, 'Cache-Control': 'no-cache' };
+    const headers = {
+      ...(isolation ? ISOLATION_HEADERS : {}),
+      ...SHARING_HEADERS,
+      ...(contentSecurityPolicy && { 'Content-Security-Policy': `${contentSecurityPolicy}; report-uri ${CSP_REPORTS_PATH}` }),
+      'Cache-Control': 'no-cache',
+    };
+    if (contentSecurityPolicy && request.url === CSP_REPORTS_PATH) {
+      if (request.method === 'POST') receiveCspReport(request, response, cspReports);
+      else response.writeHead(200, { ...headers, 'Content-Type': 'application/json' }).end(JSON.stringify(cspReports));
+      return;
+    }
     if (request.method === 'OPTIONS') {
       response.writeHead(204, { ...headers, 'Access-Control-Allow-Methods': 'GET, HEAD', 'Access-Control-Allow-Headers': '*' });
       response.end();
@@ -111,6 +152,32 @@ export function startServer({ port = 8080, root = 'public', host = '127.0.0.1', 
   return new Promise((resolveListening, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolveListening(server));
+  });
+}
+
+// A browser's violation report ({ "csp-report": { "document-uri", "effective-directive", "blocked-uri", … } }):
+// printed as one line and kept in reports (the newest MAX_CSP_REPORTS).
+function receiveCspReport(request, response, reports) {
+  let body = '';
+  request.setEncoding('utf8');
+  request.on('data', (chunk) => {
+    body += chunk;
+    if (body.length > MAX_CSP_REPORT_BYTES) request.destroy();
+  });
+  request.on('end', () => {
+    let report;
+    try {
+      report = JSON.parse(body)['csp-report'];
+    } catch {
+      report = undefined;
+    }
+    if (report && typeof report === 'object') {
+      reports.push(report);
+      if (reports.length > MAX_CSP_REPORTS) reports.shift();
+      console.error(`serve: Content-Security-Policy violation: ${report['effective-directive']} blocked ` +
+        `${report['blocked-uri'] || '(inline)'} in ${report['document-uri']}`);
+    }
+    response.writeHead(204).end();
   });
 }
 

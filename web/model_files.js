@@ -15,10 +15,17 @@ export function isGgufName(name) {
   return typeof name === 'string' && /\.gguf$/i.test(name);
 }
 
+// The schemes a model may be fetched from: the network, and Blob URLs that a page made of its own files.
+const MODEL_URL_SCHEMES = new Set(['http:', 'https:', 'blob:']);
+
 // A model's URL as given (a string or URL): relative to the page's (or the worker's) address in browsers,
-// absolute in Node. A TypeError when it is not a URL.
+// absolute in Node. A TypeError when it is not a URL, or one of another scheme (javascript:, data:, file: …).
 export function resolveModelUrl(text) {
-  return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
+  const url = new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
+  if (!MODEL_URL_SCHEMES.has(url.protocol)) {
+    throw new TypeError(`a model URL must be http:, https: or blob:, not ${url.protocol} (${String(text).slice(0, 60)})`);
+  }
+  return url;
 }
 
 // The file URLs of the model at a URL: a URL whose path ends in .gguf is that one file ({ model }); any other is a

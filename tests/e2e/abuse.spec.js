@@ -2,7 +2,7 @@
 // during downloads again and again, two tabs loading the same model at once. After each phase the engine's wasm
 // heap in use is back at its level after one generation (a level that includes the session the pool keeps),
 // nothing was logged as an error, and the page still generates. Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

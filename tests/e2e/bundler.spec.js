@@ -3,7 +3,7 @@
 // names a copy of public/wasm/, the engine worker starts from its gpt2-worker.js, and the app's greedy text is
 // the Node API's. The app and the "CDN" are served by tools/serve.mjs on free ports this file picks (localhost
 // and 127.0.0.1: two origins), so it needs no webServer of its own. Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,9 +33,10 @@ test.afterAll(async () => {
   if (folder) await rm(folder, { recursive: true, force: true });
 });
 
-// tools/serve.mjs over root, with a log of the requests it answers.
+// tools/serve.mjs over root, with a log of the requests it answers. Without the site's policy: this is somebody
+// else's app, which loads our assets from another origin.
 async function serve(root, { host, isolation }) {
-  const server = await startServer({ port: 0, root, isolation });
+  const server = await startServer({ port: 0, root, isolation, contentSecurityPolicy: null });
   const requests = [];
   server.on('request', (request) => requests.push(`${request.method} ${new URL(request.url, 'http://x').pathname}`));
   const close = () => {

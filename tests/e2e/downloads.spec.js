@@ -3,7 +3,7 @@
 // again; the progress line shows speed and time left; a full quota is said in the status line. Downloads that
 // misbehave come from a server started here on 127.0.0.1 (another origin than the page's), loaded with
 // `?model=`. Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';

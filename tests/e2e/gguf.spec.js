@@ -4,7 +4,7 @@
 // tiny-random model with a tokenizer of its 384 ids, tools/make_tiny_gguf_fixture.py), served here on another
 // origin than the page's, with the Hub's /REPO/resolve/main/FILE layout and CORS, as huggingface.co serves it;
 // and tests/fixtures/tiny-gguf/model.gguf (every quantized type the engine runs). Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

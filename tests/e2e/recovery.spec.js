@@ -4,7 +4,7 @@
 // The crash is a wasm trap raised inside the engine worker's own engine.js (WasmEngine.call, the path every
 // trap and Emscripten abort takes), since no input is known to abort the engine any more; in the widget, its
 // worker's answer to such a trap (crashWidgetEngine).
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { collectErrors, controls, fillSettings, nodeText } from './page-controls.js';
 

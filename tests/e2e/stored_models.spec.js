@@ -2,7 +2,7 @@
 // model the page stored, by its menu label, with its size; Delete removes its files, the model in use stays
 // loaded, and the next load downloads it again. Each test starts with empty storage (a new browser context).
 // Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { controls, fillSettings, nodeText } from './page-controls.js';

@@ -2,7 +2,7 @@
 // isolated, runs the threaded engine (public/wasm/gpt2-mt.*) on the machine's cores and generates the same greedy
 // text as one thread; served without those headers (--no-isolation) it falls back to the single-thread engine and
 // works the same. (The widget on hosts with and without isolation: widget.spec.js.) Run after tools/build.sh.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';

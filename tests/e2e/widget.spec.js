@@ -2,7 +2,8 @@
 // engine and the bundled model. Host pages (tests/e2e/hosts/) are served from one origin and embed the widget
 // from another: public/ on 127.0.0.1 (tools/serve.mjs), hosts on localhost, both on free ports this file
 // picks, so it needs no webServer of its own. Run after `bash tools/build.sh`.
-import { test, expect } from '@playwright/test';
+import { test, expect } from './under_csp.js';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -47,17 +48,23 @@ async function startAssetServer() {
   return { origin: `http://127.0.0.1:${server.address().port}`, requests, close: () => closeServer(server) };
 }
 
-// The host pages, with {{ASSETS}} replaced by the asset origin; on "localhost", so another origin.
+// The host pages, with {{ASSETS}} replaced by the asset origin and {{INTEGRITY}} by the build's integrity value
+// of the widget script; on "localhost", so another origin.
 async function startHostServer(assetsOrigin, headers) {
   const server = createServer(async (request, response) => {
     const name = new URL(request.url, 'http://host').pathname.slice(1);
     const html = /^[\w-]+\.html$/.test(name) ? await readFile(new URL(name, HOSTS_FOLDER), 'utf8').catch(() => null) : null;
     if (html === null) return response.writeHead(404).end();
     response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', ...headers });
-    response.end(html.replaceAll('{{ASSETS}}', assetsOrigin));
+    response.end(html.replaceAll('{{ASSETS}}', assetsOrigin).replaceAll('{{INTEGRITY}}', await widgetIntegrity()));
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { origin: `http://localhost:${server.address().port}`, close: () => closeServer(server) };
+}
+
+// The build's integrity value of the widget script (public/gpt2-widget.integrity.txt).
+async function widgetIntegrity() {
+  return (await readFile(`${ASSETS_ROOT}gpt2-widget.integrity.txt`, 'utf8')).trim();
 }
 
 function closeServer(server) {
@@ -206,6 +213,29 @@ test('HTML in the prompt and in the model output stays text, and nothing runs', 
   await expect(page.locator('gpt2-widget img')).toHaveCount(0);
   await page.waitForTimeout(300);  // an <img src=x> would have failed and run onerror by now
   expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+});
+
+test('the build\'s integrity value is the widget script\'s sha384, and embedded with it the widget generates', async ({ page }) => {
+  const script = await readFile(`${ASSETS_ROOT}gpt2-widget.js`);
+  expect(await widgetIntegrity()).toBe(`sha384-${createHash('sha384').update(script).digest('base64')}`);
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/integrity.html`);
+  const widget = widgetControls(page.locator('gpt2-widget'));
+  expect(await generateAndWait(widget)).toBe(await nodeGreedyText('ROMEO:', 8));
+  expect(errors).toEqual([]);
+});
+
+test('a widget script that differs from its integrity value is refused: nothing of it runs, nothing more is fetched', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.route(`${assets.origin}/gpt2-widget.js`, async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, body: `${await response.text()}\nwindow.__changedWidgetRan = true;\n` });
+  });
+  await page.goto(`${hosts.plain.origin}/integrity.html`);
+  await expect.poll(() => errors.join('\n')).toMatch(/Failed to find a valid digest in the 'integrity' attribute for resource '[^']*\/gpt2-widget\.js'/);
+  expect(await page.evaluate(() => [typeof window.GPT2Widget, window.__changedWidgetRan])).toEqual(['undefined', undefined]);
+  await expect(page.locator('gpt2-widget')).toHaveCount(0);
+  expect(assets.requests.filter((request) => !request.endsWith('/gpt2-widget.js'))).toEqual([]);
 });
 
 test('a CSP without wasm-unsafe-eval shows why the widget cannot run, and nothing is downloaded', async ({ page }) => {

@@ -25,9 +25,9 @@ const PROMPT = 'ROMEO: the end';
 const GREEDY = { temperature: 0, maxNewTokens: 12 };
 const CLI_GREEDY = ['-n', '12', '--temperature', '0', PROMPT];
 // What the package may hold: its manifest, README, LICENSE, the web modules and their types, the widget (one
-// script), and the asset folder: the wasm engine's two builds (single-thread and threaded: the glue for Node and
+// script, and its Subresource Integrity value), and the asset folder: the wasm engine's two builds (single-thread and threaded: the glue for Node and
 // for browsers, the pthread worker) and the engine worker as one module.
-const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/\w+\.(js|d\.ts)|public\/gpt2-widget\.js|public\/wasm\/(gpt2(-mt)?\.(cjs|mjs|wasm)|gpt2-mt\.worker\.cjs|gpt2-worker\.js))$/;
+const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/\w+\.(js|d\.ts)|public\/gpt2-widget\.(js|integrity\.txt)|public\/wasm\/(gpt2(-mt)?\.(cjs|mjs|wasm)|gpt2-mt\.worker\.cjs|gpt2-worker\.js))$/;
 
 // A user's module: loads a model through the installed package and prints its greedy tokens, its thread count
 // and where each export resolves.
@@ -117,13 +117,15 @@ async function userScript(threads) {
 test('npm pack holds the wasm builds, the web modules and their types, the widget, README and LICENSE, and nothing else', () => {
   expect(packedFiles).toEqual(expect.arrayContaining([
     'package.json', 'README.md', 'LICENSE', 'web/gpt2.js', 'web/gpt2.d.ts', 'web/tokenizer.js', 'web/tokenizer.d.ts',
-    'web/widget.d.ts', 'web/cli.js', 'web/engine.js', 'web/worker.js', 'public/gpt2-widget.js', 'public/wasm/gpt2.cjs',
+    'web/widget.d.ts', 'web/cli.js', 'web/engine.js', 'web/worker.js', 'public/gpt2-widget.js',
+    'public/gpt2-widget.integrity.txt', 'public/wasm/gpt2.cjs',
     'public/wasm/gpt2.mjs', 'public/wasm/gpt2.wasm', 'public/wasm/gpt2-mt.cjs', 'public/wasm/gpt2-mt.mjs',
     'public/wasm/gpt2-mt.wasm', 'public/wasm/gpt2-mt.worker.cjs', 'public/wasm/gpt2-worker.js',
   ]));
   // no tests, fixtures, tools, bundled model, page or testing build
   expect(packedFiles.filter((path) => !SHIPPED.test(path))).toEqual([]);
   expect(packedFiles).not.toContain('web/page.js');
+  expect(packedFiles).not.toContain('web/embed_page.js');
 });
 
 test('installed from the tarball, `import { loadModel } from "gpt2-wasm"` generates the repository\'s greedy tokens, on one thread and on two', async () => {

@@ -1,0 +1,26 @@
+// The e2e suites' `test` and `expect`: Playwright's, with the site's Content-Security-Policy enforced on every
+// test. tools/serve.mjs sends the policy with a report-uri, so the browser reports each violation, in a page or
+// in its workers, to the server; a test fails when the site's server received a report while it ran. A test
+// that breaks the policy on purpose names what it expects to be blocked: cspViolations.expect(/pattern/) (matched
+// against the report's JSON).
+import { test as base, expect } from '@playwright/test';
+import { CSP_REPORTS_PATH } from '../../tools/serve.mjs';
+
+// Reports are posted by the browser shortly after the violation: time for the last ones to arrive.
+const REPORT_DELAY_MS = 300;
+
+export const test = base.extend({
+  cspViolations: [async ({ baseURL }, use) => {
+    const reportsUrl = new URL(CSP_REPORTS_PATH, baseURL);
+    const reports = async () => (await fetch(reportsUrl)).json();
+    const before = (await reports()).length;
+    const expected = [];
+    await use({ expect: (pattern) => expected.push(pattern) });
+    await new Promise((resolve) => setTimeout(resolve, REPORT_DELAY_MS));
+    const received = (await reports()).slice(before).map((report) => JSON.stringify(report));
+    expect(received.filter((report) => !expected.some((pattern) => pattern.test(report))), 'Content-Security-Policy violations').toEqual([]);
+    for (const pattern of expected) expect(received.some((report) => pattern.test(report)), `a violation matching ${pattern}`).toBe(true);
+  }, { auto: true }],
+});
+
+export { expect };
