@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { crc32 } from 'node:zlib';
+import { crc32, gzipSync } from 'node:zlib';
 import { jest } from '@jest/globals';
 import { Crc32 } from '../../web/crc32.js';
 import { loadEngine } from '../../web/engine.js';
@@ -37,6 +37,25 @@ const WEIGHT_ANSWERS = {
   // Drops the first connection at 50%; after that, connections are closed before any answer.
   unreachable: (req, res, body, n) => (n === 1 ? sendRange(req, res, body, { cutAt: HALF }) : req.socket.destroy()),
   slow: (req, res, body) => sendSlow(res, body),
+  // Drops the first connection at 50%, then answers Range with a 206 whose Content-Range starts at byte 0.
+  wrongrange: (req, res, body, n) => (n === 1 || !req.headers.range ? sendRange(req, res, body, { cutAt: n === 1 ? HALF : null })
+    : sendPart(res, body, 0, `bytes 0-${body.length - 1}/${body.length}`)),
+  // Drops the first connection at 50%, then answers Range with the rest of a file 10 bytes longer.
+  othersize: (req, res, body, n) => (n === 1 || !req.headers.range ? sendRange(req, res, body, { cutAt: n === 1 ? HALF : null })
+    : sendPart(res, body, HALF, `bytes ${HALF}-${body.length - 1}/${body.length + 10}`)),
+  // gzip-encoded (Content-Length counts the compressed bytes), the first connection dropped at half of them.
+  gzip: (req, res, body, n) => {
+    const encoded = gzipSync(body);
+    res.writeHead(200, { 'Content-Encoding': 'gzip', 'Content-Length': encoded.length, 'Accept-Ranges': 'bytes' });
+    if (n > 1) return res.end(encoded);
+    return res.write(encoded.subarray(0, encoded.length >> 1), () => setTimeout(() => res.socket.destroy(), 20));
+  },
+  // A Content-Length that is not a number, written on the socket (Node's server would not send it).
+  badlength: (req, res) => res.socket.end('HTTP/1.1 200 OK\r\nContent-Length: 12abc\r\nConnection: close\r\n\r\n12abc'),
+  // Redirects: to the ok route's file, to a file: URL, and to itself.
+  redirect: (req, res) => res.writeHead(302, { Location: req.url.replace(/^\/redirect\d+\//, `/${okRoute}/`) }).end(),
+  redirectfile: (req, res) => res.writeHead(302, { Location: 'file:///etc/passwd' }).end(),
+  redirectloop: (req, res) => res.writeHead(302, { Location: req.url }).end(),
   // Announces 150 MB and sends garbage: the engine refuses it from the first bytes.
   large: (req, res) => {
     res.writeHead(200, { 'Content-Length': 150e6 });
@@ -44,8 +63,15 @@ const WEIGHT_ANSWERS = {
   },
 };
 
+// A 206 answer: the file's bytes from start, said to be contentRange.
+function sendPart(res, body, start, contentRange) {
+  res.writeHead(206, { 'Content-Length': body.length - start, 'Content-Range': contentRange });
+  res.end(body.subarray(start));
+}
+
 const routes = {};
 let routeCount = 0;
+let okRoute;
 let server;
 let engine;
 let cleanIds;
@@ -63,7 +89,8 @@ function newRoute(kind) {
 beforeAll(async () => {
   engine = await loadEngine();
   server = await startFileServer(files, routes);
-  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${newRoute('ok')}/`, { withTokenizer: false });
+  okRoute = newRoute('ok');
+  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${okRoute}/`, { withTokenizer: false });
   cleanIds = greedyIds(model);
   model.dispose();
 });
@@ -172,6 +199,48 @@ describe('a download that loses its connection', () => {
     const error = await loadError(newRoute('unreachable'), { retryDelayMs: 3_600_000, signal: controller.signal, onProgress });
     expect(error.name).toBe('AbortError');
     expect(error.message).toBe('loading model.safetensors was aborted');
+  });
+});
+
+describe('headers the downloader does not take on trust', () => {
+  test('a 206 whose Content-Range starts elsewhere than asked is not spliced in: the file starts over, whole', async () => {
+    const route = newRoute('wrongrange');
+    await expectCleanModel(route);
+    expect(weightRanges(route)).toEqual([null, `bytes=${HALF}-`, null]);
+  });
+
+  test('a 206 for a file of another size is not spliced in either', async () => {
+    const route = newRoute('othersize');
+    await expectCleanModel(route);
+    expect(weightRanges(route)).toEqual([null, `bytes=${HALF}-`, null]);
+  });
+
+  test('with a Content-Encoding the size is unknown and a broken download is not resumed by offset: it starts over', async () => {
+    const route = newRoute('gzip');
+    const totals = [];
+    await expectCleanModel(route, { onProgress: (event) => event.file === 'model.safetensors' && totals.push(event.total) });
+    expect(weightRanges(route)).toEqual([null, null]);
+    expect(new Set(totals.slice(0, -1))).toEqual(new Set([null]));  // the last event gives the size reached
+  });
+
+  test('a Content-Length that is not a number is a network error naming the file', async () => {
+    const error = await loadError(newRoute('badlength'));
+    expect(error).toMatchObject({ name: 'ModelLoadError', file: 'model.safetensors', kind: 'network' });
+    expect(error.message).toMatch(/^model\.safetensors: network error/);
+  });
+
+  test('a redirect is followed to the file at its end', async () => {
+    const route = newRoute('redirect');
+    await expectCleanModel(route);
+    expect(server.requests().filter(({ path }) => path.endsWith('/model.safetensors')).map(({ path }) => path).slice(-2))
+      .toEqual([`/${route}/model.safetensors`, `/${okRoute}/model.safetensors`]);
+  });
+
+  test('a redirect to a file: URL, or one that never ends, is a network error naming the file', async () => {
+    for (const kind of ['redirectfile', 'redirectloop']) {
+      const error = await loadError(newRoute(kind));
+      expect(error).toMatchObject({ name: 'ModelLoadError', file: 'model.safetensors', kind: 'network' });
+    }
   });
 });
 
