@@ -244,7 +244,9 @@ class WasmSession {
         if (!session_) return val::null();
         const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
         const size_t n_scored = tokens.size() > 1 ? tokens.size() - 1 : 0;
-        const size_t n_alternatives = top_k > 0 ? n_scored * size_t(top_k) : 0;
+        // The engine refuses a top_k outside [0, n_vocab]; bounded here too, so that the size cannot overflow
+        // (new[] of an overflowing count aborts instead of returning null).
+        const size_t n_alternatives = n_scored * size_t(std::clamp(top_k, 0, int(n_vocab_)));
         // Not std::vectors: their failed allocation would abort the instance.
         std::unique_ptr<gpt2::TokenScore[]> scores(new (std::nothrow) gpt2::TokenScore[n_scored + 1]);
         std::unique_ptr<gpt2::TokenScore[]> alternatives(new (std::nothrow) gpt2::TokenScore[n_alternatives + 1]);

@@ -437,17 +437,20 @@ export class EngineModel extends EngineObject {
   // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
   createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
     const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache), String(kvCache))));
-    return new EngineSession(this.engine, handle, this.config.n_ctx);
+    return new EngineSession(this.engine, handle, this.config);
   }
 }
 
 // One generation's state: KV cache and sampler (embind Session).
 export class EngineSession extends EngineObject {
   #contextSize;
+  #vocabSize;
 
-  constructor(engine, handle, contextSize) {
+  // config: the model's ({ n_ctx, n_vocab })
+  constructor(engine, handle, { n_ctx, n_vocab }) {
     super(engine, handle, 'session');
-    this.#contextSize = contextSize;
+    this.#contextSize = n_ctx;
+    this.#vocabSize = n_vocab;
   }
 
   // The settings as generate() takes them (normalizeGenerateOptions checks them); missing ones take these
@@ -480,11 +483,18 @@ export class EngineSession extends EngineObject {
   // Log-probabilities of ids[1..] (at least 2 ids; all of them cross into the engine), each given the ids
   // before it, in windows of n_ctx with stride n_ctx/2 (engine/gpt2.h Session::score): { logprobs: number[],
   // ranks: number[] (1 = the likeliest token), alternatives: [[token, logprob, token, logprob, ...] (topK
-  // pairs, likeliest first) per scored id] }. The session's window is then the last window scored.
+  // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
+  // window scored.
   score(ids, topK = 0) {
     for (const id of ids) checkTokenId(id);
     if (!Number.isInteger(topK) || topK < 0) throw new Error(`score: topK must be an integer >= 0, got ${topK}`);
-    return this.checkedCall((session) => session.score(ids, topK), (result) => result === null);
+    // The engine names a topK over the vocabulary; one past int32 would wrap on its way there.
+    return this.checkedCall((session) => session.score(ids, Math.min(topK, 2 ** 31 - 1)), (result) => result === null);
+  }
+
+  // The model's vocabulary size (n_vocab): the most alternatives a position has.
+  get vocabSize() {
+    return this.#vocabSize;
   }
 
   // Feeds one token and returns the sampled next token id.
@@ -499,9 +509,10 @@ export class EngineSession extends EngineObject {
     return this.call((session) => session.logits());
   }
 
-  // { probability, alternatives: [{ token, probability }] } under softmax(logits) of the last fed position.
+  // { probability, alternatives: [{ token, probability }] (the topK likeliest; all of them for a topK of
+  // vocabSize or more) } under softmax(logits) of the last fed position.
   distribution(token, topK = 0) {
-    return this.call((session) => session.distribution(token, topK));
+    return this.call((session) => session.distribution(token, Math.min(topK, this.#vocabSize)));
   }
 
   reset() {

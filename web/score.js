@@ -40,7 +40,8 @@ export function scoreText({ pool, tokenizer }, text, { topAlternatives }) {
   const session = pool.acquire(SESSION_OPTIONS);
   let scores;
   try {
-    scores = session.score([tokenizer.eosId ?? END_OF_TEXT, ...ids], topAlternatives);
+    // More alternatives than there are tokens is all of them.
+    scores = session.score([tokenizer.eosId ?? END_OF_TEXT, ...ids], Math.min(topAlternatives, session.vocabSize));
   } finally {
     pool.release(session, SESSION_OPTIONS);
   }

@@ -119,6 +119,21 @@ test('a model whose tokens are markup: the page shows them as text, in the outpu
   expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
 });
 
+test('a local file whose name is markup loads, and its name is shown as text', async ({ page }) => {
+  await page.goto('/');
+  const { model, generate } = controls(page);
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  const name = '<img src=x onerror="window.__pwned=4">.gguf';
+  const fileChooser = page.waitForEvent('filechooser');
+  await model.selectOption({ label: 'Open local files…' });
+  await (await fileChooser).setFiles({ name, mimeType: 'application/octet-stream', buffer: readFileSync(`${PUBLIC}models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf`) });
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByRole('status').first()).toContainText(name);
+  await expect(page.locator('img')).toHaveCount(0);
+  await page.waitForTimeout(300);
+  expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+});
+
 test('the widget\'s data-* attributes and a model\'s markup tokens stay text in the widget', async ({ page }) => {
   await page.goto('/embed.html');
   await expect.poll(() => page.evaluate(() => typeof window.GPT2Widget)).toBe('object');

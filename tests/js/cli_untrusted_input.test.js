@@ -3,7 +3,7 @@
 // tokens whose text would drive a terminal. Everything is served by a local HTTP server, and the cache is a
 // temporary folder three levels deep, so that a write outside it would be seen.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -168,7 +168,14 @@ describe('the disk cache keeps to its folder', () => {
   });
 });
 
-describe('a model\'s tokens on a terminal', () => {
+// The command, run on a pseudo-terminal by util-linux's script(1): -> what the terminal received.
+async function onTerminal(args) {
+  const command = ['node', `${ROOT}web/cli.js`, ...args].map((word) => `'${word}'`).join(' ');
+  const { stdout } = await promisify(execFile)('script', ['-qec', command, '/dev/null'], { encoding: 'utf8' }).catch((error) => error);
+  return stdout;
+}
+
+describe('text from a model on a terminal', () => {
   // OSC 8 (a hyperlink), a screen clear, a carriage return and the one-character C1 CSI.
   const TOKENS = ['\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07', '\x1b[2J', '\rspoof', '\x9b31m'];
   let folder;
@@ -188,14 +195,26 @@ describe('a model\'s tokens on a terminal', () => {
   });
 
   test('on a terminal, every control character but newline and tab is shown escaped, so none reaches the terminal', async () => {
-    const command = ['node', `${ROOT}web/cli.js`, ...args()].map((word) => `'${word}'`).join(' ');
-    const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'], { encoding: 'utf8' });
+    const terminal = await onTerminal(args());
     // No control character but the terminal's own line ends (it turns each newline into \r\n).
     expect(terminal).not.toMatch(/(?![\r\n])\p{Cc}/u);
     const shown = terminal.replaceAll('\r\n', '\n');
     expect(shown).not.toMatch(/\r/);
     expect(shown.startsWith(`${escapeControlCharacters(expected.text)}\n`)).toBe(true);
     for (const escaped of ['\\x1b]8;;http://evil.example/\\x07click\\x1b]8;;\\x07', '\\x1b[2J', '\\rspoof', '\\u009b31m']) expect(shown).toContain(escaped);
+  });
+
+  test('a GGUF file\'s metadata quoted in an error reaches a terminal escaped, and a pipe as it is', async () => {
+    // general.architecture "gpt2" becomes U+009B (CSI, 2 bytes in UTF-8) + "2J": the same length, the rest unchanged.
+    const gguf = readFileSync(`${ROOT}tests/fixtures/tiny-random-gguf/model-f32.gguf`);
+    const at = gguf.indexOf('gpt2', gguf.indexOf('general.architecture'));
+    Buffer.from('\u009b2J').copy(gguf, at);
+    const path = join(folder, 'csi.gguf');
+    writeFileSync(path, gguf);
+    const piped = await run(['--model', path, 'hi']);
+    expect(piped).toMatchObject({ code: 1, stderr: "gpt2-wasm: csi.gguf: architecture '\u009b2J' is not supported (only gpt2 is read)\n" });
+    const terminal = await onTerminal(['--model', path, 'hi']);
+    expect(terminal).toBe("gpt2-wasm: csi.gguf: architecture '\\u009b2J' is not supported (only gpt2 is read)\r\n");
   });
 
   test('escapeControlCharacters writes C0, DEL and C1 controls as escapes and keeps newline, tab and other text', () => {

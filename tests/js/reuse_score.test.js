@@ -142,6 +142,8 @@ describe('EngineSession.prefillReusing and score', () => {
       expect(() => session.prefillReusing([1.5])).toThrow('token id must be an integer, got 1.5');
       expect(() => session.score([END_OF_TEXT])).toThrow(new EngineError({ kind: 'input', message: 'score: needs at least 2 tokens, got 1' }));
       expect(() => session.score([END_OF_TEXT, 1], 50258)).toThrow('score: top_k 50258 out of range [0, 50257]');
+      // One that would overflow the size of the alternatives' buffer: refused by the engine, not an abort.
+      expect(() => session.score([END_OF_TEXT, 1, 2, 3], 2 ** 40)).toThrow('score: top_k 2147483647 out of range [0, 50257]');
       expect(() => session.score([END_OF_TEXT, 1], -1)).toThrow('score: topK must be an integer >= 0, got -1');
       const { logprobs, ranks, alternatives } = session.score([END_OF_TEXT, 464, 3290], 2);
       expect([logprobs.length, ranks.length, alternatives.map((row) => row.length)]).toEqual([2, 2, [4, 4]]);
@@ -178,6 +180,20 @@ describe('model.score', () => {
       else expect(alternatives[4].logprob).toBeGreaterThanOrEqual(logprob);
     }
     expect((await model.score(TEXT)).tokens[0].alternatives).toEqual([]);
+  });
+
+  test('more alternatives than the vocabulary holds is every token, likeliest first', async () => {
+    const { tokens } = await model.score('ROMEO:', { topAlternatives: 9e12 });
+    for (const { alternatives } of tokens) {
+      expect(alternatives).toHaveLength(model.config.n_vocab);
+      expect(new Set(alternatives.map((a) => a.token)).size).toBe(model.config.n_vocab);
+    }
+    expect((await model.score('ROMEO:', { topAlternatives: 3 })).tokens.map((t) => t.alternatives))
+      .toEqual(tokens.map((t) => t.alternatives.slice(0, 3)));
+    // generate() too: a number that would wrap on its way into the engine does not become 0 or negative.
+    for await (const piece of model.generate('ROMEO:', { maxNewTokens: 1, topAlternatives: 2 ** 32 })) {
+      expect(piece.alternatives).toHaveLength(model.config.n_vocab);
+    }
   });
 
   test('a text longer than the context is scored in overlapping windows: the perplexity of `gpt2 --eval` on the same ids', async () => {
