@@ -72,8 +72,8 @@ async function interact(model, options) {
   }
 }
 
-async function printScores(model, text, { topAlternatives = 0 }) {
-  const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives });
+async function printScores(model, text, { topAlternatives = 0, kvCache }) {
+  const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives, kvCache });
   for (const token of tokens) {
     const alternatives = formatAlternatives(token.alternatives, 'logprob');
     writeOut(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}${alternatives}\n`);

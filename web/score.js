@@ -6,17 +6,25 @@
 // way). Used by local_model.js; worker_model.js checks options here before they cross to the worker.
 import { END_OF_TEXT, tokenText } from './generate.js';
 
-// -> { topAlternatives } checked; throws a TypeError / RangeError naming the option.
+const SCORE_OPTION_NAMES = new Set(['topAlternatives', 'kvCache']);
+
+// -> { topAlternatives, kvCache } checked; throws a TypeError / RangeError naming the option. kvCache: the KV
+// cache's storage, 'int8' (the default, as generate() and `gpt2 --score` use: log-probabilities within a few
+// 1e-3 nats of exact) or 'fp32' (four times the cache's memory, within 1e-4 of a float64 reference: for
+// perplexities that compare models).
 export function normalizeScoreOptions(options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('score: options must be an object');
   for (const name of Object.keys(options)) {
-    if (name !== 'topAlternatives') throw new TypeError(`score: unknown option "${name}"`);
+    if (!SCORE_OPTION_NAMES.has(name)) throw new TypeError(`score: unknown option "${name}"`);
   }
-  const { topAlternatives = 0 } = options;
+  const { topAlternatives = 0, kvCache = 'int8' } = options;
   if (!Number.isSafeInteger(topAlternatives) || topAlternatives < 0) {
     throw new RangeError(`score: option topAlternatives must be an integer >= 0, got ${String(topAlternatives)}`);
   }
-  return { topAlternatives };
+  if (kvCache !== 'int8' && kvCache !== 'fp32') {
+    throw new RangeError(`score: option kvCache must be "int8" or "fp32", got ${JSON.stringify(kvCache) ?? String(kvCache)}`);
+  }
+  return { topAlternatives, kvCache };
 }
 
 // The text to score must be a string (TypeError otherwise): checked in the page before it crosses to a worker.
@@ -24,26 +32,24 @@ export function checkScoreText(text) {
   if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
 }
 
-// The session's KV cache: the storage generate() uses by default and `gpt2 --eval` / `--score` use, so the
-// scores equal theirs.
-const SESSION_OPTIONS = Object.freeze({ useKVCache: true, kvCache: 'int8' });
 
 // target: { pool: SessionPool, tokenizer }; options as normalizeScoreOptions returns them.
 // -> { tokens: [{ token, text, logprob, rank, alternatives: [{ token, text, logprob }] }], totalLogprob,
 // perplexity }. <|endoftext|> goes in front of the text, so that its first token is scored too; the tokens'
 // texts join to the text (a character split over tokens is in the text of its last token). An empty text has
 // no tokens: { tokens: [], totalLogprob: 0, perplexity: 1 }.
-export function scoreText({ pool, tokenizer }, text, { topAlternatives }) {
+export function scoreText({ pool, tokenizer }, text, { topAlternatives, kvCache }) {
   checkScoreText(text);
   const ids = tokenizer.encode(text);
   if (ids.length === 0) return { tokens: [], totalLogprob: 0, perplexity: 1 };
-  const session = pool.acquire(SESSION_OPTIONS);
+  const sessionOptions = { useKVCache: true, kvCache };
+  const session = pool.acquire(sessionOptions);
   let scores;
   try {
     // More alternatives than there are tokens is all of them.
     scores = session.score([tokenizer.eosId ?? END_OF_TEXT, ...ids], Math.min(topAlternatives, session.vocabSize));
   } finally {
-    pool.release(session, SESSION_OPTIONS);
+    pool.release(session, sessionOptions);
   }
   return describeScores(tokenizer, ids, scores);
 }

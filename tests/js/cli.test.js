@@ -70,6 +70,19 @@ describe('output', () => {
     expect(total).toMatch(/^total -\d+\.\d{4} perplexity \d+\.\d{4}$/);
   });
 
+  test('--score --kv-cache fp32 prints the API\'s log-probabilities with the fp32 cache', async () => {
+    const text = 'ROMEO: Good morrow!';
+    const { stdout } = await cli(['--score', '--kv-cache', 'fp32', text]);
+    const model = await loadModel(BUNDLED);
+    try {
+      const { tokens, totalLogprob, perplexity } = await model.score(text, { kvCache: 'fp32' });
+      expect(stdout).toBe([...tokens.map((t) => `${JSON.stringify(t.text)}\t${t.logprob.toFixed(4)}\t${t.rank}\n`),
+        `total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`].join(''));
+    } finally {
+      model.dispose();
+    }
+  });
+
   test('--score --top-alternatives 2 ends each token\'s line with the two likeliest tokens and their logprobs', async () => {
     const { stdout } = await cli(['--score', '--top-alternatives=2', 'ROMEO: Good morrow!']);
     const lines = stdout.trim().split('\n').slice(0, -1);

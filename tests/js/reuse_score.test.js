@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
 import { EngineError, loadEngine } from '../../web/engine.js';
 import { loadModel } from '../../web/gpt2.js';
+import { ReferenceGpt2 } from './reference_gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
@@ -194,6 +195,21 @@ describe('model.score', () => {
     for await (const piece of model.generate('ROMEO:', { maxNewTokens: 1, topAlternatives: 2 ** 32 })) {
       expect(piece.alternatives).toHaveLength(model.config.n_vocab);
     }
+  });
+
+  test('kvCache: \'fp32\' scores a text the model never saw within 1e-4 of a float64 reference; the default int8 cache within 1e-2', async () => {
+    const heldOut = readFileSync(`${ROOT}tests/fixtures/tinyshakespeare-held-out.u16`);
+    const text = await model.decode(Array.from({ length: 48 }, (_, i) => heldOut.readUInt16LE(2 * i)));
+    const ids = [END_OF_TEXT, ...await model.encode(text)];
+    const reference = new ReferenceGpt2(BUNDLED).logprobs(ids);
+    const maxDifference = ({ tokens }) => Math.max(...tokens.map((token, i) => Math.abs(token.logprob - reference[i][ids[i + 1]])));
+    const exact = maxDifference(await model.score(text, { kvCache: 'fp32' }));
+    const compact = maxDifference(await model.score(text));
+    console.log(`bundled model, ${ids.length - 1} tokens: max |logprob - float64 reference| = ${exact.toExponential(2)} (fp32 KV cache), ${compact.toExponential(2)} (int8)`);
+    expect(exact).toBeLessThan(1e-4);
+    expect(compact).toBeLessThan(1e-2);
+    expect(compact).toBeGreaterThan(exact);
+    await expect(model.score(text, { kvCache: 'fp16' })).rejects.toThrow('score: option kvCache must be "int8" or "fp32", got "fp16"');
   });
 
   test('a text longer than the context is scored in overlapping windows: the perplexity of `gpt2 --eval` on the same ids', async () => {

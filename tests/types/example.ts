@@ -58,6 +58,8 @@ export async function generateAndScore(signal: AbortSignal): Promise<string> {
     console.log(token, tokenText, logprob, rank, alternatives.map((a) => `${a.text} ${a.token} ${a.logprob}`));
   }
   console.log(totalLogprob, perplexity, await model.decode(tokensSoFar));
+  const exact: ScoreResult = await model.score('To be', { kvCache: 'fp32' });
+  console.log(exact.perplexity);
 
   await model.whenUsable();
   await model.dispose();
@@ -159,8 +161,10 @@ export function wrongUses(model: Model, element: HTMLElement, stats: GenerationS
   model.generate('ROMEO:', { maxTokens: 20 });
   // @ts-expect-error the KV cache is 'int8' or 'fp32'
   model.generate('ROMEO:', { kvCache: 'int4' });
-  // @ts-expect-error score takes topAlternatives alone
+  // @ts-expect-error score takes topAlternatives and kvCache only
   void model.score('text', { temperature: 0 });
+  // @ts-expect-error the KV cache is 'int8' or 'fp32'
+  void model.score('text', { kvCache: 'fp16' });
   // @ts-expect-error weights are 'fp32' or 'int8'
   void loadModel('models/tiny-shakespeare/', { weights: 'int4' });
   // @ts-expect-error a progress callback, not a flag
