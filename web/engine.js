@@ -2,9 +2,8 @@
 // Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
 // engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
 // imported dynamically inside Node branches (node_builtins.js).
-import { importNodeBuiltin } from './node_builtins.js';
+import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
 
-const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,

@@ -54,8 +54,13 @@ export function checkNotHtml(name, firstBytes) {
   }
 }
 
+// The error an aborted load (or other request) rejects with, as fetch's: a DOMException named AbortError.
+export function abortError(message) {
+  return new DOMException(message, 'AbortError');
+}
+
 export function throwIfAborted(signal, name) {
-  if (signal?.aborted) throw new DOMException(`loading ${name} was aborted`, 'AbortError');
+  if (signal?.aborted) throw abortError(`loading ${name} was aborted`);
 }
 
 export function describe(error) {

@@ -3,13 +3,15 @@
 // for the same model (same URL and options) share one download and one loaded copy; the last to let go
 // disposes it, and a load that nobody waits for any more is aborted. A failed load is forgotten, so the next
 // caller tries again.
+import { abortError, throwIfAborted } from './load_errors.js';
+
 export class ModelRegistry {
   #entries = new Map();  // key -> { model: Promise<Model>, leases: Set, controller: AbortController }
 
   // key: what identifies the model (null: never shared). load(signal, onProgress) -> Promise<Model>.
   // -> Promise of a LeasedModel; signal aborts this caller's wait (and the load, if no one else waits for it).
   async acquire(key, load, { onProgress, signal } = {}) {
-    throwIfAborted(signal);
+    throwIfAborted(signal, 'the model');
     const entry = this.#entryFor(key ?? Symbol('unshared'), load);
     const lease = { onProgress };
     entry.leases.add(lease);
@@ -96,19 +98,11 @@ class LeasedModel {
   }
 }
 
-function abortError() {
-  return new DOMException('loading the model was aborted', 'AbortError');
-}
-
-function throwIfAborted(signal) {
-  if (signal?.aborted) throw abortError();
-}
-
 // promise, or an AbortError as soon as signal aborts.
 function untilAborted(promise, signal) {
   if (!signal) return promise;
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(abortError());
+    const onAbort = () => reject(abortError('loading the model was aborted'));
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));

@@ -10,9 +10,8 @@ import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model
 import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
 import { startDownload } from './download.js';
 import { ModelLoadError } from './load_errors.js';
-import { importNodeBuiltin } from './node_builtins.js';
+import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
 
-const IS_NODE = typeof process === 'object' && typeof process.versions?.node === 'string';
 const NODE_READ_CHUNK_BYTES = 4 << 20;
 const UNNAMED_GGUF = 'model.gguf';
 const GGUF_MAGIC = 'GGUF';  // a GGUF file's first 4 bytes

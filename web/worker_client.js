@@ -1,7 +1,7 @@
 // The RPC client of one engine worker (web/worker.js describes the message protocol): numbered requests,
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
 import { useAssetFolder } from './engine.js';
-import { ModelLoadError } from './load_errors.js';
+import { ModelLoadError, abortError } from './load_errors.js';
 
 // The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
 // start from a Blob of it, with nothing more to fetch. Otherwise they import worker.js beside this module or,
@@ -137,7 +137,7 @@ export class WorkerClient {
 // The worker's error as the error it was (by name): a ModelLoadError is one here too, so that callers can test
 // instanceof whether the model loads in a worker or not.
 function deserializeError({ name, message, file, kind }) {
-  if (name === 'AbortError') return new DOMException(message, 'AbortError');
+  if (name === 'AbortError') return abortError(message);
   if (name === 'ModelLoadError') return Object.assign(new ModelLoadError(file, kind, ''), { message });
   const ErrorType = { TypeError, RangeError }[name] ?? Error;
   const error = new ErrorType(message);

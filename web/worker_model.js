@@ -4,6 +4,7 @@
 import { checkPrompt, createStats, normalizeGenerateOptions } from './generate.js';
 import { ModelRegistry } from './model_registry.js';
 import { checkScoreText, normalizeScoreOptions } from './score.js';
+import { abortError } from './load_errors.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
@@ -39,7 +40,7 @@ async function loadOnWorker(worker, source, { onProgress, signal, weights, threa
   const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads });
   if (signal?.aborted) {  // the load finished before the worker saw the cancel
     model.dispose();
-    throw new DOMException('loading the model was aborted', 'AbortError');
+    throw abortError('loading the model was aborted');
   }
   return model;
 }
