@@ -13,9 +13,8 @@ import { homedir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { DownloadRestart, startDownload } from './download.js';
 import { textFileByteBound } from './file_sinks.js';
-import { MODEL_FILES, isGgufName } from './model_files.js';
+import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, isGgufName } from './model_files.js';
 
-const DEFAULT_HUB = 'https://huggingface.co';
 // A Hugging Face repository id, by the Hub's own rule for owner and name: letters, digits, '-', '_' and '.', not
 // starting or ending with '-' or '.', no '--' or '..', at most 96 characters; then optionally a .gguf file in it.
 const HUB_NAME = String.raw`(?![^/]*(?:--|\.\.))[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?`;
@@ -40,11 +39,11 @@ export function cacheDirectory(env = process.env, platform = process.platform, h
 
 // --model's text -> a local path, or the URL it names: an existing path wins over a Hub id of the same spelling.
 // hub: the Hub's address ($HF_ENDPOINT, as Hugging Face's own tools read it).
-export function resolveModelSource(text, hub = process.env.HF_ENDPOINT || DEFAULT_HUB) {
+export function resolveModelSource(text, hub = process.env.HF_ENDPOINT || HUGGING_FACE_HUB) {
   if (/^https?:\/\//i.test(text)) return new URL(text);
   if (existsSync(text) || !HUB_ID.test(text)) return text;
   const [owner, name, file = ''] = text.split('/');
-  return new URL(`${hubBase(hub)}${owner}/${name}/resolve/main/${encodeURIComponent(file)}`);
+  return new URL(hubFileUrl(`${owner}/${name}`, encodeURIComponent(file), hubBase(hub)));
 }
 
 // $HF_ENDPOINT as a base URL ending in '/'; it must be an http(s) URL with no query or fragment.

@@ -7,6 +7,13 @@ export const MODEL_FILES = Object.freeze({
   merges: 'merges.txt',
 });
 
+// The Hugging Face Hub, and the URL of a file of a repository's main branch there ('' names the folder).
+// hub: the Hub's address ending in '/' ($HF_ENDPOINT for the CLI); file: one URL path segment, encoded.
+export const HUGGING_FACE_HUB = 'https://huggingface.co/';
+export function hubFileUrl(repository, file = '', hub = HUGGING_FACE_HUB) {
+  return `${hub}${repository}/resolve/main/${file}`;
+}
+
 // The name the engine's GGUF messages start with ("model.gguf: …"), replaced by the file's own name.
 export const ENGINE_GGUF_NAME = 'model.gguf';
 

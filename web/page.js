@@ -4,13 +4,9 @@
 // textContent, never as HTML.
 import { deleteCachedModel, listCachedModels, loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
-import { isGgufName } from './model_files.js';
+import { hubFileUrl, isGgufName } from './model_files.js';
 import { requestPersistentStorage } from './model_cache.js';
 import { formatDuration, formatPace } from './progress_text.js';
-
-const HUGGING_FACE = 'https://huggingface.co/';
-const hfFolder = (repository) => `${HUGGING_FACE}${repository}/resolve/main/`;
-const hfFile = (repository, file) => `${hfFolder(repository)}${file}`;
 
 // The bundled model comes twice: first (the default) as one Q4_0 GGUF file, a third of the download of its
 // safetensors folder for a held-out loss within 0.01 of fp32 (public/models/tiny-shakespeare/README.md); then
@@ -20,11 +16,11 @@ const hfFile = (repository, file) => `${hfFolder(repository)}${file}`;
 const MODEL_CHOICES = [
   { value: 'tiny-shakespeare', label: 'Tiny Shakespeare (bundled, offline)', source: 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf', gguf: true },
   { value: 'tiny-shakespeare-safetensors', label: 'Tiny Shakespeare, safetensors (bundled, fp32 or int8)', source: 'models/tiny-shakespeare/' },
-  { value: 'gpt2', label: 'GPT-2 124M', size: '548 MB', source: hfFolder('openai-community/gpt2') },
-  { value: 'gpt2-medium', label: 'GPT-2 355M', size: '1.5 GB', source: hfFolder('openai-community/gpt2-medium') },
-  { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hfFolder('openai-community/gpt2-large'), int8Only: true },
-  { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hfFolder('openai-community/gpt2-xl'), int8Only: true },
-  { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hfFolder('distilbert/distilgpt2') },
+  { value: 'gpt2', label: 'GPT-2 124M', size: '548 MB', source: hubFileUrl('openai-community/gpt2') },
+  { value: 'gpt2-medium', label: 'GPT-2 355M', size: '1.5 GB', source: hubFileUrl('openai-community/gpt2-medium') },
+  { value: 'gpt2-large', label: 'GPT-2 774M', size: '3.2 GB', source: hubFileUrl('openai-community/gpt2-large'), int8Only: true },
+  { value: 'gpt2-xl', label: 'GPT-2 1.5B', size: '6.4 GB', source: hubFileUrl('openai-community/gpt2-xl'), int8Only: true },
+  { value: 'distilgpt2', label: 'DistilGPT2', size: '353 MB', source: hubFileUrl('distilbert/distilgpt2') },
 ];
 
 // GGUF files on the Hub, one file each, run in their own (quantized) types; sizes as the Hub lists them. Only
@@ -40,7 +36,7 @@ const GGUF_CHOICES = [
 ]);
 
 function ggufChoice(model, repository, file, size) {
-  return { value: `gguf:${repository}/${file}`, label: `${model} · ${file}`, size, source: hfFile(repository, file), gguf: true };
+  return { value: `gguf:${repository}/${file}`, label: `${model} · ${file}`, size, source: hubFileUrl(repository, file), gguf: true };
 }
 const LOCAL_FILES_VALUE = 'local-files';
 const LOADED_LOCAL_VALUE = 'loaded-local';
