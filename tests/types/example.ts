@@ -1,4 +1,4 @@
-// The public API used as README.md's "JavaScript API" and "Embedding" sections show it, type-checked against
+// The public API used as docs/api.md and docs/embedding.md show it, type-checked against
 // web/gpt2.d.ts, web/tokenizer.d.ts and web/widget.d.ts (tests/js/types.test.js runs tsc on it; it never runs).
 // Each `@ts-expect-error` line is a wrong use the declarations must reject: tsc fails if it is accepted.
 import {
