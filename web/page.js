@@ -81,6 +81,7 @@ const elements = {
   storedModels: $('stored-models'),
   storedModelsEmpty: $('stored-models-empty'),
   weights: $('weights'),
+  weightsReason: $('weights-reason'),
   kvCache: $('kv-cache'),
   kvStorage: $('kv-storage'),
   temperature: $('temperature'),
@@ -108,6 +109,8 @@ const state = {
   model: null,
   modelChoice: null, // the choice (with .value and .label) whose model is loaded
   modelWeights: null, // 'fp32' | 'int8' | undefined (a GGUF file): the weights setting the model loaded with
+  weightsSetting: 'fp32', // the user's Weights setting, also while the menu shows what a model runs instead
+  failedChoice: null, // the choice whose load failed last, which the Weights menu retries
   modelNotCached: null, // why the Cache API did not keep the model (e.g. a full quota); null: it did, or local files
   loadingChoice: null, // the choice being loaded, if any
   urlChoice: null, // the folder given as ?model=, if any
@@ -191,11 +194,62 @@ function restoreModelSelection() {
   else elements.model.selectedIndex = -1;
 }
 
-// The weight format a choice loads with: the Weights setting, unless the model only fits as int8; none for a
-// GGUF file, which runs in its own types.
+// The weight format a choice loads with: the Weights setting, unless the model only fits as int8 (int8Only, or
+// fp32Bytes: the size its fp32 weights turned out to need); none for a GGUF file, which runs in its own types.
 function weightsFor(choice) {
   if (choice.gguf) return undefined;
-  return choice.int8Only ? 'int8' : elements.weights.value;
+  return choice.int8Only || choice.fp32Bytes ? 'int8' : weightsSetting();
+}
+
+// ---- Weights setting ------------------------------------------------------------------------------
+// The Weights menu holds the user's setting, fp32 or int8, which applies to safetensors folders. While a model
+// that cannot follow it is loading or in use, the menu shows what that model runs instead, disabled, with the
+// reason under it: a GGUF file's own types, or int8 for a model whose fp32 weights do not fit.
+
+const FILE_TYPES_VALUE = 'file';
+const fileTypesOption = new Option('', FILE_TYPES_VALUE);
+
+function weightsSetting() {
+  return elements.weights.disabled ? state.weightsSetting : elements.weights.value;
+}
+
+// -> { value, label (FILE_TYPES_VALUE's), reason } for a choice that runs weights of its own, else null
+function fixedWeights(choice) {
+  if (choice.gguf) {
+    const types = choice === state.modelChoice && !state.loadingChoice ? state.model.weightTypes : null;
+    return {
+      value: FILE_TYPES_VALUE,
+      label: types ? `${types} (the file's own)` : "the file's own types",
+      reason: 'A GGUF file runs in its own quantized types; this setting applies to safetensors folders.',
+    };
+  }
+  if (choice.int8Only || choice.fp32Bytes) {
+    const size = choice.fp32Bytes ? ` (${formatBytes(choice.fp32Bytes)})` : '';
+    return { value: 'int8', reason: `Its fp32 weights${size} do not fit in WebAssembly's memory, so it runs as int8.` };
+  }
+  return null;
+}
+
+function showWeightsSetting() {
+  const choice = state.loadingChoice ?? state.modelChoice;
+  const fixed = choice ? fixedWeights(choice) : null;
+  state.weightsSetting = weightsSetting();
+  if (fixed?.value === FILE_TYPES_VALUE) {
+    fileTypesOption.textContent = fixed.label;
+    elements.weights.append(fileTypesOption);
+  } else {
+    fileTypesOption.remove();
+  }
+  elements.weights.value = fixed?.value ?? state.weightsSetting;
+  elements.weights.disabled = fixed !== null;
+  elements.weightsReason.textContent = fixed?.reason ?? '';
+  elements.weightsReason.hidden = fixed === null;
+}
+
+// The bytes an "out of memory" error says the fp32 weights need, when that is why a load failed, else null.
+function fp32WeightsTooLarge(error, weights) {
+  const need = weights === 'fp32' ? /^out of memory: need (\d+) bytes for the weights\b/.exec(error?.message ?? '') : null;
+  return need ? Number(need[1]) : null;
 }
 
 // Loads a model; choosing again cancels this load. The previous model stays in use until the new one is
@@ -206,9 +260,12 @@ async function switchModel(choice) {
   const controller = new AbortController();
   state.loading = controller;
   state.loadingChoice = choice;
+  state.failedChoice = null;
   const weights = weightsFor(choice);
   clearError();
-  showModelStatus(weights ? `Loading ${choice.label} (${weights} weights)…` : `Loading ${choice.label}…`);
+  showWeightsSetting();
+  const why = choice.fp32Bytes ? `: its fp32 weights, ${formatBytes(choice.fp32Bytes)}, do not fit in WebAssembly's memory` : '';
+  showModelStatus(weights ? `Loading ${choice.label} (${weights} weights${why})…` : `Loading ${choice.label}…`);
   showProgress({ loaded: 0, total: 0 });
   updateControls();
   let notCached = null;  // why the Cache API did not keep the model (loader.js), if it did not
@@ -231,14 +288,21 @@ async function switchModel(choice) {
     elements.reloadModel.hidden = true;
   } catch (error) {
     if (controller.signal.aborted) return; // replaced by a newer choice: not an error
-    const hint = weights === 'fp32' && /out of memory/i.test(error.message) ? ' Choose int8 weights to load it in a quarter of the memory.' : '';
-    showError(`Could not load ${choice.label}: ${error.message}${hint}`);
+    const fp32Bytes = fp32WeightsTooLarge(error, weights);
+    if (fp32Bytes) {
+      choice.fp32Bytes = fp32Bytes;
+      void switchModel(choice);  // as int8 now; the load it starts is the one in progress
+      return;
+    }
+    state.failedChoice = choice;
+    showError(`Could not load ${choice.label}: ${error.message}`);
     restoreModelSelection();
   } finally {
     if (state.loading === controller) {
       state.loading = null;
       state.loadingChoice = null;
       elements.progressPanel.hidden = true;
+      showWeightsSetting();
       showModelStatus(describeLoadedModel());
       updateControls();
       refreshStoredModels();
@@ -246,12 +310,14 @@ async function switchModel(choice) {
   }
 }
 
-// A new weight format reloads the model being loaded, or else the one in use (unless it cannot change).
+// A new weight format reloads the model being loaded, or the one whose load failed last (a retry), or else the
+// one in use (unless it already runs that format).
 function onWeightsChanged() {
+  state.weightsSetting = elements.weights.value;
   saveSettings();
-  const choice = state.loadingChoice ?? state.modelChoice;
+  const choice = state.loadingChoice ?? state.failedChoice ?? state.modelChoice;
   if (!choice) return;
-  if (!state.loadingChoice && weightsFor(choice) === state.modelWeights) return;
+  if (choice === state.modelChoice && weightsFor(choice) === state.modelWeights) return;
   switchModel(choice);
 }
 
@@ -260,8 +326,9 @@ function describeLoadedModel() {
   const { n_layer, n_embd, n_ctx } = state.model.config;
   const { weightBytes, weightTypes, threads } = state.model;
   // threads: more than one only on a cross-origin-isolated page (tools/serve.mjs sends COOP + COEP)
+  const fp32TooLarge = state.modelChoice.fp32Bytes ? ' (its fp32 weights do not fit)' : '';
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
-    `${weightTypes} weights, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+    `${weightTypes} weights${fp32TooLarge}, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
   const kept = state.modelNotCached ? ` · not kept for offline use: ${state.modelNotCached}` : '';
   return `Ready: ${state.modelChoice.label} · ${details}${kept}`;
 }
@@ -725,6 +792,7 @@ function clearError() {
 function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {
     const input = elements[name];
+    if (name === 'weights') return [name, weightsSetting()];
     return [name, input.type === 'checkbox' ? input.checked : input.value];
   }));
   try {
@@ -778,6 +846,7 @@ function formatProbability(probability) {
 
 function start() {
   restoreSettings();
+  state.weightsSetting = elements.weights.value;
   let urlParameterError = null;
   try {
     state.urlChoice = choiceFromUrlParameter();

@@ -26,6 +26,9 @@ const XL_CONFIG = JSON.stringify({
   model_type: 'gpt2', vocab_size: 50257, n_positions: 1024, n_ctx: 1024, n_embd: 1600, n_head: 25, n_layer: 48,
   layer_norm_epsilon: 1e-5, bos_token_id: 50256, eos_token_id: 50256,
 });
+// A shape whose weights do not fit even as int8 (96 layers of width 4096): its int8 weights in the engine.
+const XXL_INT8_WEIGHT_BYTES = 19_584_819_524;
+const XXL_CONFIG = JSON.stringify({ ...JSON.parse(XL_CONFIG), n_embd: 4096, n_head: 32, n_layer: 96 });
 
 // The whole file runs with gc exposed and precise performance.memory, for the memory test (launch options can
 // only be set per file). The other flags are playwright.config.js's.
@@ -55,6 +58,7 @@ function handle(req, res) {
     return res.end('Not Found');
   }
   if (fault === 'xl' && name === 'config.json') return res.writeHead(200, cors).end(XL_CONFIG);
+  if (fault === 'xxl' && name === 'config.json') return res.writeHead(200, cors).end(XXL_CONFIG);
   if (name !== 'model.safetensors' || fault === 'ok' || fault === 'nocors') {
     return res.writeHead(200, { ...cors, 'Content-Length': body.length }).end(body);
   }
@@ -66,7 +70,7 @@ function handle(req, res) {
     return res.write(sent, () => setTimeout(() => res.socket.destroy(), 20));
   }
   if (fault === 'corrupt') return res.writeHead(200, cors).end(Buffer.alloc(body.length, 0x5a));
-  if (fault === 'xl') {
+  if (fault === 'xl' || fault === 'xxl') {
     res.writeHead(200, { ...cors, 'Content-Length': XL_FILE_BYTES, 'Content-Type': 'application/octet-stream' });
     return res.flushHeaders();  // and never a byte: the page must refuse from the size alone
   }
@@ -190,6 +194,27 @@ test.describe('network and storage faults', () => {
     });
   }
 
+  test('after a failed load with no model in use, the Weights menu and the Model menu each retry it', async ({ page }) => {
+    const folder = faultFolder('cut');
+    const { alert, model } = controls(page);
+    const weights = page.getByRole('combobox', { name: 'Weights' });
+    await page.goto(`/?model=${encodeURIComponent(folder.url)}`);
+    await expect(alert).toContainText('model.safetensors: network error', { timeout: READY });
+    await expect(page.getByText('No model loaded: choose one in Settings.')).toBeVisible();
+    folder.fix();
+    await weights.selectOption('int8');
+    await expect(page.getByText(/^Ready: Model at .* of int8 weights, /)).toBeVisible({ timeout: READY });
+    await expect(alert).toBeEmpty();
+
+    const failing = faultFolder('cut');
+    await page.goto(`/?model=${encodeURIComponent(failing.url)}`);
+    await expect(alert).toContainText('model.safetensors: network error', { timeout: READY });
+    failing.fix();
+    await model.selectOption({ label: `Model at ${failing.url}` });
+    await expect(page.getByText(/^Ready: Model at .* of int8 weights, /)).toBeVisible({ timeout: READY });
+    await expectGenerates(page);
+  });
+
   test('a corrupt file is reported as corrupt, not as a network error, and is not cached', async ({ page }) => {
     const folder = faultFolder('corrupt');
     const { alert, model, generate } = controls(page);
@@ -270,12 +295,32 @@ test.describe('network and storage faults', () => {
   }
 });
 
-test('a model too large for the wasm heap reports "out of memory" with the size; the page recovers', async ({ page }) => {
+test('a model whose fp32 weights do not fit loads as int8 by itself, and the page says so', async ({ page }) => {
   const folder = faultFolder('xl');
+  const { alert, model, generate } = controls(page);
+  const weights = page.getByRole('combobox', { name: 'Weights' });
+  await page.goto(`/?model=${encodeURIComponent(folder.url)}`);
+  await expect(weights).toHaveValue('fp32');  // the setting: what the first try loads with
+  // The first try refuses the fp32 weights from config.json alone; the second downloads for int8 (the test's
+  // server then sends nothing, so the load stays in progress).
+  const size = `${(XL_WEIGHT_BYTES / 1e9).toFixed(1)} GB`;
+  await expect(page.getByText(`Loading Model at ${folder.url} (int8 weights: its fp32 weights, ${size}, do not fit in WebAssembly's memory)…`))
+    .toBeVisible({ timeout: READY });
+  await expect(alert).toBeEmpty();
+  await expect(weights).toBeDisabled();
+  await expect(weights).toHaveValue('int8');
+  await expect(page.getByText(`Its fp32 weights (${size}) do not fit in WebAssembly's memory, so it runs as int8.`)).toBeVisible();
+  await model.selectOption({ label: BUNDLED_LABEL });
+  await expect(generate).toBeEnabled({ timeout: READY });
+  await expectGenerates(page);
+});
+
+test('a model too large for the wasm heap even as int8 reports "out of memory" with the size; the page recovers', async ({ page }) => {
+  const folder = faultFolder('xxl');
   const { alert, model, generate } = controls(page);
   await page.goto(`/?model=${encodeURIComponent(folder.url)}`);
   await expect(alert).toContainText('out of memory', { timeout: READY });
-  await expect(alert).toContainText(String(XL_WEIGHT_BYTES));
+  await expect(alert).toContainText(String(XXL_INT8_WEIGHT_BYTES));
   await expect(alert).toContainText('4 GB');
   await expect(generate).toBeDisabled();
   await model.selectOption({ label: BUNDLED_LABEL });

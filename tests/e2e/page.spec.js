@@ -110,23 +110,35 @@ test('the Weights setting reloads the model as int8, generates the Node API\'s i
   expect(await generateText(page)).toBe(expectedInt8);
 
   await page.reload();
-  await expect(weights).toHaveValue('int8');
   await controls(page).model.selectOption({ label: SAFETENSORS_MODEL_LABEL });
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of int8 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(weights).toHaveValue('int8');
   await weights.selectOption('fp32');
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(await generateText(page)).toBe(expectedFp32);
 });
 
-test('GPT-2 1.5B loads as int8 even when fp32 is chosen (its fp32 weights exceed wasm\'s memory)', async ({ page }) => {
+test('the Weights menu shows what the model runs: a GGUF file\'s own type, int8 for GPT-2 1.5B, else the setting', async ({ page }) => {
   await openPageWithModel(page);
-  await expect(page.getByRole('combobox', { name: 'Weights' })).toHaveValue('fp32');
+  const weights = page.getByRole('combobox', { name: 'Weights' });
+  // The default entry is a Q4_0 GGUF file: the setting (fp32) does not apply to it.
+  await expect(weights).toBeDisabled();
+  await expect(weights.locator('option:checked')).toHaveText("q4_0 (the file's own)");
+  await expect(page.getByText('A GGUF file runs in its own quantized types; this setting applies to safetensors folders.')).toBeVisible();
+
   await page.route('https://huggingface.co/**', () => {}); // the download never answers: the load stays in progress
   await controls(page).model.selectOption({ label: 'GPT-2 1.5B (6.4 GB download)' });
   await expect(page.getByText('Loading GPT-2 1.5B (int8 weights)…')).toBeVisible();
+  await expect(weights).toBeDisabled();
+  await expect(weights).toHaveValue('int8');
+  await expect(page.getByText("Its fp32 weights do not fit in WebAssembly's memory, so it runs as int8.")).toBeVisible();
+
   await controls(page).model.selectOption({ label: SAFETENSORS_MODEL_LABEL }); // cancels it
   await expect(page.getByText(/Ready: Tiny Shakespeare.* of fp32 weights, /)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(weights).toBeEnabled();
+  await expect(weights).toHaveValue('fp32');
+  await expect(weights.locator('option')).toHaveText(['fp32 (exact)', 'int8 (¼ of the memory, faster)']);
 });
 
 test('Stop ends a long generation within a moment', async ({ page }) => {
