@@ -1,0 +1,41 @@
+// Accessibility of the site's pages, as axe-core (the engine behind Lighthouse's and browsers' checks) finds it,
+// on a phone-sized screen (390 px) and a desktop one (1280 px), with the model loaded; and on a narrow screen,
+// the result of Generate is where a person looks after pressing it: right after the button, before the
+// settings. Run after `bash tools/build.sh`.
+import AxeBuilder from '@axe-core/playwright';
+import { test, expect } from './under_csp.js';
+import { controls, fillSettings } from './page-controls.js';
+
+const MODEL_READY_TIMEOUT = 90_000;
+const WIDTHS = [390, 1280];
+
+for (const width of WIDTHS) {
+  for (const path of ['/', '/embed.html']) {
+    test(`${path} at ${width} px has no accessibility violations`, async ({ page }) => {
+      await page.setViewportSize({ width, height: 844 });
+      await page.goto(path);
+      if (path === '/') await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+      else await expect(page.getByRole('button', { name: 'Generate' })).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+      const { violations } = await new AxeBuilder({ page }).analyze();
+      expect(violations.map(({ id, impact, nodes }) => `${id} (${impact}, ${nodes.length} nodes): ${nodes.map((n) => n.target.join(' ')).join(', ')}`)).toEqual([]);
+    });
+  }
+}
+
+test('on a 390 px screen the output follows the Generate button, before the settings', async ({ page }, testInfo) => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto('/');
+  const { generate, output } = controls(page);
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await fillSettings(page, { prompt: 'ROMEO:', temperature: 0, maxNewTokens: 24, useKVCache: true });
+  await generate.click();
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await testInfo.attach('narrow page after Generate', { body: await page.screenshot({ fullPage: true }), contentType: 'image/png' });
+  const top = async (locator) => (await locator.boundingBox()).y;
+  const [button, result, settings] = await Promise.all([top(generate), top(output), top(page.getByRole('heading', { name: 'Settings' }))]);
+  // Below the button there is only the rest of the prompt card (status line, progress, error) before the output.
+  expect(result - button).toBeLessThan(300);
+  expect(settings).toBeGreaterThan(result);
+  // The output is on the first screen once the button has been pressed (scrolled to the button, as a person is).
+  expect(result + 100).toBeLessThan(button + 844);
+});
