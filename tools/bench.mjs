@@ -20,7 +20,7 @@
 // (tools/bench/llama_cpp_runner.mjs; not a dependency: measured only when --node-llama-cpp or NODE_LLAMA_CPP names
 // its folder, e.g. /tmp/llama-check/node_modules/node-llama-cpp, else skipped with a note). wllama and llamacpp
 // run GGUF weights only, cached only. Tables then compare each type with our int8 and with wllama on the same file
-// (and natively with llama.cpp), and check issue #12's targets at context 16 on one thread.
+// (and natively with llama.cpp), and check the GGUF types' speed targets at context 16 on one thread.
 //
 // --kv-cache runs our runtimes with each KV cache storage (gpt2 --kv-cache; createSession({ kvCache })), the first
 // (default int8, the engine's default) as the plain runtime and the others as "<runtime>, <kv> KV cache" rows; every
@@ -79,7 +79,7 @@ const DEFAULT_WEIGHTS = ['fp32', 'int8'];
 const CACHED_DECODE_STEPS = 16;
 const CEILING_REPEATS = 20;
 const INT8_UNCACHED_MAX_CONTEXT = 256;
-// Issue #12's targets: cached decode tokens/s at this context on one thread, in Node and Chromium.
+// The GGUF types' speed targets: cached decode tokens/s at this context on one thread, in Node and Chromium.
 const TARGET_CONTEXT = 16;
 const TARGETS_OVER_INT8 = { q8_0: 1, q4_0: 1.5, q4_k: 1.5 };
 const TARGET_OVER_WLLAMA = 3;
@@ -598,7 +598,7 @@ function nativeTables(runs, contexts) {
   return tables;
 }
 
-// Issue #12's targets, per model measured with GGUF types, in Node and Chromium at TARGET_CONTEXT on one thread:
+// The GGUF types' speed targets, per model measured with GGUF types, in Node and Chromium at TARGET_CONTEXT on one thread:
 // [{ model, runtime, target, ratio (null when a side was not measured), met }].
 function targetResults(runs) {
   const results = [];
@@ -780,7 +780,7 @@ async function main() {
   const native = nativeTables(runs, plan.contexts);
   if (native.length) console.log(`## GGUF types natively: ours against llama.cpp (node-llama-cpp), medians, one thread\n\n${native.join('\n\n')}\n`);
   if (targets.length) {
-    console.log(`## Issue #12's targets (cached decode tokens/s at context ${TARGET_CONTEXT}, one thread, medians)\n\n${targetsTable(targets)}\n`);
+    console.log(`## The GGUF types' speed targets (cached decode tokens/s at context ${TARGET_CONTEXT}, one thread, medians)\n\n${targetsTable(targets)}\n`);
   }
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +

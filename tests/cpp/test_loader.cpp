@@ -216,7 +216,7 @@ TEST(Loader, RejectsANonJsonHeader) {
               "model.safetensors: \"__metadata__\" value for \"a\" is not a string");
 }
 
-// The issue #14 file: a header of one long array of small numbers, under the byte cap, once made the wasm engine
+// A header of one long array of small numbers, under the byte cap, once made the wasm engine
 // abort (its tree of values outgrew memory). The values are counted as they are parsed, up to what the config's
 // model can need: 16 * (16 * 2 + 8) + 4096 = 4736 for kSpec's 2 layers.
 TEST(Loader, AHeaderOfMoreValuesThanTheModelNeedsIsAnErrorNamingTheLimit) {

@@ -1,4 +1,4 @@
-// Issue 16, point 3: an app that bundles gpt2-wasm (tests/bundler-example/, built here with esbuild into one
+// An app that bundles gpt2-wasm (tests/bundler-example/, built here with esbuild into one
 // main.js) runs in Chromium with the engine's files on another origin, as from a CDN: configure({ assetBase })
 // names a copy of public/wasm/, the engine worker starts from its gpt2-worker.js, and the app's greedy text is
 // the Node API's. The app and the "CDN" are served by tools/serve.mjs on free ports this file picks (localhost

@@ -1,4 +1,4 @@
-// Issue 7 (bad input and faults) in the page: network faults (error statuses, CORS, cut connections,
+// Bad input and faults in the page: network faults (error statuses, CORS, cut connections,
 // Content-Length mismatches, corrupt files, cancelled downloads, a full storage quota), a model too large for
 // the wasm heap, and the controls under stress (double clicks, switching models mid-run, hostile prompts,
 // memory over many runs). Faults come from `page.route` or from a fault server started here on 127.0.0.1

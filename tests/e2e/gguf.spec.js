@@ -1,4 +1,4 @@
-// GGUF files in the page and the widget (issue 12): "Open local files…" with one .gguf, `?model=` with a .gguf
+// GGUF files in the page and the widget: "Open local files…" with one .gguf, `?model=` with a .gguf
 // URL, the model menu's GGUF entries, and a widget whose data-model is a .gguf URL; each must generate the
 // Node API's greedy text for the same file. The file is tests/fixtures/tiny-random-gguf/model-f32.gguf (the
 // tiny-random model with a tokenizer of its 384 ids, tools/make_tiny_gguf_fixture.py), served here on another

@@ -1,4 +1,4 @@
-// Issue 14, point 2: when the wasm engine aborts (a genuine out-of-memory in the browser), nothing is left
+// When the wasm engine aborts (a genuine out-of-memory in the browser), nothing is left
 // silently dead. The engine worker's models load themselves again in a new worker, from the Cache API; the page
 // and the widget say what happened; if that reload fails, one action loads the model again.
 // The crash is a wasm trap raised inside the engine worker's own engine.js (WasmEngine.call, the path every

@@ -1,4 +1,4 @@
-// Issue #14, downloads that survive and cached copies that are checked (web/download.js, web/model_cache.js,
+// Downloads that survive and cached copies that are checked (web/download.js, web/model_cache.js,
 // web/crc32.js, through web/loader.js in Node): a local server on 127.0.0.1 drops connections mid-file, honours
 // or ignores Range, changes the file between requests or stops answering; an in-memory stand-in for the
 // browser's Cache API holds copies that the tests damage. Uses the tiny-random fixture (token ids only).

@@ -1,4 +1,4 @@
-// Issue 7 (bad input and faults) through the Node API (web/gpt2.js): network faults not covered by
+// Bad input and faults through the Node API (web/gpt2.js): network faults not covered by
 // loader.test.js (Content-Length mismatches, retry after a fault, a full Cache API quota), a model too large
 // for the wasm heap, hostile prompts (huge, longer than the context, odd Unicode, "<|endoftext|>"), and memory
 // staying flat over a thousand generations. Uses the bundled tiny-shakespeare model (n_ctx 256).
@@ -197,7 +197,7 @@ describe('memory', () => {
     await expectWorkingModel(BUNDLED);
   });
 
-  // Issue #14: a valid header size (100 MB, under the cap) of one array of 50 million small numbers once made the
+  // A valid header size (100 MB, under the cap) of one array of 50 million small numbers once made the
   // engine abort, killing the model loaded before it.
   test('a 100 MB header of small numbers is an error naming the limit, and the model loaded before keeps working', async () => {
     const before = await loadModel(BUNDLED);

@@ -1,4 +1,4 @@
-// Issue #16, point 6: the models stored in the Cache API, as listCachedModels() and deleteCachedModel() (web/gpt2.js,
+// The models stored in the Cache API, as listCachedModels() and deleteCachedModel() (web/gpt2.js,
 // web/model_cache.js) tell and remove them, with an in-memory stand-in for the browser's Cache API. Models loaded
 // over HTTP from a local server (the tiny-random folder, with the tiny GGUF fixture's tokenizer files, and its
 // Q8_0 GGUF file) are stored by the loader itself; the other cases store files as the loader does (CacheCopy: the

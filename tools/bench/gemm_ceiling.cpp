@@ -1,5 +1,5 @@
 // gpt2_gemm_ceiling: how close the prefill GEMMs (kernels.h gemm, gemm_q8) run to what this CPU can do at all
-// with the operations wasm SIMD128 has (issue #13, point 3).
+// with the operations wasm SIMD128 has: the bound on how much faster prefill can get without FMA.
 //
 // Without fused multiply-add (relaxed SIMD does not validate in Chromium 156 or Node 20), every fp32
 // multiply-add of a GEMM costs two vector operations, a multiply and an add, whatever the tiling; an int8 GEMM
