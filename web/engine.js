@@ -2,6 +2,7 @@
 // Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
 // engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
 // imported dynamically inside Node branches (node_builtins.js).
+import { resolveAgainstPage } from './model_files.js';
 import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
 
 
@@ -96,7 +97,7 @@ function parseAssetBase(assetBase) {
   if (typeof assetBase !== 'string' && !(assetBase instanceof URL)) fail();
   let folder;
   try {
-    folder = new URL(assetBase, globalThis.document?.baseURI ?? globalThis.location?.href);
+    folder = resolveAgainstPage(assetBase);
   } catch {
     fail();
   }
@@ -188,10 +189,10 @@ async function nodeFactory(folder, name, moduleArguments) {
 }
 
 // reason: what the engine said when it aborted (e.g. out of memory). The engine worker's page side reloads its
-// models after one (worker_client.js); a model in this thread must be loaded again.
+// models after one (worker_client.js, which says so in the message); a model in this thread must be loaded again.
 export class EngineAbortedError extends Error {
-  constructor(reason) {
-    super(`the WebAssembly engine crashed (${reason}); reload the model`);
+  constructor(reason, message = `the WebAssembly engine crashed (${reason}); reload the model`) {
+    super(message);
     this.name = 'EngineAbortedError';
     this.reason = reason;
   }

@@ -25,10 +25,15 @@ export function isGgufName(name) {
 // The schemes a model may be fetched from: the network, and Blob URLs that a page made of its own files.
 const MODEL_URL_SCHEMES = new Set(['http:', 'https:', 'blob:']);
 
-// A model's URL as given (a string or URL): relative to the page's (or the worker's) address in browsers,
-// absolute in Node. A TypeError when it is not a URL, or one of another scheme (javascript:, data:, file: …).
+// A URL as given (a string or URL): relative to the page's (or the worker's) address in browsers, absolute in
+// Node. A TypeError when it is not a URL.
+export function resolveAgainstPage(text) {
+  return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
+}
+
+// A model's URL as resolveAgainstPage reads it; also a TypeError for another scheme (javascript:, data:, file: …).
 export function resolveModelUrl(text) {
-  const url = new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
+  const url = resolveAgainstPage(text);
   if (!MODEL_URL_SCHEMES.has(url.protocol)) {
     throw new TypeError(`a model URL must be http:, https: or blob:, not ${url.protocol} (${String(text).slice(0, 60)})`);
   }

@@ -1,6 +1,6 @@
 // The RPC client of one engine worker (web/worker.js describes the message protocol): numbered requests,
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
-import { useAssetFolder } from './engine.js';
+import { EngineAbortedError, useAssetFolder } from './engine.js';
 import { ModelLoadError, abortError } from './load_errors.js';
 
 // The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
@@ -107,9 +107,7 @@ export class WorkerClient {
   }
 
   #restartAfterCrash(reason) {
-    const error = new Error(`the WebAssembly engine crashed (${reason}); its models are being loaded again`);
-    error.name = 'EngineAbortedError';
-    error.reason = reason;
+    const error = new EngineAbortedError(reason, `the WebAssembly engine crashed (${reason}); its models are being loaded again`);
     this.#end(error);
     this.#start();
     for (const listener of this.#crashListeners) listener(error);

@@ -5,6 +5,7 @@ import { checkPrompt, createStats, normalizeGenerateOptions } from './generate.j
 import { ModelRegistry } from './model_registry.js';
 import { checkScoreText, normalizeScoreOptions } from './score.js';
 import { abortError } from './load_errors.js';
+import { resolveModelUrl } from './model_files.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
@@ -48,7 +49,7 @@ async function loadOnWorker(worker, source, { onProgress, signal, weights, threa
 // The worker runs at a Blob URL, so relative URLs are resolved here; a FileList becomes an array.
 function portableSource(source) {
   if (typeof source === 'string' || source instanceof URL) {
-    return new URL(String(source), globalThis.document?.baseURI ?? globalThis.location?.href).href;
+    return resolveModelUrl(source).href;
   }
   if (typeof FileList !== 'undefined' && source instanceof FileList) return Array.from(source);
   return source;
