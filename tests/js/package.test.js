@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
-import { loadModel } from '../../web/gpt2.js';
 import { send, startFileServer } from './file_server.js';
+import { generateInNode } from './node_generation.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const FIXTURE_FILES = {  // name -> the fixture folder it comes from
@@ -93,20 +93,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 // The same generation through the repository's web/gpt2.js.
-async function repositoryGeneration(options) {
-  const model = await loadModel(modelDir);
-  try {
-    const tokens = [];
-    let text = '';
-    for await (const piece of model.generate(PROMPT, options)) {
-      tokens.push(piece.token);
-      text += piece.text;
-    }
-    return { tokens, text };
-  } finally {
-    model.dispose();
-  }
-}
+const repositoryGeneration = (options) => generateInNode(modelDir, PROMPT, options);
 
 async function userScript(threads) {
   writeFileSync(join(project, 'user.mjs'), USER_SCRIPT);

@@ -5,8 +5,8 @@
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadModel } from '../../web/gpt2.js';
 import { tokenSpelling } from './encoder_reference.js';
+import { generateInNode } from './node_generation.js';
 
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const FIRST_MERGED_ID = 256;  // ids below are the byte tokens, which must keep their spelling
@@ -35,17 +35,4 @@ export async function writeModelWithRenamedTokens(folder, prompt, texts, maxNewT
   return { options, text: (await continuation(folder, prompt, options)).text };
 }
 
-async function continuation(folder, prompt, options) {
-  const model = await loadModel(`${folder}/`);
-  try {
-    const tokens = [];
-    let text = '';
-    for await (const piece of model.generate(prompt, options)) {
-      tokens.push(piece.token);
-      text += piece.text;
-    }
-    return { tokens, text };
-  } finally {
-    model.dispose();
-  }
-}
+const continuation = (folder, prompt, options) => generateInNode(`${folder}/`, prompt, options);
