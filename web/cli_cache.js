@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { isAbsolute, join, relative, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { DownloadRestart, startDownload } from './download.js';
 import { textFileByteBound } from './file_sinks.js';
 import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, isGgufName } from './model_files.js';
@@ -111,7 +111,9 @@ function fileNameProblem(name) {
 function fileInFolder(folder, name) {
   const path = join(folder, name);
   const inside = relative(folder, path);
-  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) throw new Error(`${name}: not a file name inside the cache`);
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+    throw new Error(`${name}: not a file name inside the cache`);
+  }
   return path;
 }
 
@@ -147,22 +149,27 @@ async function ensureFile(url, path, name, onProgress) {
 async function download(url, path, name, onProgress) {
   const bound = textFileByteBound(name);
   const { total, chunks, cancel } = await startDownload(name, url.href);
-  const file = await open(path, 'w');
+  // Refused from the announced size before a byte is written, else as soon as the bytes pass the bound.
+  const checkSize = (bytes) => {
+    if (bound === null || bytes <= bound.bytes) return;
+    cancel();
+    throw new Error(`${name}: ${bytes === size ? bytes : `over ${bound.bytes}`} bytes from ${url.href}; ${bound.limit}`);
+  };
   let size = total;
   let loaded = 0;
+  checkSize(size ?? 0);
+  const file = await open(path, 'w');
   try {
     onProgress?.({ file: name, loaded, total: size, done: false });
     for await (const chunk of chunks) {
       if (chunk instanceof DownloadRestart) {
-        await file.truncate(0);
         [size, loaded] = [chunk.total, 0];
+        checkSize(size ?? 0);
+        await file.truncate(0);
       } else {
+        checkSize(loaded + chunk.byteLength);
         await file.write(chunk, 0, chunk.byteLength, loaded);
         loaded += chunk.byteLength;
-      }
-      if (bound !== null && Math.max(size ?? 0, loaded) > bound.bytes) {
-        cancel();
-        throw new Error(`${name}: ${size ?? `over ${loaded}`} bytes from ${url.href}; ${bound.limit}`);
       }
       onProgress?.({ file: name, loaded, total: size, done: false });
     }

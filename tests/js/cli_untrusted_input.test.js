@@ -158,13 +158,14 @@ describe('the disk cache keeps to its folder', () => {
     const url = `${server.base}/chunked-text/${3 * 2 ** 20}/`;
     const { code, stderr } = await run(['--model', url, ...GENERATE], env);
     expect(code).toBe(1);
-    expect(stderr).toMatch(new RegExp(`^gpt2-wasm: config\\.json: over \\d+ bytes from ${url}config\\.json; a config\\.json is at most 1 MiB \\(not a config\\.json\\?\\)\\n$`));
+    expect(stderr).toMatch(new RegExp(`^gpt2-wasm: config\\.json: over 1048576 bytes from ${url}config\\.json; a config\\.json is at most 1 MiB \\(not a config\\.json\\?\\)\\n$`));
     expect(filesUnder(outside)).toEqual([]);
   });
 
   test('cachedFileName keeps ordinary names as they are', () => {
     expect(cachedFileName(new URL('https://h/m/gpt2%20small.Q4_0.gguf'))).toBe('gpt2 small.Q4_0.gguf');
     expect(cachedFileName(new URL('https://h/m/%C3%BCber.gguf'))).toBe('über.gguf');
+    expect(cachedFileName(new URL('https://h/m/..gpt2.gguf'))).toBe('..gpt2.gguf');
   });
 });
 
