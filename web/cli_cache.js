@@ -13,7 +13,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { DownloadRestart, startDownload } from './download.js';
 import { textFileByteBound } from './file_sinks.js';
-import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, isGgufName } from './model_files.js';
+import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, modelFileUrls } from './model_files.js';
 
 // A Hugging Face repository id, by the Hub's own rule for owner and name: letters, digits, '-', '_' and '.', not
 // starting or ending with '-' or '.', no '--' or '..', at most 96 characters; then optionally a .gguf file in it.
@@ -66,15 +66,16 @@ function hubBase(hub) {
 export async function cachedModel(url, { cacheDir = cacheDirectory(), onProgress } = {}) {
   const folder = join(cacheDir, 'models', entryName(url));
   const evict = () => rm(folder, { recursive: true, force: true });
-  if (isGgufName(url.pathname)) {
+  const { format, urls } = modelFileUrls(url);
+  if (format === 'gguf') {
     const name = cachedFileName(url);
     await ensureFile(url, fileInFolder(folder, name), name, onProgress);
     return { path: join(folder, name), evict };
   }
-  const base = url.pathname.endsWith('/') ? url : new URL(`${url.href.replace(/[?#].*$/, '')}/`);
   // The small files first, so that a wrong address fails before the weights download.
-  for (const name of [MODEL_FILES.config, MODEL_FILES.vocab, MODEL_FILES.merges, MODEL_FILES.weights]) {
-    await ensureFile(new URL(name, base), fileInFolder(folder, name), name, onProgress);
+  for (const key of ['config', 'vocab', 'merges', 'weights']) {
+    const name = MODEL_FILES[key];
+    await ensureFile(new URL(urls[key]), fileInFolder(folder, name), name, onProgress);
   }
   return { path: `${folder}/`, evict };
 }

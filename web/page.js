@@ -6,7 +6,7 @@ import { deleteCachedModel, listCachedModels, loadModel } from './gpt2.js';
 import { TokenTimeChart } from './chart.js';
 import { hubFileUrl, isGgufName } from './model_files.js';
 import { requestPersistentStorage } from './model_cache.js';
-import { formatDuration, formatPace } from './progress_text.js';
+import { formatBytes, formatDuration, formatPace } from './progress_text.js';
 
 // The bundled model comes twice: first (the default) as one Q4_0 GGUF file, a third of the download of its
 // safetensors folder for a held-out loss within 0.01 of fp32 (public/models/tiny-shakespeare/README.md); then
@@ -344,7 +344,7 @@ function showProgress({ file, loaded, total, fraction, bytesPerSecond, secondsLe
   const percent = Number.isFinite(fraction) ? ` (${Math.floor(fraction * 100)}%)` : '';
   const bytes = total > 0 ? `${formatBytes(loaded)} of ${formatBytes(total)}` : formatBytes(loaded);
   const pace = retry ? ` · connection lost, retrying${retry.delayMs > 0 ? ` in ${formatDuration(retry.delayMs / 1000)}` : ''}`
-    : formatPace({ bytesPerSecond, secondsLeft }, formatBytes);
+    : formatPace({ bytesPerSecond, secondsLeft });
   elements.progressDetail.textContent = file ? `${file}: ${bytes}${percent}${pace}` : 'Starting…';
 }
 
@@ -823,17 +823,6 @@ function isValidChoice(input, value) {
   return input.tagName !== 'SELECT' || [...input.options].some((option) => option.value === value);
 }
 
-function formatBytes(bytes) {
-  if (!Number.isFinite(bytes)) return '?';
-  const units = ['bytes', 'KB', 'MB', 'GB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  return unit === 0 ? `${value} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
-}
 
 // Two decimals like "0.41"; rare tokens as "3.2e-5", which stays short and still compares at a glance.
 function formatProbability(probability) {

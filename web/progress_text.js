@@ -1,5 +1,19 @@
-// The words for a download's pace in the loader's progress events (loader.js: bytesPerSecond and secondsLeft,
-// null until measured), shared by the page and the widget, which each format bytes their own way.
+// The words for sizes and for a download's pace in the loader's progress events (loader.js: bytesPerSecond and
+// secondsLeft, null until measured), shared by the page and the widget.
+
+// Decimal units, as downloads and disks count: "812 bytes", "7.4 MB", "548 MB", "6.2 GB".
+export function formatBytes(bytes) {
+  if (!Number.isFinite(bytes)) return '?';
+  const units = ['bytes', 'KB', 'MB', 'GB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return unit === 0 ? `${value} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
 export function formatDuration(seconds) {
   if (seconds < 60) return `${Math.ceil(seconds)} s`;
   if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
@@ -7,7 +21,7 @@ export function formatDuration(seconds) {
 }
 
 // -> " · 1.2 MB/s · 3 min left", each part left out while unknown.
-export function formatPace({ bytesPerSecond, secondsLeft }, formatBytes) {
+export function formatPace({ bytesPerSecond, secondsLeft }) {
   const speed = bytesPerSecond > 0 ? ` · ${formatBytes(bytesPerSecond)}/s` : '';
   const left = Number.isFinite(secondsLeft) ? ` · ${formatDuration(secondsLeft)} left` : '';
   return speed + left;

@@ -18,7 +18,7 @@
 // last widget of a model disposes it, and when no model is in use the worker ends.
 import { configure, loadModel } from './gpt2.js';
 import { setWorkerSource } from './worker_client.js';
-import { formatPace } from './progress_text.js';
+import { formatBytes, formatPace } from './progress_text.js';
 
 // name -> [parser of a data-* attribute value, default]. The generation options are those of
 // Model.generate (web/gpt2.js), which checks their values.
@@ -432,7 +432,7 @@ class Widget {
     bar.style.width = `${percent ?? 100}%`;
     if (percent === null) progress.removeAttribute('aria-valuenow');
     else progress.setAttribute('aria-valuenow', String(percent));
-    const pace = retry ? ' · connection lost, retrying' : formatPace({ bytesPerSecond, secondsLeft }, formatBytes);
+    const pace = retry ? ' · connection lost, retrying' : formatPace({ bytesPerSecond, secondsLeft });
     status.textContent = `Loading ${file} · ${percent === null ? formatBytes(loaded) : `${percent}%`}${pace}`;
   }
 
@@ -450,11 +450,6 @@ function modelName(url) {
   return new URL(url).pathname.split('/').filter(Boolean).at(-1) ?? url;
 }
 
-function formatBytes(bytes) {
-  if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(1)} GB`;
-  if (bytes >= 1e6) return `${(bytes / 1e6).toFixed(1)} MB`;
-  return `${Math.round(bytes / 1e3)} kB`;
-}
 
 function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens }) {
   const speed = decodeTokensPerSecond > 0 ? ` · ${Math.round(decodeTokensPerSecond)} tokens/s` : '';
