@@ -4,8 +4,6 @@
 // string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 
-export const END_OF_TEXT = 50256;
-
 const DEFAULT_OPTIONS = Object.freeze({
   maxNewTokens: 64,
   temperature: 1,
@@ -161,7 +159,7 @@ function describePrompt(prompt) {
 
 // Yields the pieces the stop filter releases; returns the stop reason.
 async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats) {
-  const eos = tokenizer.eosId ?? END_OF_TEXT;
+  const eos = tokenizer.eosId;
   if (options.signal?.aborted) return 'abort';
   session.setSampling(options);
   const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
