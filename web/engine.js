@@ -5,7 +5,6 @@
 import { resolveAgainstPage } from './model_files.js';
 import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
 
-
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
 // or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.

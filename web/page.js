@@ -313,7 +313,6 @@ async function switchModel(choice) {
 // A new weight format reloads the model being loaded, or the one whose load failed last (a retry), or else the
 // one in use (unless it already runs that format).
 function onWeightsChanged() {
-  state.weightsSetting = elements.weights.value;
   saveSettings();
   const choice = state.loadingChoice ?? state.failedChoice ?? state.modelChoice;
   if (!choice) return;
@@ -823,7 +822,6 @@ function isValidChoice(input, value) {
   return input.tagName !== 'SELECT' || [...input.options].some((option) => option.value === value);
 }
 
-
 // Two decimals like "0.41"; rare tokens as "3.2e-5", which stays short and still compares at a glance.
 function formatProbability(probability) {
   if (!Number.isFinite(probability)) return 'n/a';
@@ -835,7 +833,6 @@ function formatProbability(probability) {
 
 function start() {
   restoreSettings();
-  state.weightsSetting = elements.weights.value;
   let urlParameterError = null;
   try {
     state.urlChoice = choiceFromUrlParameter();

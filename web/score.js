@@ -32,7 +32,6 @@ export function checkScoreText(text) {
   if (typeof text !== 'string') throw new TypeError(`score: text must be a string, got ${typeof text}`);
 }
 
-
 // target: { pool: SessionPool, tokenizer }; options as normalizeScoreOptions returns them.
 // -> { tokens: [{ token, text, logprob, rank, alternatives: [{ token, text, logprob }] }], totalLogprob,
 // perplexity }. <|endoftext|> goes in front of the text, so that its first token is scored too; the tokens'

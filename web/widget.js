@@ -450,7 +450,6 @@ function modelName(url) {
   return new URL(url).pathname.split('/').filter(Boolean).at(-1) ?? url;
 }
 
-
 function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens }) {
   const speed = decodeTokensPerSecond > 0 ? ` · ${Math.round(decodeTokensPerSecond)} tokens/s` : '';
   const stopped = stopReason === 'abort' ? ' · stopped' : '';
