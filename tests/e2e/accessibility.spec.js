@@ -1,7 +1,7 @@
 // Accessibility of the site's pages, as axe-core (the engine behind Lighthouse's and browsers' checks) finds it,
 // on a phone-sized screen (390 px) and a desktop one (1280 px), with the model loaded; and on a narrow screen,
 // the result of Generate is where a person looks after pressing it: right after the button, before the
-// settings. Run after `bash tools/build.sh`.
+// settings, whose help texts wait folded behind their disclosures. Run after `bash tools/build.sh`.
 import AxeBuilder from '@axe-core/playwright';
 import { test, expect } from './under_csp.js';
 import { controls, fillSettings } from './page-controls.js';
@@ -38,4 +38,23 @@ test('on a 390 px screen the output follows the Generate button, before the sett
   expect(settings).toBeGreaterThan(result);
   // The output is on the first screen once the button has been pressed (scrolled to the button, as a person is).
   expect(result + 100).toBeLessThan(button + 844);
+});
+
+test('on a 390 px screen each setting\'s help text is folded behind its disclosure, and opens from it by keyboard', async ({ page }) => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto('/');
+  const disclosures = page.locator('details.help');
+  const summaries = ['About stored models', 'About the weights', 'What the KV cache does', 'About KV cache storage', 'About the seed'];
+  await expect(disclosures.locator('summary')).toHaveText(summaries);
+  for (const summary of summaries) {
+    const disclosure = disclosures.filter({ has: page.getByText(summary, { exact: true }) });
+    const help = disclosure.locator('small, p');
+    await expect(help).toBeHidden();
+    await disclosure.locator('summary').focus();
+    await page.keyboard.press('Enter');
+    await expect(help).toBeVisible();
+    expect((await help.textContent()).length).toBeGreaterThan(40);
+  }
+  // The controls keep their descriptions while folded: assistive technology reads them from the select.
+  await expect(page.getByLabel('Weights')).toHaveAccessibleDescription(/int8 quantizes the weights while loading/);
 });
