@@ -12,8 +12,10 @@ fi
 
 # Debian/Ubuntu packages: compilers and CMake, Eigen and GoogleTest for the native engine and its
 # tests, Emscripten for the WebAssembly build, Chromium for the end-to-end tests, clang-format for the
-# C++ style check (npm run lint).
-required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten chromium clang libclang-rt-14-dev clang-format)
+# C++ style check (npm run lint), Python with NumPy for the Python tools and their checks (ctest) and pyflakes3 to
+# lint them (npm run lint).
+required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten chromium clang libclang-rt-14-dev clang-format
+                   python3 python3-numpy pyflakes3)
 
 missing=()
 for package in "${required_packages[@]}"; do

@@ -12,7 +12,6 @@ import argparse
 import json
 import math
 import os
-import sys
 
 import numpy as np
 

@@ -20,7 +20,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import numpy as np
