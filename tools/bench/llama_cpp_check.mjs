@@ -1,6 +1,6 @@
-// Cross-checks gpt2tools.convert.convert_to_gguf against llama.cpp itself (through npm node-llama-cpp, tools only): converts
-// a model to each GGUF type, loads every file with llama.cpp, and prints a table of file size, whether it loads,
-// and llama.cpp's greedy tokens for a prompt next to our native engine's fp32 tokens on the Hugging Face folder.
+// Cross-checks gpt2tools.convert.convert_to_gguf against llama.cpp itself (through npm node-llama-cpp, tools only):
+// converts a model to each GGUF type, loads every file with llama.cpp, and prints a table of file size, whether it
+// loads, and llama.cpp's greedy tokens for a prompt next to our native engine's fp32 tokens on the Hugging Face folder.
 // The prompt is tokenized by llama.cpp from the GGUF's own tokenizer and by web/tokenizer.js; both must agree.
 // Our native engine then runs each .gguf itself (its matrices in their block types) for its greedy tokens and,
 // with --eval, its held-out loss; each file is also dequantized back to a Hugging Face folder

@@ -145,7 +145,7 @@ def main():
             os.mkdir(model)
             write_model_folder(model)
         converter = check_converter(folder, model)
-        print(f"converter on {args.model or 'the tiny-random fixture'}: {'ok' if not converter else '; '.join(converter)}")
+        print(f"converter on {args.model or 'the tiny-random fixture'}: {'; '.join(converter) or 'ok'}")
         failures += converter
     print("all checks passed" if not failures else f"{len(failures)} checks failed")
     sys.exit(1 if failures else 0)

@@ -63,7 +63,8 @@ def load_token_ids(data_path, work_dir):
     os.makedirs(work_dir, exist_ok=True)
     ids_path = os.path.join(work_dir, "tinyshakespeare.u16")
     if not os.path.exists(ids_path) or os.path.getmtime(ids_path) < os.path.getmtime(data_path):
-        subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenize_corpus.mjs"), data_path, ids_path], check=True)
+        tokenizer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenize_corpus.mjs")
+        subprocess.run(["node", tokenizer, data_path, ids_path], check=True)
     return np.fromfile(ids_path, dtype="<u2").astype(np.int64)
 
 
