@@ -41,7 +41,7 @@ export default [
   { files: ['tests/e2e/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
   { files: ['tools/**/*.mjs', 'tests/fuzz/**/*.mjs', 'tests/bundler-example/build.mjs', '*.config.js'], languageOptions: { globals: globals.node } },
   { files: ['tests/bundler-example/main.js'], languageOptions: { globals: globals.browser } },
-  { files: ['tools/bench.mjs'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
+  { files: ['tools/bench/runtimes.mjs'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
   { files: ['tools/bench/browser_worker.mjs'], languageOptions: { globals: globals.worker } },
   { files: ['tools/bench/measure.mjs', 'tools/bench/wasm_driver.mjs'], languageOptions: { globals: everywhere } },
 ];

@@ -1,4 +1,4 @@
-// End-to-end tests of the page (tests/e2e) in the system Chromium, against tools/serve.mjs.
+// End-to-end tests of the page (tests/e2e) in the system Chromium, against tools/dev/serve.mjs.
 import { defineConfig } from '@playwright/test';
 
 // E2E_PORT: another free port, to run a second checkout's suites at the same time.
@@ -33,7 +33,7 @@ export default defineConfig({
     },
   },
   webServer: {
-    command: `node tools/serve.mjs --port ${PORT}`,
+    command: `node tools/dev/serve.mjs --port ${PORT}`,
     url: `http://localhost:${PORT}/`,
     reuseExistingServer: false,
     timeout: 30_000,

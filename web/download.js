@@ -146,7 +146,7 @@ async function fetchFile(name, url, signal, headers = {}) {
   let response;
   try {
     // CORS mode (fetch's default, spelled out because it matters): under the page's COEP require-corp (threads,
-    // see tools/serve.mjs) a cross-origin response is only usable if CORS or CORP allows it, and Hugging Face
+    // see tools/dev/serve.mjs) a cross-origin response is only usable if CORS or CORP allows it, and Hugging Face
     // (and the CDN it redirects to) answers with Access-Control-Allow-Origin: *. Without credentials, so the
     // wildcard suffices. A no-cors fetch would give an opaque response that COEP blocks.
     response = await fetch(url, { signal, headers, mode: 'cors', credentials: 'same-origin' });

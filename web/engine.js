@@ -178,7 +178,7 @@ async function nodeFactory(folder, name, moduleArguments) {
     importNodeBuiltin('url'),
   ]);
   const dir = fileURLToPath(folder);
-  if (!existsSync(`${dir}${name}.cjs`)) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${dir}): run tools/build.sh`);
+  if (!existsSync(`${dir}${name}.cjs`)) throw new Error(`the WebAssembly engine is not built (no ${name}.cjs in ${dir}): run tools/dev/build.sh`);
   // Node 20 would otherwise fetch() the .wasm path, which fails for file paths.
   moduleArguments.wasmBinary = readFileSync(`${dir}${name}.wasm`);
   // worker_threads would run a .js worker script as an ES module in this "type": "module" package.

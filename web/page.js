@@ -324,7 +324,7 @@ function describeLoadedModel() {
   if (!state.model) return 'No model loaded: choose one in Settings.';
   const { n_layer, n_embd, n_ctx } = state.model.config;
   const { weightBytes, weightTypes, threads } = state.model;
-  // threads: more than one only on a cross-origin-isolated page (tools/serve.mjs sends COOP + COEP)
+  // threads: more than one only on a cross-origin-isolated page (tools/dev/serve.mjs sends COOP + COEP)
   const fp32TooLarge = state.modelChoice.fp32Bytes ? ' (its fp32 weights do not fit)' : '';
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
     `${weightTypes} weights${fp32TooLarge}, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;

@@ -7,7 +7,7 @@
 // public/embed.html documents them. The wasm (wasm/) and the default model are loaded from next to this
 // script, so a host page needs nothing but the tag (and, under a CSP, to allow this origin).
 //
-// One request: tools/bundle_web.mjs builds this module, the API and the engine worker's code (started from a
+// One request: tools/dev/bundle_web.mjs builds this module, the API and the engine worker's code (started from a
 // Blob of it) into public/gpt2-widget.js, a classic script, since only classic scripts see
 // document.currentScript (the tag, its URL and its data-* options). The only global is GPT2Widget; every
 // widget lives in a Shadow DOM with its own styles, and model and user text only ever become text nodes.
@@ -511,7 +511,7 @@ function mountAtScript(library, script) {
   library.mount(element, { model: new URL(BUNDLED_MODEL_PATH, script.src).href, ...optionsFromDataset(script.dataset) });
 }
 
-// Run by gpt2-widget.js as it loads, with the engine worker's code (workerSource: a module, tools/bundle_web.mjs).
+// Run by gpt2-widget.js as it loads, with the engine worker's code (workerSource: a module, tools/dev/bundle_web.mjs).
 export function startWidget(workerSource) {
   const script = document.currentScript;  // set only during this first, synchronous run
   if (!script?.src) {

@@ -3,7 +3,7 @@
 import { EngineAbortedError, useAssetFolder } from './engine.js';
 import { ModelLoadError, abortError } from './load_errors.js';
 
-// The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
+// The worker's code when the caller carries it (the widget's one script, tools/dev/bundle_web.mjs): workers then
 // start from a Blob of it, with nothing more to fetch. Otherwise they import worker.js beside this module or,
 // once configure({ assetBase }) named an asset folder (the modules may be bundled, and import.meta.url is then
 // the bundle's), gpt2-worker.js there.

@@ -1,7 +1,7 @@
 // The ggml block formats F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 as Linear storage (block_formats.h): stored from the
-// fixtures of tools/make_block_fixtures.py (a 10x512 matrix per type as a GGUF file stores it) they dequantize to
-// the NumPy decoder's values bit for bit, multiply like a double-precision reference up to the rounding of the
-// block sums, and give the same bits for every split of the work; and the activations' per-block quantization.
+// fixtures of gpt2tools.fixtures.make_block_fixtures (a 10x512 matrix per type as a GGUF file stores it) they
+// dequantize to the NumPy decoder's values bit for bit, multiply like a double-precision reference up to the rounding
+// of the block sums, and give the same bits for every split of the work; and the activations' per-block quantization.
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -225,7 +225,7 @@ TEST_F(Cli, ErrorsAreOneLineWithNonZeroStatus) {
     expect_one_error_line(run("--model " + dir_ + " --ids 1"), "model.safetensors: file is 7 bytes");
 }
 
-// The line protocol tools/bench.mjs drives: cached and uncached sessions answer "<next token> <ms>", and after
+// The line protocol tools/bench/bench.mjs drives: cached and uncached sessions answer "<next token> <ms>", and after
 // "release uncached" only the cached one is left (the benchmark then reads the steady-state RSS).
 TEST_F(Cli, BenchAnswersEachCommandAndReleasesTheUncachedSession) {
     const std::string commands =

@@ -1,4 +1,4 @@
-// Parity with the independent float64 NumPy reference (tests/fixtures/tiny-random, tools/make_fixtures.py).
+// Parity with the independent float64 NumPy reference (tests/fixtures/tiny-random, gpt2tools.fixtures.make_fixtures).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +18,7 @@ const std::string kDir = GPT2_FIXTURE_DIR;
 std::unique_ptr<gpt2::Model> load_fixture(const std::string& weights_file) {
     const auto config = read_file(kDir + "/config.json");
     const auto weights = read_file(kDir + "/" + weights_file);
-    EXPECT_FALSE(config.empty()) << kDir << "/config.json is missing (run tools/make_fixtures.py)";
+    EXPECT_FALSE(config.empty()) << kDir << "/config.json is missing (run gpt2tools.fixtures.make_fixtures)";
     EXPECT_FALSE(weights.empty()) << kDir << "/" << weights_file << " is missing";
     std::string error;
     auto model = gpt2::load_model(config.data(), config.size(), weights.data(), weights.size(), &error);

@@ -1,6 +1,7 @@
 // GGUF files as models (ModelLoader's GGUF form, engine/gguf_weights.h): every tensor type in one forward pass
-// against the float64 reference of its dequantized weights (tests/fixtures/tiny-gguf, tools/make_gguf_fixtures.py),
-// streaming, caching and threads bit for bit, the file's tokenizer, and files that are not a gpt2 model.
+// against the float64 reference of its dequantized weights (tests/fixtures/tiny-gguf,
+// gpt2tools.fixtures.make_gguf_fixtures), streaming, caching and threads bit for bit, the file's tokenizer, and files
+// that are not a gpt2 model.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // The page under abuse: 500 Generate/Stop cycles clicked as fast as a script can, models switched
 // during downloads again and again, two tabs loading the same model at once. After each phase the engine's wasm
 // heap in use is back at its level after one generation (a level that includes the session the pool keeps),
-// nothing was logged as an error, and the page still generates. Run after `bash tools/build.sh`.
+// nothing was logged as an error, and the page still generates. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';

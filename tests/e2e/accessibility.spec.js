@@ -1,7 +1,7 @@
 // Accessibility of the site's pages, as axe-core (the engine behind Lighthouse's and browsers' checks) finds it,
 // on a phone-sized screen (390 px) and a desktop one (1280 px), with the model loaded; and on a narrow screen,
 // the result of Generate is where a person looks after pressing it: right after the button, before the
-// settings, whose help texts wait folded behind their disclosures. Run after `bash tools/build.sh`.
+// settings, whose help texts wait folded behind their disclosures. Run after `bash tools/dev/build.sh`.
 import AxeBuilder from '@axe-core/playwright';
 import { test, expect } from './under_csp.js';
 import { controls, fillSettings } from './page-controls.js';

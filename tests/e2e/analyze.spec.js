@@ -1,7 +1,7 @@
 // End-to-end tests of the page's Analyze text mode: each token of a pasted text coloured by the rank the model
 // gave it (GLTR's buckets: top 10, top 100, top 1000, beyond), the tooltip with its probability, rank and the
 // five likeliest alternatives (mouse and keyboard), the perplexity, and colours that stay readable and apart
-// for colour-blind readers in both colour schemes. Run after `bash tools/build.sh`.
+// for colour-blind readers in both colour schemes. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../../web/gpt2.js';

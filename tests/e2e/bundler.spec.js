@@ -1,14 +1,14 @@
 // An app that bundles gpt2-wasm (tests/bundler-example/, built here with esbuild into one
 // main.js) runs in Chromium with the engine's files on another origin, as from a CDN: configure({ assetBase })
 // names a copy of public/wasm/, the engine worker starts from its gpt2-worker.js, and the app's greedy text is
-// the Node API's. The app and the "CDN" are served by tools/serve.mjs on free ports this file picks (localhost
-// and 127.0.0.1: two origins), so it needs no webServer of its own. Run after `bash tools/build.sh`.
+// the Node API's. The app and the "CDN" are served by tools/dev/serve.mjs on free ports this file picks (localhost
+// and 127.0.0.1: two origins), so it needs no webServer of its own. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../../tools/serve.mjs';
+import { startServer } from '../../tools/dev/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';
 import { buildExample } from '../bundler-example/build.mjs';
 
@@ -33,7 +33,7 @@ test.afterAll(async () => {
   if (folder) await rm(folder, { recursive: true, force: true });
 });
 
-// tools/serve.mjs over root, with a log of the requests it answers. Without the site's policy: this is somebody
+// tools/dev/serve.mjs over root, with a log of the requests it answers. Without the site's policy: this is somebody
 // else's app, which loads our assets from another origin.
 async function serve(root, { host, isolation }) {
   const server = await startServer({ port: 0, root, isolation, contentSecurityPolicy: null });

@@ -1,6 +1,6 @@
 // End-to-end tests of Continue on the page and in the widget: more text after the output, from a model that
 // keeps what it already read of it (the reused tokens), and the same text as a fresh run over the whole text.
-// Run after `bash tools/build.sh`.
+// Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../../web/gpt2.js';

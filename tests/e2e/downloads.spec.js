@@ -2,7 +2,7 @@
 // API: a download whose connection drops mid-file resumes with a Range request; a cached copy damaged since it
 // was stored is found out on reload and downloaded again; the progress line shows speed and time left; a full
 // quota is said in the status line. Downloads that misbehave come from a server started here on 127.0.0.1
-// (another origin than the page's), loaded with `?model=`. Run after `bash tools/build.sh`.
+// (another origin than the page's), loaded with `?model=`. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';

@@ -2,7 +2,7 @@
 // Content-Length mismatches, corrupt files, cancelled downloads, a full storage quota), a model too large for
 // the wasm heap, and the controls under stress (double clicks, switching models mid-run, hostile prompts,
 // memory over many runs). Faults come from `page.route` or from a fault server started here on 127.0.0.1
-// (another origin than the page's), loaded with `?model=`. Run after `bash tools/build.sh`.
+// (another origin than the page's), loaded with `?model=`. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { controls, countWorkerRequests, fillSettings } from './page-controls.js';
 import { createServer } from 'node:http';

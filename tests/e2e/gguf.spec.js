@@ -1,14 +1,14 @@
 // GGUF files in the page and the widget: "Open local files…" with one .gguf, `?model=` with a .gguf
 // URL, the model menu's GGUF entries, and a widget whose data-model is a .gguf URL; each must generate the
 // Node API's greedy text for the same file. The file is tests/fixtures/tiny-random-gguf/model-f32.gguf (the
-// tiny-random model with a tokenizer of its 384 ids, tools/make_tiny_gguf_fixture.py), served here on another
+// tiny-random model with a tokenizer of its 384 ids, gpt2tools.fixtures.make_tiny_gguf_fixture), served here on another
 // origin than the page's, with the Hub's /REPO/resolve/main/FILE layout and CORS, as huggingface.co serves it;
-// and tests/fixtures/tiny-gguf/model.gguf (every quantized type the engine runs). Run after `bash tools/build.sh`.
+// and tests/fixtures/tiny-gguf/model.gguf (every quantized type the engine runs). Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../../tools/serve.mjs';
+import { startServer } from '../../tools/dev/serve.mjs';
 import { controls, fillSettings, nodeText } from './page-controls.js';
 
 const GGUF_PATH = fileURLToPath(new URL('../fixtures/tiny-random-gguf/model-f32.gguf', import.meta.url));
@@ -22,7 +22,7 @@ const GREEDY = { temperature: 0, topK: 40, topP: 1, maxNewTokens: 24 };
 const READY = 90_000;
 
 let modelServer;  // the GGUF file and the widget's host page, on localhost: { origin, requests, close() }
-let assets;  // public/ (tools/serve.mjs) on 127.0.0.1, for the widget: { origin, close() }
+let assets;  // public/ (tools/dev/serve.mjs) on 127.0.0.1, for the widget: { origin, close() }
 
 test.beforeAll(async () => {
   modelServer = await startModelServer();

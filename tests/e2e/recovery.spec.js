@@ -48,7 +48,7 @@ async function trapIfEngineWorker({ url, trap }) {
   }
 }
 
-// The widget's engine worker runs the code its one script carries (tools/bundle_web.mjs), so importing engine.js
+// The widget's engine worker runs the code its one script carries (tools/dev/bundle_web.mjs), so importing engine.js
 // by URL does not reach its engine: its next generate request gets the answer a trapped engine's worker gives
 // (worker.js: a 'crashed' message), and from there the widget recovers as from a real trap.
 async function crashWidgetEngine(page) {

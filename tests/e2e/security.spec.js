@@ -1,13 +1,13 @@
 // End-to-end tests of what the site does with what it does not trust: its Content-Security-Policy in force in the
 // page and in its workers (every e2e test also fails on any violation: under_csp.js), the widget snippet's
 // integrity value, model URLs of other schemes, and a model whose tokens are markup, shown by the page and the
-// widget as text. Run after `bash tools/build.sh`.
+// widget as text. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONTENT_SECURITY_POLICY, CSP_REPORTS_PATH } from '../../tools/serve.mjs';
+import { CONTENT_SECURITY_POLICY, CSP_REPORTS_PATH } from '../../tools/dev/serve.mjs';
 import { send, startFileServer } from '../js/file_server.js';
 import { writeModelWithRenamedTokens } from '../js/renamed_tokens.js';
 import { controls, fillSettings } from './page-controls.js';

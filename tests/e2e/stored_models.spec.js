@@ -1,7 +1,7 @@
 // The stored models in the page, with Chromium's own Cache API: the "Stored models" list (web/page.js) shows each
 // model the page stored, by its menu label, with its size; Delete removes its files, the model in use stays
 // loaded, and the next load downloads it again. Each test starts with empty storage (a new browser context).
-// Run after `bash tools/build.sh`.
+// Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

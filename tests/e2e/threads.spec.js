@@ -1,10 +1,10 @@
-// Threads in the page: served with COOP/COEP (tools/serve.mjs, playwright.config.js) the page is cross-origin
+// Threads in the page: served with COOP/COEP (tools/dev/serve.mjs, playwright.config.js) the page is cross-origin
 // isolated, runs the threaded engine (public/wasm/gpt2-mt.*) on the machine's cores and generates the same greedy
 // text as one thread; served without those headers (--no-isolation) it falls back to the single-thread engine and
-// works the same. (The widget on hosts with and without isolation: widget.spec.js.) Run after tools/build.sh.
+// works the same. (The widget on hosts with and without isolation: widget.spec.js.) Run after tools/dev/build.sh.
 import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../../tools/serve.mjs';
+import { startServer } from '../../tools/dev/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';
 import { controls, fillSettings } from './page-controls.js';
 

@@ -1,10 +1,10 @@
 // The e2e suites' `test` and `expect`: Playwright's, with the site's Content-Security-Policy enforced on every
-// test. tools/serve.mjs sends the policy with a report-uri, so the browser reports each violation, in a page or
+// test. tools/dev/serve.mjs sends the policy with a report-uri, so the browser reports each violation, in a page or
 // in its workers, to the server; a test fails when the site's server received a report while it ran. A test
 // that breaks the policy on purpose names what it expects to be blocked: cspViolations.expect(/pattern/) (matched
 // against the report's JSON).
 import { test as base, expect } from '@playwright/test';
-import { CSP_REPORTS_PATH } from '../../tools/serve.mjs';
+import { CSP_REPORTS_PATH } from '../../tools/dev/serve.mjs';
 
 // Reports are posted by the browser shortly after the violation: time for the last ones to arrive.
 const REPORT_DELAY_MS = 300;

@@ -1,13 +1,13 @@
 // End-to-end tests of the embeddable widget (web/widget.js, built as public/gpt2-widget.js) with the real
 // engine and the bundled model. Host pages (tests/e2e/hosts/) are served from one origin and embed the widget
-// from another: public/ on 127.0.0.1 (tools/serve.mjs), hosts on localhost, both on free ports this file
-// picks, so it needs no webServer of its own. Run after `bash tools/build.sh`.
+// from another: public/ on 127.0.0.1 (tools/dev/serve.mjs), hosts on localhost, both on free ports this file
+// picks, so it needs no webServer of its own. Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../../tools/serve.mjs';
+import { startServer } from '../../tools/dev/serve.mjs';
 import { loadModel } from '../../web/gpt2.js';
 
 const ASSETS_ROOT = fileURLToPath(new URL('../../public/', import.meta.url));
@@ -40,7 +40,7 @@ test.beforeEach(() => {
   assets.requests.length = 0;
 });
 
-// public/ as tools/serve.mjs serves it, with a log of the requests it answers.
+// public/ as tools/dev/serve.mjs serves it, with a log of the requests it answers.
 async function startAssetServer() {
   const server = await startServer({ port: 0, root: ASSETS_ROOT });
   const requests = [];

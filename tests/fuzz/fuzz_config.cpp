@@ -1,6 +1,6 @@
 // libFuzzer target: the input is config.json (so also the JSON parser), loaded with a fixed valid
 // model.safetensors for the sizes of fuzz_model.h; configs that agree with it load and are run
-// (tests/fuzz/fuzz_common.h). Seeds: tests/fuzz/corpus/config, run by tools/fuzz.sh.
+// (tests/fuzz/fuzz_common.h). Seeds: tests/fuzz/corpus/config, run by tools/dev/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

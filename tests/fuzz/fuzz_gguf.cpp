@@ -7,7 +7,7 @@
 //  - a failure is one line starting with "model.gguf: " (or "out of memory: ");
 //  - a success delivered every tensor's bytes, in order, each tensor whole and inside the data section.
 // fuzz_gguf_model.cpp takes the same inputs through the model loader.
-// Seeds: tests/fuzz/corpus/gguf (tests/fuzz/make_gguf_corpus.py), run by tools/fuzz.sh 60 fuzz_gguf.
+// Seeds: tests/fuzz/corpus/gguf (tests/fuzz/make_gguf_corpus.py), run by tools/dev/fuzz.sh 60 fuzz_gguf.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // itself). Beyond "no crash, no sanitizer report, no leak": a failure is one line naming the file (or "out of
 // memory: "); a model generates a prompt and two steps, cached and uncached with identical tokens and
 // bit-identical logits (fuzz_common.h). Slower per input than fuzz_gguf (the reader alone), which it complements.
-// Seeds: tests/fuzz/corpus/gguf (ok_gpt2_model.gguf is a whole model), run by tools/fuzz.sh 60 fuzz_gguf_model.
+// Seeds: tests/fuzz/corpus/gguf (ok_gpt2_model.gguf is a whole model), run by tools/dev/fuzz.sh 60 fuzz_gguf_model.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -6,7 +6,7 @@
 //  - size not announced: loads exactly when the whole-buffer load does (the error may differ: offsets past the
 //    end are then found when the file ends), with bit-identical weights;
 //  - int8: loads exactly when fp32 does, and runs.
-// Seeds: tests/fuzz/corpus/loader, run by tools/fuzz.sh.
+// Seeds: tests/fuzz/corpus/loader, run by tools/dev/fuzz.sh.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

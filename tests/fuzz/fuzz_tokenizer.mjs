@@ -13,7 +13,7 @@
 //   node tests/fuzz/fuzz_tokenizer.mjs [--seconds N | --cases N] [--seed S]   (default: 60 s from seed 1)
 //   node tests/fuzz/fuzz_tokenizer.mjs --case SEED                            (one case: its mutations and outcome)
 // Prints the cases run; a failure prints its seed and stops with status 1. tests/js/tokenizer_fuzz.test.js runs
-// 3,000 cases; tools/fuzz.sh SECONDS fuzz_tokenizer runs it for a time.
+// 3,000 cases; tools/dev/fuzz.sh SECONDS fuzz_tokenizer runs it for a time.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';

@@ -1,7 +1,7 @@
 // Loading GGUF files in Node through the public API (web/gpt2.js) and the loader (web/loader.js): a .gguf path,
 // File/Blob/ArrayBuffer objects, a URL on a local HTTP server (with the Hub's /REPO/resolve/main/FILE layout),
 // the tokenizer the file carries, the Cache API copy, and the errors, which name the file. The fixtures
-// (tests/fixtures/tiny-random-gguf, tools/make_tiny_gguf_fixture.py) are the tiny-random model as GGUF files
+// (tests/fixtures/tiny-random-gguf, gpt2tools.fixtures.make_tiny_gguf_fixture) are the tiny-random model as GGUF files
 // and as a folder with the same tokenizer: the F32 file holds the same weights, so it must give the same text.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -1,10 +1,10 @@
-// Tests of tools/serve.mjs, the static server of `npm start`, the e2e suites and the benchmark: it serves only
+// Tests of tools/dev/serve.mjs, the static server of `npm start`, the e2e suites and the benchmark: it serves only
 // the files under its root, with the site's headers on every answer (the Content-Security-Policy among them),
 // and collects the browser's policy violation reports.
 import { request } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { CONTENT_SECURITY_POLICY, CSP_REPORTS_PATH, startServer } from '../../tools/serve.mjs';
+import { CONTENT_SECURITY_POLICY, CSP_REPORTS_PATH, startServer } from '../../tools/dev/serve.mjs';
 
 const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));
 let server;

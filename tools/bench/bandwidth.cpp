@@ -1,4 +1,4 @@
-// gpt2_bandwidth: the native memory-bandwidth ceiling for tools/bench.mjs. Streams a buffer of as many bytes
+// gpt2_bandwidth: the native memory-bandwidth ceiling for tools/bench/bench.mjs. Streams a buffer of as many bytes
 // as a model's weights (stream_read.h, the same loop as the wasm binding's Module.streamWeights) and prints
 // one JSON line: {"bytes": N, "ms": [time of each pass]}.
 //

@@ -24,7 +24,8 @@ function logTicks(low, high) {
   return ticks;
 }
 
-// The runtime's label already names a second KV cache or thread count (tools/bench.mjs); the first KV cache is added.
+// The runtime's label already names a second KV cache or thread count (tools/bench/bench.mjs); the first KV cache is
+// added.
 const seriesName = (record) => `${record.runtime} · ${record.weights} weights` +
   (record.kv_cache && !String(record.runtime).includes('KV cache') ? ` · ${record.kv_cache} KV` : '');
 

@@ -1,17 +1,14 @@
-#!/usr/bin/python3
 """Prints, as JSON, what one decode step of a GPT-2 GGUF file reads from its weight matrices, for the benchmark's
-bandwidth figures (tools/bench.mjs): {"decode_bytes": bytes of every 2-D tensor but position_embd (one row of it is
-read per token), "types": {ggml type: number of those tensors}}. Without output.weight, token_embd is also the LM
+bandwidth figures (tools/bench/bench.mjs): {"decode_bytes": bytes of every 2-D tensor but position_embd (one row of
+it is read per token), "types": {ggml type: number of those tensors}}. Without output.weight, token_embd is also the LM
 head and is read whole every step; with it, only a row of token_embd is read, and output.weight counts instead.
 
-    /usr/bin/python3 tools/bench/gguf_decode_bytes.py FILE.gguf
+    PYTHONPATH=tools/python /usr/bin/python3 tools/bench/gguf_decode_bytes.py FILE.gguf
 """
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gguf_io import read_gguf  # noqa: E402
+from gpt2tools.gguf_io import read_gguf
 
 
 def main():

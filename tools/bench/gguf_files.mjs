@@ -1,11 +1,11 @@
 // The GGUF files the benchmark measures: one per --weights type, converted on demand from a model's Hugging Face
-// folder by tools/convert_to_gguf.py into build/models/<folder>-gguf/gpt2-<model>-<type>.gguf (only the types a
-// run asks for, once), and what one decode step reads from each (tools/bench/gguf_decode_bytes.py).
-import { execFileSync } from 'node:child_process';
+// folder by gpt2tools.convert.convert_to_gguf into build/models/<folder>-gguf/gpt2-<model>-<type>.gguf (only the
+// types a run asks for, once), and what one decode step reads from each (tools/bench/gguf_decode_bytes.py).
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
+import { runPython } from './python_tools.mjs';
 
-// convert_to_gguf.py's --type values. q4_k_m is llama-quantize's mixture (Q4_K with Q6_K rows); the others put
+// convert_to_gguf's --type values. q4_k_m is llama-quantize's mixture (Q4_K with Q6_K rows); the others put
 // every matrix in their type (the legacy ones with token_embd in Q6_K, as llama-quantize does).
 export const GGUF_TYPES = ['f32', 'f16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k_m', 'q4_k', 'q5_k', 'q6_k'];
 
@@ -21,10 +21,10 @@ export function ensureGguf(repo, modelDir, model, type, log) {
   const file = ggufPath(repo, modelDir, model, type);
   if (existsSync(file)) return file;
   mkdirSync(dirname(file), { recursive: true });
-  log(`${relative(repo, file)} is missing, converting (tools/convert_to_gguf.py --type ${type})`);
+  log(`${relative(repo, file)} is missing, converting (gpt2tools.convert.convert_to_gguf --type ${type})`);
   // Written under a temporary name first: an interrupted conversion leaves no file that looks complete.
   const partial = `${file}.partial`;
-  execFileSync('/usr/bin/python3', [join(repo, 'tools/convert_to_gguf.py'), modelDir, '--type', type, '-o', partial, '--quiet'],
+  runPython(['-m', 'gpt2tools.convert.convert_to_gguf', modelDir, '--type', type, '-o', partial, '--quiet'],
     { stdio: ['ignore', 'ignore', 'inherit'] });
   renameSync(partial, file);
   return file;
@@ -32,7 +32,7 @@ export function ensureGguf(repo, modelDir, model, type, log) {
 
 // -> { fileBytes, decodeBytes, types: { ggml type: count of the matrices read per step } }
 export function ggufDecodeBytes(repo, file) {
-  const output = execFileSync('/usr/bin/python3', [join(repo, 'tools/bench/gguf_decode_bytes.py'), file], { encoding: 'utf8' });
+  const output = runPython([join(repo, 'tools/bench/gguf_decode_bytes.py'), file], { encoding: 'utf8' });
   const { decode_bytes: decodeBytes, types } = JSON.parse(output);
   return { fileBytes: statSync(file).size, decodeBytes, types };
 }

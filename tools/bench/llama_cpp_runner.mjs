@@ -1,4 +1,4 @@
-// The llamacpp runtime of tools/bench.mjs: native llama.cpp through npm node-llama-cpp (not a dependency of this
+// The llamacpp runtime of tools/bench/bench.mjs: native llama.cpp through npm node-llama-cpp (not a dependency of this
 // project: imported from the folder given, e.g. /tmp/llama-check/node_modules/node-llama-cpp), CPU only, on one
 // GGUF file, cached decoding only, in its own Node process so that its memory figures are its own. It takes
 // token ids like our engine: prefill(ids) starts a new generation of the sequence (history cleared) whose first

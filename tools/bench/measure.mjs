@@ -1,4 +1,4 @@
-// The measurement protocol of tools/bench.mjs, shared by every runtime (native over a pipe, Node in process,
+// The measurement protocol of tools/bench/bench.mjs, shared by every runtime (native over a pipe, Node in process,
 // Chromium in a worker) so all of them run exactly the same sequence. Plain ES module without imports.
 //
 // A driver answers (all async):
@@ -33,7 +33,7 @@ export function promptIds(length, nVocab, pool = null) {
 }
 
 // Begins the message of a measurement whose tokens differ where they must be equal (a correctness failure, which
-// stops the whole benchmark: tools/bench.mjs), so that it is recognized after crossing a process or a page.
+// stops the whole benchmark: tools/bench/bench.mjs), so that it is recognized after crossing a process or a page.
 export const TOKENS_DIFFER = 'greedy tokens differ';
 
 // plan: { contexts, uncachedContexts, runs, decodeSteps, ceilingRepeats, promptPool? }: uncached runs are interleaved only at

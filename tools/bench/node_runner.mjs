@@ -1,4 +1,4 @@
-// The Node runtime of tools/bench.mjs, one process per model so each model gets a fresh wasm instance (its heap
+// The Node runtime of tools/bench/bench.mjs, one process per model so each model gets a fresh wasm instance (its heap
 // figures are then its own). Loads the model folder or GGUF file through web/ like the CLI does, runs measure.mjs,
 // writes the result as JSON on stdout and progress on stderr.
 //

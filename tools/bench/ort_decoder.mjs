@@ -1,5 +1,5 @@
 // GPT-2 decoding with onnxruntime-web (wasm backend, one thread, SIMD) over the ONNX file written by
-// tools/export_onnx.py (its docstring describes the inputs and outputs). Used by the benchmark's ort runtime
+// gpt2tools.convert.export_onnx (its docstring describes the inputs and outputs). Used by the benchmark's ort runtime
 // (tools/bench/ort_runner.mjs) and by the export's verification (tools/bench/ort_logits.mjs).
 import { readFileSync } from 'node:fs';
 import * as ort from 'onnxruntime-web';
@@ -17,7 +17,7 @@ export async function createOrtDecoder(onnxPath, config) {
   const expected = ['input_ids', 'position_ids'];
   for (let i = 0; i < config.n_layer; i++) expected.push(`past_key_${i}`, `past_value_${i}`);
   if (session.inputNames.join() !== expected.join()) {
-    throw new Error(`${onnxPath}: inputs [${session.inputNames}] do not match a ${config.n_layer}-layer export of tools/export_onnx.py`);
+    throw new Error(`${onnxPath}: inputs [${session.inputNames}] do not match a ${config.n_layer}-layer export of gpt2tools.convert.export_onnx`);
   }
   const headDim = config.n_embd / config.n_head;
   const emptyCache = () => Array.from({ length: 2 * config.n_layer }, () => new ort.Tensor('float32', new Float32Array(0), [1, config.n_head, 0, headDim]));

@@ -1,4 +1,4 @@
-// The verification half of tools/export_onnx.py: runs an exported decoder with onnxruntime-web and writes the
+// The verification half of gpt2tools.convert.export_onnx: runs an exported decoder with onnxruntime-web and writes the
 // last-token logits of each call as little-endian float32 [calls, n_vocab]: the first N_PREFILL ids in one
 // call, then every later id alone against the returned cache.
 //

@@ -1,6 +1,6 @@
-// The onnxruntime-web runtime of tools/bench.mjs (fp32, cached decoding only): runs measure.mjs on the ONNX export
-// of a model (tools/export_onnx.py) with onnxruntime-web's wasm backend on one thread, in its own Node process so
-// that its memory figures are its own. Writes the result as JSON on stdout and progress on stderr.
+// The onnxruntime-web runtime of tools/bench/bench.mjs (fp32, cached decoding only): runs measure.mjs on the ONNX
+// export of a model (gpt2tools.convert.export_onnx) with onnxruntime-web's wasm backend on one thread, in its own Node
+// process so that its memory figures are its own. Writes the result as JSON on stdout and progress on stderr.
 //
 //   node --expose-gc tools/bench/ort_runner.mjs MODEL_DIR DECODER.onnx PLAN_JSON
 import { readFileSync, statSync } from 'node:fs';
@@ -29,8 +29,8 @@ function cachedOnly(mode) {
 
 const driver = {
   async info() {
-    // The file's size stands for the weights (it holds wte twice, see tools/export_onnx.py); the cache grows to
-    // n_ctx positions of keys and values per layer, like ours.
+    // The file's size stands for the weights (it holds wte twice, see gpt2tools.convert.export_onnx); the cache grows
+    // to n_ctx positions of keys and values per layer, like ours.
     return { config, weightBytes: statSync(onnxPath).size, kvCacheBytes: 2 * config.n_layer * config.n_ctx * config.n_embd * 4 };
   },
   prefill(mode, ids) {

@@ -1,0 +1,130 @@
+// What a benchmark run measures: the machine, the build and models it needs, and its jobs, one per model, runtime,
+// weights, KV cache and thread count, with the GGUF files they load.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { ensureGguf, ggufDecodeBytes, isGguf } from './gguf_files.mjs';
+import { BENCH_PACKAGES, INT8_UNCACHED_MAX_CONTEXT, MODELS, ONNX_EXPORT_COMMAND, OTHER_ENGINES, OTHER_KV_CACHES, RANDOM_MODEL_MODULE,
+  REPO } from './options.mjs';
+import { runPython } from './python_tools.mjs';
+import { CHROMIUM } from './runtimes.mjs';
+
+// The checked-out commit, for the chart's caption ("unknown" outside a git checkout).
+export function commit() {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function machineInfo(runtimes) {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  return {
+    cpu: /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? 'unknown',
+    cores: os.availableParallelism?.() ?? os.cpus().length,
+    memoryBytes: os.totalmem(),
+    node: process.version,
+    chromium: runtimes.some((runtime) => ['chromium', 'wllama'].includes(runtime)) ? execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() : null,
+    loadAverage: os.loadavg().map((load) => Number(load.toFixed(2))),
+  };
+}
+
+export function checkBuild(runtimes, threads) {
+  const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
+    chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js'],
+    ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
+    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
+    llamacpp: ['build/native/gpt2_bandwidth'] };
+  if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
+  const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
+  if (missing.length > 0) {
+    throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm run bench installs ${BENCH_PACKAGES})`);
+  }
+}
+
+export function ensureModel(name) {
+  const model = MODELS[name];
+  const dir = join(REPO, model.dir);
+  if (existsSync(join(dir, 'model.safetensors'))) return dir;
+  if (!model.generate) throw new Error(`${name}: ${model.missing}`);
+  console.error(`${name}: ${model.dir} is missing, generating it (${[RANDOM_MODEL_MODULE, ...model.generate].join(' ')})`);
+  runPython(['-m', RANDOM_MODEL_MODULE, ...model.generate], { stdio: 'inherit' });
+  return dir;
+}
+
+// Every (model, runtime, weights, threads) to measure, in order, and notes on the combinations left out. An explicitly
+// requested ort whose ONNX export is missing is an error before anything runs; llamacpp without node-llama-cpp is
+// skipped with a note.
+export function planJobs(options, modelDirs) {
+  const jobs = [];
+  const notes = [];
+  for (const model of options.models) {
+    for (const runtime of options.runtimes) {
+      const supported = OTHER_ENGINES[runtime];
+      let weightsList = supported ? options.weights.filter((weights) => supported.includes(weights)) : options.weights;
+      if (MODELS[model].large && weightsList.includes('fp32')) {
+        notes.push(`${model} ${runtime}: fp32 weights are not measured on the large shapes (int8 and GGUF are)`);
+        weightsList = weightsList.filter((weights) => weights !== 'fp32');
+      }
+      if (weightsList.length === 0) {
+        notes.push(`${model} ${runtime}: it runs ${runtime === 'ort' ? 'fp32' : 'GGUF'} weights only, and --weights has none`);
+        continue;
+      }
+      const skipped = skipReason(runtime, model, options);
+      if (skipped) {
+        notes.push(`skipped ${model} ${runtime}: ${skipped}`);
+        continue;
+      }
+      // onnxruntime-web runs one thread only
+      const threadCounts = runtime === 'ort' ? [1] : options.threads;
+      const kvCaches = supported ? [OTHER_KV_CACHES[runtime]] : options.kvCaches;
+      for (const weights of weightsList) {
+        for (const kvCache of kvCaches) {
+          for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, kvCache, defaultKv: kvCache === kvCaches[0], modelDir: modelDirs[model] });
+        }
+      }
+    }
+  }
+  for (const job of jobs.filter((j) => j.runtime === 'ort')) job.onnxPath = join(REPO, MODELS[job.model].onnx);
+  return { jobs, notes };
+}
+
+// Why a runtime cannot measure a model in this run (null when it can).
+function skipReason(runtime, model, options) {
+  if (runtime === 'ort') {
+    const onnx = MODELS[model].onnx;
+    if (!onnx) return 'onnxruntime-web is measured on the 124m model only';
+    if (existsSync(join(REPO, onnx))) return null;
+    const message = `${onnx} is missing; create it with ${ONNX_EXPORT_COMMAND} (PyTorch)`;
+    if (options.runtimesGiven) throw new Error(`${model} ort: ${message}`);
+    return message;
+  }
+  if (runtime === 'llamacpp') {
+    if (!options.nodeLlamaCpp) return 'node-llama-cpp is not a dependency; name its folder with --node-llama-cpp DIR or NODE_LLAMA_CPP=DIR';
+    if (!existsSync(join(options.nodeLlamaCpp, 'dist/index.js'))) return `no node-llama-cpp in ${options.nodeLlamaCpp} (dist/index.js)`;
+  }
+  return null;
+}
+
+// Contexts with uncached runs: every context for fp32, up to INT8_UNCACHED_MAX_CONTEXT for int8 and the GGUF types,
+// none for the other engines and the large shapes.
+export function uncachedContexts(job, contexts) {
+  if (OTHER_ENGINES[job.runtime] || MODELS[job.model].large) return [];
+  return job.weights === 'fp32' ? contexts : contexts.filter((c) => c <= INT8_UNCACHED_MAX_CONTEXT);
+}
+
+// Converts the GGUF files the jobs need (only those) and reads what a decode step reads from each: job.gguf =
+// { file, fileBytes, decodeBytes, types }.
+export function prepareGguf(jobs) {
+  const files = new Map();
+  for (const job of jobs.filter((j) => isGguf(j.weights))) {
+    const key = `${job.model} ${job.weights}`;
+    if (!files.has(key)) {
+      const file = ensureGguf(REPO, job.modelDir, job.model, job.weights, (text) => console.error(`${job.model}: ${text}`));
+      files.set(key, { file, ...ggufDecodeBytes(REPO, file) });
+    }
+    job.gguf = files.get(key);
+  }
+}

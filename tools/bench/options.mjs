@@ -1,0 +1,83 @@
+// The benchmark's command line (tools/bench/bench.mjs's flags) and what it chooses among: the models, the weight
+// formats, the KV cache storages, the default plan.
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { GGUF_TYPES } from './gguf_files.mjs';
+
+export const REPO = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
+
+// The other engines' packages (tools/bench/package.json), which tools/dev/setup.sh --bench installs: the runners'
+// imports of them resolve there, and the wllama page loads them from there.
+export const BENCH_PACKAGES = 'tools/bench/node_modules';
+
+// generate: the arguments of the module that writes a missing model's folder.
+export const RANDOM_MODEL_MODULE = 'gpt2tools.fixtures.make_random_gpt2';
+
+export const MODELS = {
+  tiny: { dir: 'public/models/tiny-shakespeare', missing: 'the bundled model is missing (train it with gpt2tools.training.train_tiny, or run with --models 124m)' },
+  '124m': { dir: 'build/models/gpt2-124m-random', generate: [], onnx: 'build/onnx/gpt2-124m-random/decoder.onnx' },
+  // The larger GPT-2 shapes, random F16 weights (half the download of F32, generated once): measured cached only,
+  // with int8 and GGUF weights (fp32 774M and 1.5B do not fit wasm32's memory), for load time, memory and decode speed.
+  ...Object.fromEntries(['355m', '774m', '1558m'].map((shape) => [shape, { dir: `build/models/gpt2-${shape}-random`, large: true,
+    generate: ['--shape', shape, '--dtype', 'F16', '--out', join(REPO, `build/models/gpt2-${shape}-random`)] }])),
+};
+
+export const ONNX_EXPORT_COMMAND = 'PYTHONPATH=tools/python /usr/bin/python3 -m gpt2tools.convert.export_onnx';
+
+// Runtimes of other engines (cached decoding only), and the weights each runs.
+export const OTHER_ENGINES = { ort: ['fp32'], wllama: GGUF_TYPES, llamacpp: GGUF_TYPES };
+
+const WEIGHTS = ['fp32', 'int8', ...GGUF_TYPES];
+
+// The GGUF types are measured when --weights names them.
+const DEFAULT_WEIGHTS = ['fp32', 'int8'];
+
+const CACHED_DECODE_STEPS = 16;
+
+export const CEILING_REPEATS = 20;
+
+export const INT8_UNCACHED_MAX_CONTEXT = 256;
+
+const KV_CACHES = ['int8', 'fp32'];
+
+// The KV cache storage of the other engines, for the records.
+export const OTHER_KV_CACHES = { ort: 'fp32', wllama: 'f16', llamacpp: 'f16' };
+
+// runtimeNames: the runtimes --runtimes may name (the default: all of them).
+export function parseArgs(argv, runtimeNames) {
+  const options = { models: ['tiny', '124m'], runtimes: runtimeNames, weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
+    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
+  const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
+  const positiveIntegers = (flag, value) => list(value).map((item) => {
+    const n = Number(item);
+    if (!Number.isInteger(n) || n <= 0) throw new Error(`${flag}: expected positive integers, got "${value}"`);
+    return n;
+  });
+  let runsGiven = false;
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${flag}: missing value`);
+      return argv[++i];
+    };
+    if (flag === '--models') options.models = list(value());
+    else if (flag === '--runtimes') [options.runtimes, options.runtimesGiven] = [list(value()), true];
+    else if (flag === '--weights') options.weights = list(value()).flatMap((weights) => (weights === 'gguf' ? GGUF_TYPES : [weights]));
+    else if (flag === '--contexts') options.contexts = positiveIntegers(flag, value());
+    else if (flag === '--runs') [options.runs, runsGiven] = [positiveIntegers(flag, value())[0], true];
+    else if (flag === '--quick') Object.assign(options, { contexts: [16, 64], decodeSteps: 8, quick: true });
+    else if (flag === '--threads') options.threads = positiveIntegers(flag, value());
+    else if (flag === '--kv-cache') options.kvCaches = [...new Set(list(value()))];
+    else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
+    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, --node-llama-cpp)`);
+  }
+  if (options.quick && !runsGiven) options.runs = 3;
+  for (const model of options.models) if (!MODELS[model]) throw new Error(`--models: unknown model "${model}" (${Object.keys(MODELS).join(', ')})`);
+  for (const runtime of options.runtimes) if (!runtimeNames.includes(runtime)) throw new Error(`--runtimes: unknown runtime "${runtime}" (${runtimeNames.join(', ')})`);
+  for (const weights of options.weights) if (!WEIGHTS.includes(weights)) throw new Error(`--weights: unknown weights "${weights}" (${WEIGHTS.join(', ')}, gguf)`);
+  options.weights = [...new Set(options.weights)];
+  for (const kv of options.kvCaches) if (!KV_CACHES.includes(kv)) throw new Error(`--kv-cache: unknown KV cache "${kv}" (${KV_CACHES.join(', ')})`);
+  // Each uncached run decodes one token that is checked against the cached run's tokens.
+  options.decodeSteps = Math.max(options.decodeSteps, options.runs);
+  return options;
+}

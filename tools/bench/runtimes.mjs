@@ -1,0 +1,161 @@
+// The benchmark's runtimes: each returns measure.mjs's result for one job ({ modelDir, weights, threads, kvCache,
+// onnxPath?, gguf? }). Native over a pipe to build/native/gpt2 --bench; Node, onnxruntime-web and llama.cpp each in
+// a Node process of their own; our engine and wllama in pages of one headless Chromium.
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { createInterface } from 'node:readline';
+import { measureModel } from './measure.mjs';
+import { REPO } from './options.mjs';
+import { startServer } from '../dev/serve.mjs';
+
+export const CHROMIUM = '/usr/bin/chromium';
+
+// ForceEagerMeasureMemory: performance.measureUserAgentSpecificMemory() (the wllama page's memory figure) answers
+// at once instead of at the next garbage collection.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+  '--disable-sync', '--disable-quic', '--no-first-run', '--enable-blink-features=ForceEagerMeasureMemory'];
+
+// The model's hyper-parameters in measure.mjs's names, from its Hugging Face config.json (a GGUF file converted
+// from the folder has the same).
+function modelConfig(modelDir) {
+  const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8'));
+  return { n_vocab: config.vocab_size, n_ctx: config.n_positions ?? config.n_ctx, n_embd: config.n_embd, n_head: config.n_head, n_layer: config.n_layer };
+}
+
+// What our runtimes load: the GGUF file, or the folder (fp32 or int8 weights).
+const modelSource = ({ modelDir, gguf }) => gguf?.file ?? modelDir;
+
+// build/native/gpt2 --bench answers one line per command (see tools/cli/gpt2_cli.cpp).
+async function runNative(job, plan, log) {
+  const { modelDir, weights, threads } = job;
+  const start = performance.now();
+  const args = ['--model', modelSource(job), '--bench', '--threads', String(threads), '--kv-cache', job.kvCache,
+    ...(weights === 'int8' ? ['--int8'] : [])];
+  const child = spawn(join(REPO, 'build/native/gpt2'), args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.on('close', resolve));
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const answer = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`build/native/gpt2 --bench exited: ${stderr.trim() || `status ${await exited}`}`);
+    return value.split(' ');
+  };
+  const command = async (text) => {
+    child.stdin.write(`${text}\n`);
+    const [token, ms] = await answer();
+    return { token: Number(token), ms: Number(ms) };
+  };
+  const [, weightBytes, kvCacheBytes, threadsUsed] = (await answer()).map(Number);
+  const loadMs = performance.now() - start;
+  log(`model loaded in ${(loadMs / 1000).toFixed(1)} s`);
+  const driver = {
+    async info() {
+      return { config: modelConfig(modelDir), weightBytes, kvCacheBytes, threads: threadsUsed };
+    },
+    prefill: (mode, ids) => command(`prefill ${mode} ${ids.join(',')}`),
+    step: (mode, id) => command(`step ${mode} ${id}`),
+    async streamWeights(repeats) {
+      const output = execFileSync(join(REPO, 'build/native/gpt2_bandwidth'), ['--bytes', String(weightBytes), '--repeats', String(repeats)], { encoding: 'utf8' });
+      return JSON.parse(output).ms;
+    },
+    // rssBytes: resident now; peakRssBytes: the process's high-water mark (VmHWM).
+    async memory() {
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const kib = (field) => Number(new RegExp(`^${field}:\\s*(\\d+) kB`, 'm').exec(status)[1]) * 1024;
+      return { rssBytes: kib('VmRSS'), peakRssBytes: kib('VmHWM') };
+    },
+    async releaseUncached() {
+      child.stdin.write('release uncached\n');
+      const reply = (await answer()).join(' ');
+      if (reply !== 'released') throw new Error(`build/native/gpt2 --bench answered "${reply}" to "release uncached"`);
+    },
+  };
+  try {
+    return { ...(await measureModel(driver, plan, log)), loadMs };
+  } finally {
+    child.stdin.end();
+    await exited;
+  }
+}
+
+// One Node process per job (tools/bench/node_runner.mjs), so every model starts from a fresh wasm heap.
+function runNode(job, plan, log) {
+  return runNodeScript([join(REPO, 'tools/bench/node_runner.mjs'), modelSource(job), job.weights, JSON.stringify(plan), String(job.threads)], log);
+}
+
+// Native llama.cpp (node-llama-cpp) on the job's GGUF file, in its own Node process too.
+function runLlamaCpp({ modelDir, gguf, threads }, plan, log, options) {
+  const args = [join(REPO, 'tools/bench/llama_cpp_runner.mjs'), options.nodeLlamaCpp, gguf.file, JSON.stringify(modelConfig(modelDir)),
+    JSON.stringify(plan), String(threads)];
+  return runNodeScript(args, log);
+}
+
+// onnxruntime-web in its own Node process too; --expose-gc lets it collect the model file before reading RSS.
+function runOrt({ modelDir, onnxPath }, plan, log) {
+  return runNodeScript(['--expose-gc', join(REPO, 'tools/bench/ort_runner.mjs'), modelDir, onnxPath, JSON.stringify(plan)], log);
+}
+
+// Runs a runner script (arguments after node's) that prints measure.mjs's result as JSON on stdout.
+async function runNodeScript(args, log) {
+  const script = relative(REPO, args.find((arg) => arg.endsWith('.mjs')));
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    stderr += `${line}\n`;
+    log(line);
+  });
+  const status = await new Promise((resolve) => child.on('close', resolve));
+  if (status !== 0) throw new Error(`${script} failed (status ${status}):\n${stderr.trim()}`);
+  return JSON.parse(stdout);
+}
+
+let chromium = null;  // { browser, server }, started on first use
+
+// A new page of the bench's Chromium at path (under the repository root, which the server serves cross-origin
+// isolated, so workers can run threaded builds); run(page, origin) -> its result. One page per job, so every job
+// starts from fresh wasm heaps.
+async function inChromiumPage(path, log, run) {
+  if (!chromium) {
+    const { chromium: launcher } = await import('@playwright/test');
+    // The bench's own pages run inline modules: not under the site's policy.
+    const server = await startServer({ port: 0, root: REPO, contentSecurityPolicy: null });
+    const browser = await launcher.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    chromium = { server, browser };
+  }
+  const origin = `http://127.0.0.1:${chromium.server.address().port}`;
+  const page = await chromium.browser.newPage();
+  page.on('console', (message) => log(message.text()));
+  page.setDefaultTimeout(0);
+  try {
+    await page.goto(`${origin}/${path}`);
+    return await run(page, origin);
+  } finally {
+    await page.close();
+  }
+}
+
+// Our engine in a worker of tools/bench/browser.html: the folder's URL (with a trailing slash) or the GGUF file's.
+function runChromium(job, plan, log) {
+  const source = job.gguf ? relative(REPO, job.gguf.file) : `${relative(REPO, job.modelDir)}/`;
+  return inChromiumPage('tools/bench/browser.html', log, (page, origin) => page.evaluate(([url, format, workerPlan, workerThreads]) =>
+    window.runBench(url, format, workerPlan, workerThreads), [`${origin}/${source}`, job.weights, plan, job.threads]));
+}
+
+// wllama in tools/bench/wllama.html, on the job's GGUF file; its prompts are the text of the prompt pool's words.
+function runWllama({ modelDir, gguf, threads, promptWords }, plan, log) {
+  return inChromiumPage('tools/bench/wllama.html', log, (page, origin) => page.evaluate((bench) => window.runWllamaBench(bench),
+    { fileUrl: `${origin}/${relative(REPO, gguf.file)}`, config: modelConfig(modelDir), threads, words: promptWords, plan }));
+}
+
+export async function closeChromium() {
+  if (!chromium) return;
+  await chromium.browser.close();
+  await new Promise((resolve) => chromium.server.close(resolve));
+  chromium = null;
+}
+
+export const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort: runOrt, wllama: runWllama, llamacpp: runLlamaCpp };

@@ -1,0 +1,1 @@
+"""Self-checks of the formats and the converter; each module exits non-zero on a failure."""

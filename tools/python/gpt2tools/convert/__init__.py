@@ -1,0 +1,1 @@
+"""Converters between model formats: Hugging Face safetensors folders, GGUF files and ONNX."""

@@ -1,0 +1,1 @@
+"""Training of the bundled model (public/models/tiny-shakespeare/); needs PyTorch."""
