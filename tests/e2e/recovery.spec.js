@@ -21,7 +21,7 @@ const MODEL_READY_TIMEOUT = 90_000;
 // engine worker is the page's one module worker; the threaded engine's pthread workers are classic ones, and an
 // idle one never answers (it waits on an atomic), so each worker gets a few seconds to answer.
 async function crashEngine(page) {
-  const engineUrl = new URL('/js/engine.js', page.url()).href;
+  const engineUrl = new URL('/js/lib/engine/engine.js', page.url()).href;
   const answers = page.workers().map((worker) => Promise.race([
     worker.evaluate(trapIfEngineWorker, { url: engineUrl, trap: TRAP }).catch(() => 0),
     new Promise((resolve) => setTimeout(() => resolve(0), 3000)),

@@ -1,4 +1,4 @@
-// Loading GGUF files in Node through the public API (web/gpt2.js) and the loader (web/loader.js): a .gguf path,
+// Loading GGUF files in Node through the public API (web/lib/gpt2.js) and the loader (web/lib/loading/loader.js): a .gguf path,
 // File/Blob/ArrayBuffer objects, a URL on a local HTTP server (with the Hub's /REPO/resolve/main/FILE layout),
 // the tokenizer the file carries, the Cache API copy, and the errors, which name the file. The fixtures
 // (tests/fixtures/tiny-random-gguf, tools/make_tiny_gguf_fixture.py) are the tiny-random model as GGUF files
@@ -7,9 +7,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { loadEngine } from '../../web/engine.js';
-import { loadModel } from '../../web/gpt2.js';
-import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModel } from '../../web/lib/gpt2.js';
+import { ModelLoadError, loadEngineModel } from '../../web/lib/loading/loader.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
@@ -244,7 +244,7 @@ describe('GGUF with a Cache API (an in-memory stand-in for the browser\'s)', () 
 
 describe('the CLI', () => {
   test('--model takes a .gguf path', async () => {
-    const cli = fileURLToPath(new URL('../../web/cli.js', import.meta.url));
+    const cli = fileURLToPath(new URL('../../web/cli/cli.js', import.meta.url));
     const { stdout } = await promisify(execFile)('node', [cli, '--model', F32_PATH, '-n', '24', '--temperature', '0', PROMPT],
       { encoding: 'utf8' });
     expect(stdout).toBe(`${(await greedyText(F32_PATH)).text}\n`);

@@ -1,10 +1,10 @@
-// Tests of web/loader.js in Node against a local HTTP server on 127.0.0.1 that serves the tiny-random fixture
+// Tests of web/lib/loading/loader.js in Node against a local HTTP server on 127.0.0.1 that serves the tiny-random fixture
 // and misbehaves on purpose (error statuses, HTML pages, cut connections, slow bodies), plus local sources.
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { loadEngine } from '../../web/engine.js';
-import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { ModelLoadError, loadEngineModel } from '../../web/lib/loading/loader.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));

@@ -1,18 +1,18 @@
-// The streaming load path in the wasm engine (Engine.createModelLoader, web/engine.js) and through the loader
-// (web/loader.js) from in-memory streams: any chunking gives the whole-buffer model bit for bit, the heap never
+// The streaming load path in the wasm engine (Engine.createModelLoader, web/lib/engine/engine.js) and through the loader
+// (web/lib/loading/loader.js) from in-memory streams: any chunking gives the whole-buffer model bit for bit, the heap never
 // holds the file (only the weights and a small staging block), and errors and aborts mid-stream leave nothing
 // allocated.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { loadEngine } from '../../web/engine.js';
-import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { ModelLoadError, loadEngineModel } from '../../web/lib/loading/loader.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const configJson = readFileSync(`${TINY}config.json`, 'utf8');
 const weights = new Uint8Array(readFileSync(`${TINY}model.safetensors`));
 const greedy = JSON.parse(readFileSync(`${TINY}greedy.json`, 'utf8'));
-const STAGING_BYTES = 4 << 20;  // web/engine.js
+const STAGING_BYTES = 4 << 20;  // web/lib/engine/engine.js
 
 let engine;
 beforeAll(async () => {

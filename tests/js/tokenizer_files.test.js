@@ -1,15 +1,15 @@
 // What the tokenizer files may not be: vocab.json and merges.txt (createTokenizer) and a GGUF file's token lists
 // (createTokenizerFromVocabulary) of the wrong types, with duplicate tokens or ids, ids out of range, missing
 // byte tokens or malformed merges, each refused with one line naming what is wrong; and the text files' size
-// bounds (web/file_sinks.js), checked through loadEngineModel before the bytes are held.
+// bounds (web/lib/loading/file_sinks.js), checked through loadEngineModel before the bytes are held.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
-import { loadEngine } from '../../web/engine.js';
-import { loadEngineModel } from '../../web/loader.js';
-import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadEngineModel } from '../../web/lib/loading/loader.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../../web/lib/tokenizer.js';
 import { send, startFileServer } from './file_server.js';
 
 const GPT2 = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));

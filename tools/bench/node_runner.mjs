@@ -4,8 +4,8 @@
 //
 //   node tools/bench/node_runner.mjs MODEL_DIR|FILE.gguf fp32|int8|GGUF_TYPE PLAN_JSON [THREADS]
 //   (THREADS > 1: the threaded build; a GGUF file's weights are its own types, GGUF_TYPE only names them)
-import { loadEngine } from '../../web/engine.js';
-import { loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadEngineModel } from '../../web/lib/loading/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 

@@ -1,4 +1,4 @@
-// gpt2-wasm's download progress bar (web/cli.js): one line on a terminal, redrawn in place as a file downloads
+// gpt2-wasm's download progress bar (web/cli/cli.js): one line on a terminal, redrawn in place as a file downloads
 // (at most every PROGRESS_INTERVAL_MS) and ended when it is complete.
 const PROGRESS_INTERVAL_MS = 100;
 const BAR_WIDTH = 24;

@@ -1,4 +1,4 @@
-// The public API of gpt2-wasm, used by the page, the widget and Node (web/cli.js):
+// The public API of gpt2-wasm, used by the page, the widget and Node (web/cli/cli.js):
 //
 //   const model = await loadModel(source, { onProgress, signal, useWorker });
 //   for await (const piece of model.generate('Hello', { maxNewTokens: 20 })) show(piece.text);
@@ -19,17 +19,17 @@
 // Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
 // model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
 // score.js (scoring a text), tokenizer.js.
-import { DEFAULT_THREADS, checkThreads, setAssetBase } from './engine.js';
-import { ModelLoadError } from './load_errors.js';
-import { loadLocalModel } from './local_model.js';
-import { WorkerClient } from './worker_client.js';
-import { loadWorkerModel } from './worker_model.js';
+import { DEFAULT_THREADS, checkThreads, setAssetBase } from './engine/engine.js';
+import { ModelLoadError } from './loading/load_errors.js';
+import { loadLocalModel } from './models/local_model.js';
+import { WorkerClient } from './worker/worker_client.js';
+import { loadWorkerModel } from './worker/worker_model.js';
 
 export { ModelLoadError };
 
 // The models kept in the browser's Cache API, and their removal (model_cache.js). Node has no Cache API: none
 // (the CLI's disk cache, cli_cache.js, is its own).
-export { deleteCachedModel, listCachedModels } from './model_cache.js';
+export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 
 const IS_PAGE = typeof window !== 'undefined';
 

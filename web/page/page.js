@@ -2,10 +2,10 @@
 // per-token probabilities, Continue, speed statistics and the ms/token chart, and the Analyze text mode (each
 // token of a text coloured by the rank the model gave it). All model and user text is inserted with
 // textContent, never as HTML.
-import { deleteCachedModel, listCachedModels, loadModel } from './gpt2.js';
+import { deleteCachedModel, listCachedModels, loadModel } from '../lib/gpt2.js';
 import { TokenTimeChart } from './chart.js';
-import { hubFileUrl, isGgufName } from './model_files.js';
-import { requestPersistentStorage } from './model_cache.js';
+import { hubFileUrl, isGgufName } from '../lib/loading/model_files.js';
+import { requestPersistentStorage } from '../lib/loading/model_cache.js';
 import { formatBytes, formatDuration, formatPace } from './progress_text.js';
 
 // The bundled model comes twice: first (the default) as one Q4_0 GGUF file, a third of the download of its

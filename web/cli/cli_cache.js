@@ -1,4 +1,4 @@
-// Where gpt2-wasm's --model comes from (web/cli.js): a local folder or .gguf path as it is; an http(s) URL or a
+// Where gpt2-wasm's --model comes from (web/cli/cli.js): a local folder or .gguf path as it is; an http(s) URL or a
 // Hugging Face repository id (owner/name, or owner/name/file.gguf: a file in it) downloaded once into a disk
 // cache and loaded from there (resuming dropped connections: download.js). Each file is written under a temporary
 // name and renamed when complete, so the cache never holds part of a file: a file there is a whole download, and
@@ -11,9 +11,9 @@ import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { DownloadRestart, startDownload } from './download.js';
-import { textFileByteBound } from './file_sinks.js';
-import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, modelFileUrls } from './model_files.js';
+import { DownloadRestart, startDownload } from '../lib/loading/download.js';
+import { textFileByteBound } from '../lib/loading/file_sinks.js';
+import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, modelFileUrls } from '../lib/loading/model_files.js';
 
 // A Hugging Face repository id, by the Hub's own rule for owner and name: letters, digits, '-', '_' and '.', not
 // starting or ending with '-' or '.', no '--' or '..', at most 96 characters; then optionally a .gguf file in it.

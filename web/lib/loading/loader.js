@@ -12,7 +12,7 @@ import { ModelLoadError, checkNotHtml, describe, throwIfAborted } from './load_e
 import { DamagedCopyError, commitCacheCopies } from './model_cache.js';
 import { MODEL_FILES } from './model_files.js';
 import { openModelFiles } from './model_sources.js';
-import { createTokenizer, createTokenizerFromVocabulary } from './tokenizer.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../tokenizer.js';
 
 export { CACHE_NAME } from './model_cache.js';
 export { ModelLoadError, MODEL_FILES };

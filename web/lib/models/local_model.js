@@ -1,10 +1,10 @@
-// Models in this thread (Node, plain workers, and the engine worker itself, web/worker.js): the engine model and
+// Models in this thread (Node, plain workers, and the engine worker itself, web/lib/worker/worker.js): the engine model and
 // the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop and scoring
 // with score.js.
-import { DEFAULT_THREADS, loadEngine, resolveThreads } from './engine.js';
-import { Generation, SessionPool, normalizeGenerateOptions } from './generate.js';
-import { loadEngineModel } from './loader.js';
-import { normalizeScoreOptions, scoreText } from './score.js';
+import { DEFAULT_THREADS, loadEngine, resolveThreads } from '../engine/engine.js';
+import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
+import { loadEngineModel } from '../loading/loader.js';
+import { normalizeScoreOptions, scoreText } from '../generation/score.js';
 
 export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   const engine = await loadEngine({ threads: await resolveThreads(threads) });

@@ -13,15 +13,15 @@
 // widget lives in a Shadow DOM with its own styles, and model and user text only ever become text nodes.
 //
 // Sharing: all widgets of a page use one engine worker, and widgets of the same model share one download and
-// one loaded copy (gpt2.js's model registry, web/model_registry.js). Their generations run concurrently: the
+// one loaded copy (gpt2.js's model registry, web/lib/models/model_registry.js). Their generations run concurrently: the
 // engine interleaves them token by token, each with its own KV cache. A widget removed from the DOM stops; the
 // last widget of a model disposes it, and when no model is in use the worker ends.
-import { configure, loadModel } from './gpt2.js';
-import { setWorkerSource } from './worker_client.js';
-import { formatBytes, formatPace } from './progress_text.js';
+import { configure, loadModel } from '../lib/gpt2.js';
+import { setWorkerSource } from '../lib/worker/worker_client.js';
+import { formatBytes, formatPace } from '../page/progress_text.js';
 
 // name -> [parser of a data-* attribute value, default]. The generation options are those of
-// Model.generate (web/gpt2.js), which checks their values.
+// Model.generate (web/lib/gpt2.js), which checks their values.
 const OPTIONS = {
   model: [String, undefined],  // a model folder URL or a .gguf file URL, relative to the page; default: the bundled model
   prompt: [String, ''],
@@ -425,7 +425,7 @@ class Widget {
     this.#ui.stop.disabled = !busy;
   }
 
-  // The loader's progress events (web/loader.js); speed and time left are null until measured.
+  // The loader's progress events (web/lib/loading/loader.js); speed and time left are null until measured.
   #showProgress({ file, loaded, fraction, bytesPerSecond, secondsLeft, retry }) {
     const { progress, bar, status } = this.#ui;
     const percent = fraction === null ? null : Math.round(fraction * 100);

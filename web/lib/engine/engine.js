@@ -2,7 +2,7 @@
 // Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
 // engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
 // imported dynamically inside Node branches (node_builtins.js).
-import { resolveAgainstPage } from './model_files.js';
+import { resolveAgainstPage } from '../loading/model_files.js';
 import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
 
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
@@ -107,7 +107,7 @@ function parseAssetBase(assetBase) {
 
 // -> { folder: the asset folder's URL, configured: whether configure() set it }; from now on it cannot change.
 export function useAssetFolder() {
-  assetFolderInUse ??= configuredAssetFolder ?? new URL(IS_NODE ? '../public/wasm/' : '../wasm/', import.meta.url);
+  assetFolderInUse ??= configuredAssetFolder ?? new URL(IS_NODE ? '../../../public/wasm/' : '../../../wasm/', import.meta.url);
   return { folder: assetFolderInUse, configured: configuredAssetFolder !== null };
 }
 
@@ -115,7 +115,7 @@ export function useAssetFolder() {
 // browsers only when the server's root is the repository, as for tools/bench).
 function wasmFolder(testing) {
   if (!testing) return useAssetFolder().folder;
-  return new URL(IS_NODE ? '../build/wasm-testing/' : '../../build/wasm-testing/', import.meta.url);
+  return new URL(IS_NODE ? '../../../build/wasm-testing/' : '../../../../build/wasm-testing/', import.meta.url);
 }
 
 async function instantiateEngine(name, threads, testing) {

@@ -22,8 +22,8 @@
 //                   { type: 'crashed', reason }   the wasm instance aborted (e.g. out of memory): every model in
 //                                                 this worker is gone; the page ends this worker, starts a new
 //                                                 one and loads the models again there
-import { setAssetBase } from './engine.js';
-import { loadLocalModel } from './local_model.js';
+import { setAssetBase } from '../engine/engine.js';
+import { loadLocalModel } from '../models/local_model.js';
 
 const models = new Map();  // modelId -> LocalModel (local_model.js)
 const controllers = new Map();  // request id -> AbortController

@@ -1,11 +1,11 @@
 // Models in a Web Worker, seen from the page: WorkerModel and WorkerGeneration give them the public Model
 // interface (see gpt2.js) over a WorkerClient (worker_client.js); the default worker's models are shared
 // through the page's model registry (model_registry.js).
-import { checkPrompt, createStats, normalizeGenerateOptions } from './generate.js';
-import { ModelRegistry } from './model_registry.js';
-import { checkScoreText, normalizeScoreOptions } from './score.js';
-import { abortError } from './load_errors.js';
-import { resolveModelUrl } from './model_files.js';
+import { checkPrompt, createStats, normalizeGenerateOptions } from '../generation/generate.js';
+import { ModelRegistry } from '../models/model_registry.js';
+import { checkScoreText, normalizeScoreOptions } from '../generation/score.js';
+import { abortError } from '../loading/load_errors.js';
+import { resolveModelUrl } from '../loading/model_files.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;

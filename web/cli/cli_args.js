@@ -1,10 +1,10 @@
-// The command line of gpt2-wasm (web/cli.js): node:util parseArgs (--flag value, --flag=value, -n5, -- ends the
+// The command line of gpt2-wasm (web/cli/cli.js): node:util parseArgs (--flag value, --flag=value, -n5, -- ends the
 // options), one flag per generate() and loadModel() option, checked before anything loads. Every error is one
 // line that names the flag as it was typed (`-n: expected a positive integer, got "x"`), with the expectation
 // taken from the API's own check, so the command line and the API never disagree on what a value may be.
 import { parseArgs } from 'node:util';
-import { checkThreads } from './engine.js';
-import { normalizeGenerateOptions } from './generate.js';
+import { checkThreads } from '../lib/engine/engine.js';
+import { normalizeGenerateOptions } from '../lib/generation/generate.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
        gpt2-wasm [options] -i             each line read from stdin continues the text

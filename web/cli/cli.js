@@ -23,10 +23,10 @@ import { USAGE, parseCliArguments } from './cli_args.js';
 import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js';
 import { textWriter } from './cli_output.js';
 import { progressBar } from './cli_progress.js';
-import { loadModel } from './gpt2.js';
-import { MODEL_FILES } from './model_files.js';
+import { loadModel } from '../lib/gpt2.js';
+import { MODEL_FILES } from '../lib/loading/model_files.js';
 
-const BUNDLED_MODEL = fileURLToPath(new URL('../public/models/tiny-shakespeare/', import.meta.url));
+const BUNDLED_MODEL = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const HUB_DEFAULT_MODEL = 'openai-community/gpt2';
 const writeOut = textWriter(process.stdout);
 const writeError = textWriter(process.stderr);
