@@ -4,7 +4,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { EngineAbortedError, MAX_CONFIG_JSON_CHARS, WasmEngine, loadEngine } from '../../web/lib/engine/engine.js';
+import { MAX_CONFIG_JSON_CHARS, WasmEngine, loadEngine } from '../../web/lib/engine/engine.js';
+import { EngineAbortedError } from '../../web/lib/errors.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;

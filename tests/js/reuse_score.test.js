@@ -6,7 +6,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
-import { EngineError, loadEngine } from '../../web/lib/engine/engine.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { EngineError } from '../../web/lib/errors.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { ReferenceGpt2 } from './reference_gpt2.js';
 

@@ -1,5 +1,5 @@
 // TypeScript declarations of gpt2.js, the public API (its header, generate.js, score.js, loader.js and
-// load_errors.js say what each value means). Checked against tests/types/example.ts by tests/js/types.test.js.
+// errors.js say what each value means). Checked against tests/types/example.ts by tests/js/types.test.js.
 // They use the DOM library's Blob, File, FileList and AbortSignal.
 import type { TokenIds } from './tokenizer.js';
 

@@ -20,18 +20,17 @@
 // model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
 // score.js (scoring a text), tokenizer.js.
 import { DEFAULT_THREADS, checkThreads, setAssetBase } from './engine/engine.js';
-import { ModelLoadError } from './loading/load_errors.js';
-import { loadLocalModel } from './models/local_model.js';
+import { IS_PAGE } from './environment.js';
+import { ModelLoadError } from './errors.js';
+import { loadModelInThisThread } from './models/local_model.js';
 import { WorkerClient } from './worker/worker_client.js';
-import { loadWorkerModel } from './worker/worker_model.js';
+import { loadModelInWorker } from './worker/worker_model.js';
 
 export { ModelLoadError };
 
 // The models kept in the browser's Cache API, and their removal (model_cache.js). Node has no Cache API: none
 // (the CLI's disk cache, cli_cache.js, is its own).
 export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
-
-const IS_PAGE = typeof window !== 'undefined';
 
 // -> Model: { config, weightBytes, weightTypes, threads, generate(prompt, options), score(text, options),
 // encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
@@ -60,8 +59,8 @@ const IS_PAGE = typeof window !== 'undefined';
 export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
   checkThreads(threads);
-  if (worker || useWorker) return loadWorkerModel(source, { onProgress, signal, worker, weights, threads });
-  return loadLocalModel(source, { onProgress, signal, weights, threads });
+  if (worker || useWorker) return loadModelInWorker(source, { onProgress, signal, worker, weights, threads });
+  return loadModelInThisThread(source, { onProgress, signal, weights, threads });
 }
 
 // Settings of this realm's engine, before its first model loads. assetBase: the URL of the folder that holds the

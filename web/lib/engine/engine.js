@@ -1,9 +1,9 @@
 // The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
 // Node) and wraps the embind objects of wasm/bindings.cpp in small classes that throw EngineError with the
 // engine's { kind, message } and free their C++ objects in dispose(). Plain ES module; Node-only modules are
-// imported dynamically inside Node branches (node_builtins.js).
-import { resolveAgainstPage } from '../loading/model_files.js';
-import { IS_NODE, importNodeBuiltin } from './node_builtins.js';
+// imported dynamically inside Node branches (environment.js).
+import { IS_NODE, importNodeBuiltin, resolveAgainstPage } from '../environment.js';
+import { EngineAbortedError, EngineError } from '../errors.js';
 
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
@@ -185,26 +185,6 @@ async function nodeFactory(folder, name, moduleArguments) {
   moduleArguments.locateFile = (file) => `${dir}${file.endsWith('.worker.js') ? `${name}.worker.cjs` : file}`;
   // The .cjs glue, because the ES-module flavour of Emscripten's Node branch needs __dirname.
   return { factory: createRequire(import.meta.url)(`${dir}${name}.cjs`), wasmUrl: `${dir}${name}.wasm` };
-}
-
-// reason: what the engine said when it aborted (e.g. out of memory). The engine worker's page side reloads its
-// models after one (worker_client.js, which says so in the message); a model in this thread must be loaded again.
-export class EngineAbortedError extends Error {
-  constructor(reason, message = `the WebAssembly engine crashed (${reason}); reload the model`) {
-    super(message);
-    this.name = 'EngineAbortedError';
-    this.reason = reason;
-  }
-}
-
-// An engine call that failed: the engine's message, and its kind ('config': config.json is invalid, 'file':
-// model.safetensors is, 'memory': an allocation failed, 'input': an argument is out of range).
-export class EngineError extends Error {
-  constructor({ kind, message }) {
-    super(message);
-    this.name = 'EngineError';
-    this.kind = kind;
-  }
 }
 
 // One instance of the wasm module. threads: the threads its models use (1: the single-thread build).

@@ -8,7 +8,8 @@
 // bytes before it broke, the retry is made at once (the server answers; the path to it broke); after an
 // attempt that got nothing, it waits 1 s, 2 s, 4 s, then 8 s (doubling from retryDelayMs). The first request
 // is not retried: a server that cannot be reached, or that CORS blocks, fails at once with what fetch said.
-import { ModelLoadError, describe, throwIfAborted } from './load_errors.js';
+import { ModelLoadError, throwIfAborted } from '../errors.js';
+import { describe } from './load_errors.js';
 
 const STALLED_ATTEMPTS = 5;
 const FIRST_RETRY_DELAY_MS = 1000;

@@ -1,6 +1,7 @@
 // Where the bytes of a model file go as they arrive: into memory (the text files) or into the engine's loader
 // (model.safetensors, or a GGUF file). A sink: { write(chunk), length, finish() -> result, discard() }.
-import { ModelLoadError, engineCall } from './load_errors.js';
+import { ModelLoadError } from '../errors.js';
+import { engineCall } from './load_errors.js';
 import { MODEL_FILES } from './model_files.js';
 
 // The most bytes each text file can need; a larger one is refused from its announced size, before anything is
@@ -13,7 +14,7 @@ const TEXT_FILE_BOUNDS = {
   [MODEL_FILES.vocab]: { mebibytes: 64, what: 'a tokenizer file', hint: `not a ${MODEL_FILES.vocab}?` },
   [MODEL_FILES.merges]: { mebibytes: 64, what: 'a tokenizer file', hint: `not a ${MODEL_FILES.merges}?` },
 };
-// A File given under another name (loadEngineModel({ vocab: file })) gets the largest bound.
+// A File given under another name (loadModelIntoEngine({ vocab: file })) gets the largest bound.
 const OTHER_TEXT_FILE_BOUND = { mebibytes: 64, what: 'a text file of a model', hint: 'the wrong file?' };
 
 // -> { bytes, limit } for a model's text file: the most bytes it may have, and the words saying so; null for

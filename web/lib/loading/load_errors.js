@@ -1,17 +1,7 @@
-// The errors of loading a model: ModelLoadError (which file, and what kind of failure), and the mapping of the
-// engine's errors onto it by their kind.
+// The errors of loading a model: the mapping of the engine's errors onto ModelLoadError (errors.js) by their
+// kind, the check for a web page served instead of a file, and an error's message with its cause.
+import { ModelLoadError } from '../errors.js';
 import { ENGINE_GGUF_NAME, MODEL_FILES } from './model_files.js';
-
-// kind: 'network' (connection, CORS, interrupted download), 'http' (error status), 'missing' (no such local
-// file) or 'invalid' (the bytes are not what the file should be: HTML page, corrupt JSON, bad safetensors or GGUF).
-export class ModelLoadError extends Error {
-  constructor(file, kind, message, options) {
-    super(`${file}: ${message}`, options);
-    this.name = 'ModelLoadError';
-    this.file = file;
-    this.kind = kind;
-  }
-}
 
 // The file each kind of engine error is about.
 const ENGINE_ERROR_FILES = { config: MODEL_FILES.config, file: MODEL_FILES.weights };
@@ -52,15 +42,6 @@ export function checkNotHtml(name, firstBytes) {
     throw new ModelLoadError(name, 'invalid',
       'got an HTML page instead of the file (wrong URL, or a login or error page served with status 200)');
   }
-}
-
-// The error an aborted load (or other request) rejects with, as fetch's: a DOMException named AbortError.
-export function abortError(message) {
-  return new DOMException(message, 'AbortError');
-}
-
-export function throwIfAborted(signal, name) {
-  if (signal?.aborted) throw abortError(`loading ${name} was aborted`);
 }
 
 export function describe(error) {

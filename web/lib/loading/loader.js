@@ -8,8 +8,9 @@
 // cached copy damaged since is found out before it is used. Plain ES module.
 import { DownloadRestart } from './download.js';
 import { BytesSink, WeightsSink } from './file_sinks.js';
-import { ModelLoadError, checkNotHtml, describe, throwIfAborted } from './load_errors.js';
-import { DamagedCopyError, commitCacheCopies } from './model_cache.js';
+import { DamagedCopyError, ModelLoadError, throwIfAborted } from '../errors.js';
+import { checkNotHtml, describe } from './load_errors.js';
+import { commitCacheCopies } from './model_cache.js';
 import { MODEL_FILES } from './model_files.js';
 import { openModelFiles } from './model_sources.js';
 import { createTokenizer, createTokenizerFromVocabulary } from '../tokenizer.js';
@@ -37,12 +38,12 @@ const SPEED_MIN_SPAN_MS = 500;
 // again; after any other invalid file, all of the model's are. Each failed try thus leaves fewer files in the
 // cache, and one that read none from it fails for good (as does, should an eviction not take, the try after
 // one per file of a folder).
-export async function loadEngineModel(engine, source, options = {}) {
+export async function loadModelIntoEngine(engine, source, options = {}) {
   const files = await openModelFiles(source);
   for (let tries = 1; ; tries++) {
     const context = loadContext(options);
     try {
-      return await loadFiles(engine, files, context, options);
+      return await loadFilesIntoEngine(engine, files, context, options);
     } catch (error) {
       if (error.kind !== 'invalid' || !context.readFromCache || tries > Object.keys(MODEL_FILES).length) throw error;
     }
@@ -58,7 +59,7 @@ function loadContext({ onProgress, signal, retryDelayMs }) {
   return context;
 }
 
-async function loadFiles(engine, files, context, { withTokenizer = true, weights = 'fp32' }) {
+async function loadFilesIntoEngine(engine, files, context, { withTokenizer = true, weights = 'fp32' }) {
   let model = null;
   try {
     const loaded = files.format === 'gguf'

@@ -3,7 +3,7 @@
 // back, so that a copy damaged since (truncated, or bytes changed) is never taken for the file. Also what
 // the API tells of it: the models stored (listCachedModels) and their removal (deleteCachedModel).
 import { Crc32 } from './crc32.js';
-import { ModelLoadError } from './load_errors.js';
+import { DamagedCopyError } from '../errors.js';
 import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
 
 export const CACHE_NAME = 'gpt2-wasm-models-v1';
@@ -54,14 +54,6 @@ async function readDigest(response) {
       ? { length, crc32 } : null;
   } catch {
     return null;  // no entry, or not the JSON written here
-  }
-}
-
-// A cached copy that is not what was stored (truncated, or bytes changed): it is evicted when found out, alone,
-// so that loading again downloads only that file.
-export class DamagedCopyError extends ModelLoadError {
-  constructor(name, message) {
-    super(name, 'invalid', message);
   }
 }
 

@@ -1,5 +1,7 @@
 // The files of a model: a folder in the Hugging Face layout, or one GGUF file (weights, hyper-parameters and
 // tokenizer in one), recognized by its name.
+import { resolveAgainstPage } from '../environment.js';
+
 export const MODEL_FILES = Object.freeze({
   config: 'config.json',
   weights: 'model.safetensors',
@@ -24,12 +26,6 @@ export function isGgufName(name) {
 
 // The schemes a model may be fetched from: the network, and Blob URLs that a page made of its own files.
 const MODEL_URL_SCHEMES = new Set(['http:', 'https:', 'blob:']);
-
-// A URL as given (a string or URL): relative to the page's (or the worker's) address in browsers, absolute in
-// Node. A TypeError when it is not a URL.
-export function resolveAgainstPage(text) {
-  return new URL(text, globalThis.document?.baseURI ?? globalThis.location?.href);
-}
 
 // A model's URL as resolveAgainstPage reads it; also a TypeError for another scheme (javascript:, data:, file: …).
 export function resolveModelUrl(text) {

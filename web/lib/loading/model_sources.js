@@ -9,8 +9,8 @@
 import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
 import { startDownload } from './download.js';
-import { ModelLoadError } from './load_errors.js';
-import { IS_NODE, importNodeBuiltin } from '../engine/node_builtins.js';
+import { IS_NODE, importNodeBuiltin } from '../environment.js';
+import { ModelLoadError } from '../errors.js';
 
 const NODE_READ_CHUNK_BYTES = 4 << 20;
 const UNNAMED_GGUF = 'model.gguf';

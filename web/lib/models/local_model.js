@@ -3,29 +3,23 @@
 // with score.js.
 import { DEFAULT_THREADS, loadEngine, resolveThreads } from '../engine/engine.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
-import { loadEngineModel } from '../loading/loader.js';
+import { loadModelIntoEngine } from '../loading/loader.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
+import { DescribedModel } from './model_description.js';
 
-export async function loadLocalModel(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
+export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
   const engine = await loadEngine({ threads: await resolveThreads(threads) });
-  const { model, tokenizer } = await loadEngineModel(engine, source, { onProgress, signal, weights });
+  const { model, tokenizer } = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
   return new LocalModel(model, tokenizer);
 }
 
-class LocalModel {
-  config;
-  weightBytes;
-  weightTypes;
-  threads;
+class LocalModel extends DescribedModel {
   #engineModel;
   #pool;
   #tokenizer;
 
   constructor(engineModel, tokenizer) {
-    this.config = engineModel.config;
-    this.weightBytes = engineModel.weightBytes;
-    this.weightTypes = engineModel.weightTypes;
-    this.threads = engineModel.threads;
+    super(engineModel);
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);
     this.#tokenizer = tokenizer;

@@ -3,7 +3,8 @@
 // for the same model (same URL and options) share one download and one loaded copy; the last to let go
 // disposes it, and a load that nobody waits for any more is aborted. A failed load is forgotten, so the next
 // caller tries again.
-import { abortError, throwIfAborted } from '../loading/load_errors.js';
+import { loadAbortedError, throwIfAborted } from '../errors.js';
+import { DescribedModel } from './model_description.js';
 
 export class ModelRegistry {
   #entries = new Map();  // key -> { model: Promise<Model>, leases: Set, controller: AbortController }
@@ -11,7 +12,7 @@ export class ModelRegistry {
   // key: what identifies the model (null: never shared). load(signal, onProgress) -> Promise<Model>.
   // -> Promise of a LeasedModel; signal aborts this caller's wait (and the load, if no one else waits for it).
   async acquire(key, load, { onProgress, signal } = {}) {
-    throwIfAborted(signal, 'the model');
+    throwIfAborted(signal);
     const entry = this.#entryFor(key ?? Symbol('unshared'), load);
     const lease = { onProgress };
     entry.leases.add(lease);
@@ -50,19 +51,12 @@ export class ModelRegistry {
 }
 
 // One caller's hold on a shared model: the Model interface, with dispose() letting go (once).
-class LeasedModel {
-  config;
-  weightBytes;
-  weightTypes;
-  threads;
+class LeasedModel extends DescribedModel {
   #model;
   #release;
 
   constructor(model, release) {
-    this.config = model.config;
-    this.weightBytes = model.weightBytes;
-    this.weightTypes = model.weightTypes;
-    this.threads = model.threads;
+    super(model);
     this.#model = model;
     this.#release = release;
   }
@@ -102,7 +96,7 @@ class LeasedModel {
 function untilAborted(promise, signal) {
   if (!signal) return promise;
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(abortError('loading the model was aborted'));
+    const onAbort = () => reject(loadAbortedError());
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));

@@ -23,7 +23,8 @@
 //                                                 this worker is gone; the page ends this worker, starts a new
 //                                                 one and loads the models again there
 import { setAssetBase } from '../engine/engine.js';
-import { loadLocalModel } from '../models/local_model.js';
+import { loadModelInThisThread } from '../models/local_model.js';
+import { describeModel } from '../models/model_description.js';
 
 const models = new Map();  // modelId -> LocalModel (local_model.js)
 const controllers = new Map();  // request id -> AbortController
@@ -32,10 +33,10 @@ let nextModelId = 1;
 const handlers = {
   async load({ id, source, weights = 'fp32', threads = 'auto' }) {
     const onProgress = (progress) => post({ type: 'progress', id, progress });
-    const model = await loadLocalModel(source, { onProgress, signal: controllers.get(id).signal, weights, threads });
+    const model = await loadModelInThisThread(source, { onProgress, signal: controllers.get(id).signal, weights, threads });
     const modelId = nextModelId++;
     models.set(modelId, model);
-    return { modelId, config: model.config, weightBytes: model.weightBytes, weightTypes: model.weightTypes, threads: model.threads };
+    return { modelId, ...describeModel(model) };
   },
 
   async generate({ id, modelId, prompt, options }) {

@@ -1,7 +1,7 @@
 // The RPC client of one engine worker (web/lib/worker/worker.js describes the message protocol): numbered requests,
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
-import { EngineAbortedError, useAssetFolder } from '../engine/engine.js';
-import { ModelLoadError, abortError } from '../loading/load_errors.js';
+import { useAssetFolder } from '../engine/engine.js';
+import { EngineAbortedError, ModelLoadError, abortError } from '../errors.js';
 
 // The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
 // start from a Blob of it, with nothing more to fetch. Otherwise they import worker.js beside this module or,

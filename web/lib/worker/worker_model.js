@@ -2,9 +2,10 @@
 // interface (see gpt2.js) over a WorkerClient (worker_client.js); the default worker's models are shared
 // through the page's model registry (model_registry.js).
 import { checkPrompt, createStats, normalizeGenerateOptions } from '../generation/generate.js';
+import { loadAbortedError } from '../errors.js';
+import { DescribedModel } from '../models/model_description.js';
 import { ModelRegistry } from '../models/model_registry.js';
 import { checkScoreText, normalizeScoreOptions } from '../generation/score.js';
-import { abortError } from '../loading/load_errors.js';
 import { resolveModelUrl } from '../loading/model_files.js';
 import { WorkerClient } from './worker_client.js';
 
@@ -13,10 +14,10 @@ const registry = new ModelRegistry();  // the models of the default worker
 
 // -> a Model in worker (a WorkerClient of the caller's) or, without one, in the page's default worker, which
 // ends with its last model; models of the default worker are shared through the registry.
-export async function loadWorkerModel(source, { onProgress, signal, worker, weights, threads }) {
+export async function loadModelInWorker(source, { onProgress, signal, worker, weights, threads }) {
   if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
   const portable = portableSource(source);
-  const load = (loadSignal, loadProgress) => loadOnWorker(worker ?? usableDefaultWorker(), portable,
+  const load = (loadSignal, loadProgress) => loadModelIn(worker ?? usableDefaultWorker(), portable,
     { onProgress: loadProgress, signal: loadSignal, weights, threads });
   if (worker) return load(signal, onProgress);
   // Only a URL names a model; other sources (files) are loaded for their caller alone.
@@ -29,7 +30,7 @@ function usableDefaultWorker() {
   return defaultWorker;
 }
 
-async function loadOnWorker(worker, source, { onProgress, signal, weights, threads }) {
+async function loadModelIn(worker, source, { onProgress, signal, weights, threads }) {
   worker.retain();
   let answer;
   try {
@@ -41,7 +42,7 @@ async function loadOnWorker(worker, source, { onProgress, signal, weights, threa
   const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads });
   if (signal?.aborted) {  // the load finished before the worker saw the cancel
     model.dispose();
-    throw abortError('loading the model was aborted');
+    throw loadAbortedError();
   }
   return model;
 }
@@ -58,11 +59,7 @@ function portableSource(source) {
 // After an engine crash, a WorkerModel loads itself again in the new worker (from the Cache API for a URL, from
 // the same files otherwise), and its calls wait for that. If that fails (a crash during it included), the
 // model's calls fail with what happened, and the next call tries once more.
-class WorkerModel {
-  config;
-  weightBytes;
-  weightTypes;
-  threads;
+class WorkerModel extends DescribedModel {
   #worker;
   #modelId;
   #loadMessage;
@@ -72,14 +69,12 @@ class WorkerModel {
   #stopWatchingCrashes;
   #disposed = false;
 
-  constructor(worker, { modelId, config, weightBytes, weightTypes, threads }, loadMessage) {
+  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads }
+  constructor(worker, loaded, loadMessage) {
+    super(loaded);
     this.#worker = worker;
-    this.#modelId = modelId;
+    this.#modelId = loaded.modelId;
     this.#loadMessage = loadMessage;
-    this.config = config;
-    this.weightBytes = weightBytes;
-    this.weightTypes = weightTypes;
-    this.threads = threads;
     this.#stopWatchingCrashes = worker.onCrash((crash) => this.#reload(crash));
   }
 
