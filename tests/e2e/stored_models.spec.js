@@ -1,4 +1,4 @@
-// The stored models in the page, with Chromium's own Cache API: the "Stored models" list (web/page/page.js) shows each
+// The stored models in the page, with Chromium's own Cache API: the "Stored models" list (web/page/stored_models.js) shows each
 // model the page stored, by its menu label, with its size; Delete removes its files, the model in use stays
 // loaded, and the next load downloads it again. Each test starts with empty storage (a new browser context).
 // Run after `bash tools/build.sh`.

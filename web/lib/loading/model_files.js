@@ -36,13 +36,20 @@ export function resolveModelUrl(text) {
   return url;
 }
 
-// The file URLs of the model at a URL: a URL whose path ends in .gguf is that one file ({ model }); any other is a
-// folder (its last slash added when missing) of the MODEL_FILES ({ config, weights, vocab, merges }).
-// -> { format: 'gguf' | 'safetensors', urls: { key: href } }
-export function modelFileUrls(modelUrl) {
+// What a model's URL names: a URL whose path ends in .gguf is that one file; any other is a folder, its last
+// slash added when missing (so that a folder has one URL however it is spelled). -> { url (a new URL), gguf }
+export function modelLocation(modelUrl) {
   const url = new URL(modelUrl);
-  if (isGgufName(url.pathname)) return { format: 'gguf', urls: { model: url.href } };
-  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  const gguf = isGgufName(url.pathname);
+  if (!gguf && !url.pathname.endsWith('/')) url.pathname += '/';
+  return { url, gguf };
+}
+
+// The file URLs of the model at a URL (see modelLocation): one GGUF file ({ model }), or a folder of the
+// MODEL_FILES ({ config, weights, vocab, merges }). -> { format: 'gguf' | 'safetensors', urls: { key: href } }
+export function modelFileUrls(modelUrl) {
+  const { url, gguf } = modelLocation(modelUrl);
+  if (gguf) return { format: 'gguf', urls: { model: url.href } };
   return {
     format: 'safetensors',
     urls: Object.fromEntries(Object.entries(MODEL_FILES).map(([key, name]) => [key, new URL(name, url).href])),

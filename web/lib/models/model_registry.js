@@ -1,5 +1,5 @@
 // The page's one registry of loaded models, reference-counted, used by gpt2.js's loadModel for every model in
-// the page's default engine worker (the page, web/page/page.js, and every widget, web/widget/widget.js): callers that ask
+// the page's default engine worker (the page, web/page/, and every widget, web/widget/): callers that ask
 // for the same model (same URL and options) share one download and one loaded copy; the last to let go
 // disposes it, and a load that nobody waits for any more is aborted. A failed load is forgotten, so the next
 // caller tries again.
