@@ -61,11 +61,11 @@ export async function engineHeapUsedBytes(page) {
   if (!engineWorker || !(await engineWorker.evaluate(isModuleWorker))) {
     throw new Error('page-controls.js: the page\'s oldest worker is not the engine worker (a module worker)');
   }
-  const engineUrl = new URL('/js/lib/engine/engine.js', page.url()).href;
-  return engineWorker.evaluate(async (url) => {
-    const { DEFAULT_THREADS, loadEngine, resolveThreads } = await import(url);
+  const urls = ['/js/lib/engine/engine.js', '/js/lib/engine/threads.js'].map((path) => new URL(path, page.url()).href);
+  return engineWorker.evaluate(async ([engineUrl, threadsUrl]) => {
+    const [{ loadEngine }, { DEFAULT_THREADS, resolveThreads }] = await Promise.all([import(engineUrl), import(threadsUrl)]);
     return (await loadEngine({ threads: await resolveThreads(DEFAULT_THREADS) })).heapUsedBytes();
-  }, engineUrl);
+  }, urls);
 }
 
 // importScripts throws in module workers only, whatever its arguments (and imports nothing when given none).

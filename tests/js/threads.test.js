@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { MAX_AUTO_THREADS, MAX_THREADS, loadEngine, resolveThreads } from '../../web/lib/engine/engine.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { MAX_AUTO_THREADS, MAX_THREADS, resolveThreads } from '../../web/lib/engine/threads.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

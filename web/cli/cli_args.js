@@ -3,7 +3,7 @@
 // line that names the flag as it was typed (`-n: expected a positive integer, got "x"`), with the expectation
 // taken from the API's own check, so the command line and the API never disagree on what a value may be.
 import { parseArgs } from 'node:util';
-import { checkThreads } from '../lib/engine/engine.js';
+import { checkThreads } from '../lib/engine/threads.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt

@@ -19,7 +19,8 @@
 // Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
 // model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
 // score.js (scoring a text), tokenizer.js.
-import { DEFAULT_THREADS, checkThreads, setAssetBase } from './engine/engine.js';
+import { setAssetBase } from './engine/asset_folder.js';
+import { DEFAULT_THREADS, checkThreads } from './engine/threads.js';
 import { IS_PAGE } from './environment.js';
 import { ModelLoadError } from './errors.js';
 import { loadModelInThisThread } from './models/local_model.js';

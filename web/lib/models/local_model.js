@@ -1,7 +1,8 @@
 // Models in this thread (Node, plain workers, and the engine worker itself, web/lib/worker/worker.js): the engine model and
 // the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop and scoring
 // with score.js.
-import { DEFAULT_THREADS, loadEngine, resolveThreads } from '../engine/engine.js';
+import { loadEngine } from '../engine/engine.js';
+import { DEFAULT_THREADS, resolveThreads } from '../engine/threads.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
 import { loadModelIntoEngine } from '../loading/loader.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';

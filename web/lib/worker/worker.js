@@ -22,7 +22,7 @@
 //                   { type: 'crashed', reason }   the wasm instance aborted (e.g. out of memory): every model in
 //                                                 this worker is gone; the page ends this worker, starts a new
 //                                                 one and loads the models again there
-import { setAssetBase } from '../engine/engine.js';
+import { setAssetBase } from '../engine/asset_folder.js';
 import { loadModelInThisThread } from '../models/local_model.js';
 import { describeModel } from '../models/model_description.js';
 

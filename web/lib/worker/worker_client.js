@@ -1,6 +1,6 @@
 // The RPC client of one engine worker (web/lib/worker/worker.js describes the message protocol): numbered requests,
 // progress and piece callbacks, cancellation, and crash recovery. Used by worker_model.js.
-import { useAssetFolder } from '../engine/engine.js';
+import { useAssetFolder } from '../engine/asset_folder.js';
 import { EngineAbortedError, ModelLoadError, abortError } from '../errors.js';
 
 // The worker's code when the caller carries it (the widget's one script, tools/bundle_web.mjs): workers then
