@@ -16,9 +16,9 @@
 // (model_registry.js; each caller disposes its own Model). A worker of one's own: `const worker =
 // createEngineWorker()`, then `loadModel(source, { worker })` for each model; `worker.terminate()` when done.
 //
-// Modules: local_model.js (models in this thread), worker_model.js and worker_client.js (models in a worker),
-// model_registry.js, engine.js (the wasm engine), loader.js (model files), generate.js (the generation loop),
-// score.js (scoring a text), tokenizer.js.
+// Modules: models/local_model.js (models in this thread), worker/worker_model.js and worker/worker_client.js
+// (models in a worker), models/model_registry.js, engine/ (the wasm engine), loading/ (model files),
+// generation/generate.js (the generation loop), generation/score.js (scoring a text), tokenizer.js, errors.js.
 import { setAssetBase } from './engine/asset_folder.js';
 import { DEFAULT_THREADS, checkThreads } from './engine/threads.js';
 import { IS_PAGE } from './environment.js';

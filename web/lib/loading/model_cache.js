@@ -247,7 +247,7 @@ function sourceOfFile(href) {
 
 // Before a large file is cached: asks the browser, once per page, to keep this site's storage when space runs
 // low (persist()), which it may grant or not; never in the way of the load. Pages only: workers have no
-// persist(), so the page asks for its worker's downloads (page.js).
+// persist(), so the page asks for its worker's downloads (web/page/model_menu.js).
 let persistenceRequested = false;
 
 export function requestPersistentStorage(bytes) {
