@@ -14,6 +14,13 @@ export function formatBytes(bytes) {
   return unit === 0 ? `${value} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
 
+const MEGABYTES = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+
+// In MB with one decimal, for sizes listed one under another: "0.5 MB", "24.0 MB", "1,548.2 MB".
+export function formatMegabytes(bytes) {
+  return `${MEGABYTES.format(bytes / 1e6)} MB`;
+}
+
 export function formatDuration(seconds) {
   if (seconds < 60) return `${Math.ceil(seconds)} s`;
   if (seconds < 3600) return `${Math.round(seconds / 60)} min`;

@@ -3,12 +3,11 @@ import { resolveAgainstPage } from '../lib/environment.js';
 import { deleteCachedModel, listCachedModels } from '../lib/gpt2.js';
 import { GGUF_CHOICES, MODEL_CHOICES } from './model_choices.js';
 import { elements, showError, state } from './page_state.js';
+import { formatMegabytes } from './progress_text.js';
 
 // The models the Cache API keeps (listCachedModels), each with its size and a Delete button; listed again after
 // each load and delete. Deleting the model in use is allowed: it stays loaded, and loading it again downloads it.
 let storedModelsRefreshes = 0;  // a refresh that ends after a later one has started shows nothing
-
-const MEGABYTES = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
 export async function refreshStoredModels() {
   const refresh = ++storedModelsRefreshes;
@@ -34,7 +33,7 @@ function storedModelItem({ source, bytes, complete }) {
   const size = document.createElement('data');  // its value: the exact bytes
   size.className = 'stored-model-size';
   size.value = String(bytes);
-  size.textContent = `${MEGABYTES.format(bytes / 1e6)} MB${complete ? '' : ', incomplete'}`;
+  size.textContent = `${formatMegabytes(bytes)}${complete ? '' : ', incomplete'}`;
   const button = document.createElement('button');
   button.type = 'button';
   button.textContent = 'Delete';
