@@ -73,6 +73,7 @@ export const state = {
   outputIds: null, // the token ids of the prompt and the tokens the output shows, for Continue
 };
 
+// The likeliest tokens the tooltip lists for each generated or analyzed token.
 export const TOP_ALTERNATIVES = 5;
 
 export function hasGeneratedOutput() {
