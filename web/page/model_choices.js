@@ -47,13 +47,13 @@ const URL_PARAMETER_VALUE = 'url-parameter';
 export function choiceFromUrlParameter() {
   const address = new URLSearchParams(location.search).get('model');
   if (!address) return null;
-  let location;
+  let named;
   try {
-    location = modelLocation(resolveAgainstPage(address));
+    named = modelLocation(resolveAgainstPage(address));
   } catch {
     throw new Error(`The model address in this page's URL is not a valid URL: ${address}`);
   }
-  const { url, gguf } = location;
+  const { url, gguf } = named;
   return { value: URL_PARAMETER_VALUE, label: `Model at ${url.href}`, source: url.href, gguf };
 }
 
