@@ -3,8 +3,8 @@
 // cross-origin pages), or that holds this file bundled (public/wasm/gpt2-worker.js; inlined in the widget).
 //
 // Protocol (every request carries a numeric `id`; answers carry the same id):
-//   page -> worker  { type: 'configure', assetBase }  first: the URL of the wasm files' folder (asset_folder.js's
-//                                                     folder, the page's); no answer
+//   page -> worker  { type: 'configure', assetBase }  first: the URL of the wasm files' folder (the asset
+//                                                     folder of asset_folder.js, the page's); no answer
 //                   { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads }
 //                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
 //                   resolves threads, since it is the worker's isolation and cores that count)
