@@ -2,7 +2,7 @@
 // Builds the example app with esbuild into OUT: index.html and main.js, one ES module holding main.js and
 // gpt2-wasm. 'gpt2-wasm' resolves through package.json's exports, from node_modules where the package is
 // installed, and here as the repository's own name. No other configuration: the package's Node-only imports are
-// invisible to bundlers (web/node_builtins.js). The wasm files are not part of the build: the app's
+// invisible to bundlers (web/lib/environment.js). The wasm files are not part of the build: the app's
 // configure({ assetBase }) names where a copy of public/wasm/ is served.
 // usage: node tests/bundler-example/build.mjs OUT
 import { build } from 'esbuild';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/dev/serve.mjs';
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 import { buildExample } from '../bundler-example/build.mjs';
 
 const WASM_FOLDER = fileURLToPath(new URL('../../public/wasm/', import.meta.url));
@@ -78,7 +78,7 @@ for (const isolation of [true, false]) {
       expect(app.requests).toEqual(['GET /', 'GET /main.js']);
       const fromCdn = cdn.requests.filter((request) => request !== `GET ${MODEL_PATH}`);
       expect(fromCdn).toContain(`GET ${ASSET_PATH}gpt2-worker.js`);
-      // threads: 'auto', the cores, where the page is isolated (web/engine.js)
+      // threads: 'auto', the cores, where the page is isolated (web/lib/engine/engine.js)
       const threaded = isolation && await page.evaluate(() => navigator.hardwareConcurrency > 1);
       expect(fromCdn.filter((request) => request.endsWith('.wasm'))).toEqual([`GET ${ASSET_PATH}${threaded ? 'gpt2-mt' : 'gpt2'}.wasm`]);
       expect(fromCdn.every((request) => request.startsWith(`GET ${ASSET_PATH}`))).toBe(true);

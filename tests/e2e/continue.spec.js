@@ -3,7 +3,7 @@
 // Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 import { controls, fillSettings, nodeText } from './page-controls.js';
 
 const BUNDLED_GGUF_FILE = fileURLToPath(new URL('../../public/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf', import.meta.url));

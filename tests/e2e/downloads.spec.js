@@ -13,7 +13,7 @@ import { sendRange } from '../js/file_server.js';
 
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const BUNDLED_FOLDER_PAGE = `/?model=${encodeURIComponent('models/tiny-shakespeare/')}`;
-const CACHE_NAME = 'gpt2-wasm-models-v1';  // web/model_cache.js
+const CACHE_NAME = 'gpt2-wasm-models-v1';  // web/lib/loading/model_cache.js
 const READY = 90_000;
 const files = Object.fromEntries(
   ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt'].map((name) => [name, readFileSync(BUNDLED + name)]),

@@ -148,7 +148,7 @@ test.describe('network and storage faults', () => {
   test('a load error from the page\'s engine worker is a ModelLoadError with the file and kind', async ({ page }) => {
     await page.goto('/');
     const error = await page.evaluate(async (url) => {
-      const { loadModel, ModelLoadError } = await import('/js/gpt2.js');
+      const { loadModel, ModelLoadError } = await import('/js/lib/gpt2.js');
       try {
         await loadModel(url);
         return null;
@@ -255,7 +255,7 @@ test.describe('network and storage faults', () => {
     test(`a full storage quota (${model}): the model still loads and runs; nothing partial is cached`, async ({ page }) => {
       // The Cache API is used in the engine worker, which addInitScript does not reach: the worker's module is
       // served with a stub in front that lets the first allowedPuts puts through and then rejects like a full quota.
-      await page.route('**/js/worker.js', async (route) => {
+      await page.route('**/js/lib/worker/worker.js', async (route) => {
         const response = await route.fetch();
         const stub = `{
           let puts = 0;

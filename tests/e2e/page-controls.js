@@ -1,6 +1,6 @@
 // The page's controls, found by the accessible names that screen readers use too, and the Node API's text the page
 // must match (shared by the page specs).
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 
 export function controls(page) {
   return {
@@ -52,7 +52,7 @@ export function nodeText(path, prompt, settings, loadOptions = {}) {
 }
 
 // Bytes malloc'ed in the engine that the page's models live in (its wasm heap in use), for leak checks; call it
-// once a model has loaded. Read in the engine worker (web/worker.js): the page's oldest live worker, since the
+// once a model has loaded. Read in the engine worker (web/lib/worker/worker.js): the page's oldest live worker, since the
 // threaded engine's pthread workers are started by it (and cannot be asked: they block waiting for work). There,
 // engine.js imported by its URL is the worker's own module instance, and loadEngine with the thread count that
 // the worker resolves for the page (which asks for the default) returns the engine its models use, not a new one.
@@ -61,11 +61,11 @@ export async function engineHeapUsedBytes(page) {
   if (!engineWorker || !(await engineWorker.evaluate(isModuleWorker))) {
     throw new Error('page-controls.js: the page\'s oldest worker is not the engine worker (a module worker)');
   }
-  const engineUrl = new URL('/js/engine.js', page.url()).href;
-  return engineWorker.evaluate(async (url) => {
-    const { DEFAULT_THREADS, loadEngine, resolveThreads } = await import(url);
+  const urls = ['/js/lib/engine/engine.js', '/js/lib/engine/threads.js'].map((path) => new URL(path, page.url()).href);
+  return engineWorker.evaluate(async ([engineUrl, threadsUrl]) => {
+    const [{ loadEngine }, { DEFAULT_THREADS, resolveThreads }] = await Promise.all([import(engineUrl), import(threadsUrl)]);
     return (await loadEngine({ threads: await resolveThreads(DEFAULT_THREADS) })).heapUsedBytes();
-  }, engineUrl);
+  }, urls);
 }
 
 // importScripts throws in module workers only, whatever its arguments (and imports nothing when given none).

@@ -1,4 +1,4 @@
-// End-to-end tests of the page (public/index.html + web/page.js) with the real wasm engine and the bundled
+// End-to-end tests of the page (public/index.html + web/page/) with the real wasm engine and the bundled
 // model, served by tools/dev/serve.mjs (see playwright.config.js). Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
 import { controls, fillSettings, nodeText } from './page-controls.js';

@@ -21,21 +21,21 @@ const MODEL_READY_TIMEOUT = 90_000;
 // engine worker is the page's one module worker; the threaded engine's pthread workers are classic ones, and an
 // idle one never answers (it waits on an atomic), so each worker gets a few seconds to answer.
 async function crashEngine(page) {
-  const engineUrl = new URL('/js/engine.js', page.url()).href;
+  const [engineUrl, threadsUrl] = ['/js/lib/engine/engine.js', '/js/lib/engine/threads.js'].map((path) => new URL(path, page.url()).href);
   const answers = page.workers().map((worker) => Promise.race([
-    worker.evaluate(trapIfEngineWorker, { url: engineUrl, trap: TRAP }).catch(() => 0),
+    worker.evaluate(trapIfEngineWorker, { engineUrl, threadsUrl, trap: TRAP }).catch(() => 0),
     new Promise((resolve) => setTimeout(() => resolve(0), 3000)),
   ]));
   expect((await Promise.all(answers)).reduce((sum, crashed) => sum + crashed, 0)).toBe(1);
 }
 
 // In a worker: -> 1 after making its engine trap if it is a module worker, else 0.
-async function trapIfEngineWorker({ url, trap }) {
+async function trapIfEngineWorker({ engineUrl, threadsUrl, trap }) {
   try {
     globalThis.importScripts();  // throws in module workers only, whatever its arguments
     return 0;
   } catch {
-    const { DEFAULT_THREADS, loadEngine, resolveThreads } = await import(url);
+    const [{ loadEngine }, { DEFAULT_THREADS, resolveThreads }] = await Promise.all([import(engineUrl), import(threadsUrl)]);
     const engine = await loadEngine({ threads: await resolveThreads(DEFAULT_THREADS) });
     try {
       engine.call(() => {

@@ -1,4 +1,4 @@
-// The stored models in the page, with Chromium's own Cache API: the "Stored models" list (web/page.js) shows each
+// The stored models in the page, with Chromium's own Cache API: the "Stored models" list (web/page/stored_models.js) shows each
 // model the page stored, by its menu label, with its size; Delete removes its files, the model in use stays
 // loaded, and the next load downloads it again. Each test starts with empty storage (a new browser context).
 // Run after `bash tools/dev/build.sh`.
@@ -51,7 +51,7 @@ test('lists the bundled model once loaded, with its file\'s size; Delete empties
   await expect(empty).toBeVisible();
   await expect(empty).toBeFocused();
   await expect(list).toBeHidden();
-  expect(await page.evaluate(async () => (await import('./js/gpt2.js')).listCachedModels())).toEqual([]);
+  expect(await page.evaluate(async () => (await import('./js/lib/gpt2.js')).listCachedModels())).toEqual([]);
 
   await fillSettings(page, { prompt: 'ROMEO:', ...GREEDY, useKVCache: true });
   await controls(page).generate.click();

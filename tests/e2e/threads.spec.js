@@ -5,7 +5,7 @@
 import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/dev/serve.mjs';
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 import { controls, fillSettings } from './page-controls.js';
 
 const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));

@@ -1,4 +1,4 @@
-// End-to-end tests of the embeddable widget (web/widget.js, built as public/gpt2-widget.js) with the real
+// End-to-end tests of the embeddable widget (web/widget/widget.js, built as public/gpt2-widget.js) with the real
 // engine and the bundled model. Host pages (tests/e2e/hosts/) are served from one origin and embed the widget
 // from another: public/ on 127.0.0.1 (tools/dev/serve.mjs), hosts on localhost, both on free ports this file
 // picks, so it needs no webServer of its own. Run after `bash tools/dev/build.sh`.
@@ -8,7 +8,7 @@ import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/dev/serve.mjs';
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 
 const ASSETS_ROOT = fileURLToPath(new URL('../../public/', import.meta.url));
 // The widget's default model: the bundled model's Q4_0 GGUF file (weights and tokenizer in one file).
@@ -181,7 +181,7 @@ test('two widgets on one page share one model download and one worker, and both 
   // One download of the one file of the default model, for both widgets.
   expect(assets.requests.filter((request) => request.includes('/models/'))).toEqual([WEIGHTS_REQUEST]);
   // one engine worker, plus its thread workers on this cross-origin-isolated host (threads - 1; the threads are
-  // the cores, at most 8: web/engine.js)
+  // the cores, at most 8: web/lib/engine/engine.js)
   const threads = await page.evaluate(() => Math.min(navigator.hardwareConcurrency, 8));
   expect(page.workers()).toHaveLength(threads);
   expect(errors).toEqual([]);

@@ -1,4 +1,4 @@
-// A seeded mutation fuzzer of the tokenizer files (web/tokenizer.js): vocab.json and merges.txt as the loader reads
+// A seeded mutation fuzzer of the tokenizer files (web/lib/tokenizer.js): vocab.json and merges.txt as the loader reads
 // them (UTF-8, JSON.parse, createTokenizer), and a GGUF file's token lists (createTokenizerFromVocabulary). Each
 // case starts from a valid tokenizer cut from the bundled model's files (public/models/tiny-shakespeare: the 256
 // byte tokens, the first 0 to 400 merges, now and then all 50,000, and <|endoftext|>) and mutates it: ids of the
@@ -16,7 +16,7 @@
 // 3,000 cases; tools/dev/fuzz.sh SECONDS fuzz_tokenizer runs it for a time.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../../web/lib/tokenizer.js';
 import { BYTE_CHARACTERS, GPT2_PIECES } from '../js/encoder_reference.js';
 
 const END_OF_TEXT = '<|endoftext|>';

@@ -1,11 +1,11 @@
-// configure({ assetBase }) in Node (web/gpt2.js, engine.js's asset folder): the engine's files come from the
+// configure({ assetBase }) in Node (web/lib/gpt2.js, engine/asset_folder.js): the engine's files come from the
 // folder it names (a file: URL here), bad values are one-line errors naming the option, and the folder cannot
 // change once the engine started from it. The tests share this file's one engine state, so they run in order.
 import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { configure, loadModel } from '../../web/gpt2.js';
+import { configure, loadModel } from '../../web/lib/gpt2.js';
 
 const WASM_FOLDER = fileURLToPath(new URL('../../public/wasm/', import.meta.url));
 const FIXTURE = fileURLToPath(new URL('../fixtures/tiny-gguf/model.gguf', import.meta.url));

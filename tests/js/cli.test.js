@@ -1,4 +1,4 @@
-// Tests of gpt2-wasm, the command line (web/cli.js, cli_args.js, cli_cache.js, cli_progress.js): its output
+// Tests of gpt2-wasm, the command line (web/cli/cli.js, cli_args.js, cli_cache.js, cli_progress.js): its output
 // modes, its flags (each generate() and loadModel() option, parsed as node:util parseArgs does, errors naming
 // the flag as typed), Hugging Face repository ids, the disk cache of remote models (a local HTTP server stands
 // for the Hub, and a temporary folder for the cache) and the progress line.
@@ -7,12 +7,12 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
-import { USAGE, parseCliArguments } from '../../web/cli_args.js';
-import { cacheDirectory, resolveModelSource } from '../../web/cli_cache.js';
-import { formatProgress } from '../../web/cli_progress.js';
-import { loadModel } from '../../web/gpt2.js';
+import { USAGE, parseCliArguments } from '../../web/cli/cli_args.js';
+import { cacheDirectory, resolveModelSource } from '../../web/cli/cli_cache.js';
+import { formatProgress } from '../../web/cli/cli_progress.js';
+import { loadModel } from '../../web/lib/gpt2.js';
+import { CLI_PATH, runCli, runCliOnTerminal } from './cli_runner.js';
 import { send, sendRange, startFileServer } from './file_server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -21,8 +21,7 @@ const GGUF_NAME = 'tiny-shakespeare.Q4_0.gguf';
 
 jest.setTimeout(60_000);  // command-line processes take seconds on a shared machine
 
-const cli = (args, env = {}) =>
-  promisify(execFile)('node', [`${ROOT}web/cli.js`, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+const cli = runCli;
 const cliError = (args, env) => cli(args, env).then(() => null, (error) => error);
 
 async function apiText(prompt, options, load = {}) {
@@ -44,7 +43,7 @@ describe('output', () => {
   });
 
   test('-i continues the text with each line read from stdin, reusing the cache: the second line reuses tokens', async () => {
-    const child = execFile('node', [`${ROOT}web/cli.js`, '-i', '-n', '8', '--temperature', '0'], { encoding: 'utf8' });
+    const child = execFile('node', [CLI_PATH, '-i', '-n', '8', '--temperature', '0'], { encoding: 'utf8' });
     child.stdin.end('ROMEO:\n And\n');
     let stdout = '';
     let stderr = '';
@@ -279,9 +278,7 @@ describe('disk cache of remote models', () => {
 
   // util-linux's script(1) runs the command on a pseudo-terminal, which reports a width of 0 columns.
   test('on a terminal, each file\'s progress line is drawn in place and ends complete; without one there is none', async () => {
-    const command = ['node', `${ROOT}web/cli.js`, '--model', 'hub/shakespeare', ...args].map((word) => `'${word}'`).join(' ');
-    const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'],
-      { encoding: 'utf8', env: { ...process.env, ...env } });
+    const { stdout: terminal } = await runCliOnTerminal(['--model', 'hub/shakespeare', ...args], env);
     const lines = terminal.split('\r\x1b[K').map((line) => line.trim()).filter(Boolean);
     for (const name of ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt']) {
       const size = (files[name].length / 1e6).toFixed(1);

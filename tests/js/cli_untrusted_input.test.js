@@ -1,17 +1,16 @@
-// Tests of what gpt2-wasm (web/cli.js) does with input that comes from outside: model URLs and Hub ids that try
+// Tests of what gpt2-wasm (web/cli/cli.js) does with input that comes from outside: model URLs and Hub ids that try
 // to name a file outside the disk cache, environment variables, servers that redirect or send too much, and
 // tokens whose text would drive a terminal. Everything is served by a local HTTP server, and the cache is a
 // temporary folder three levels deep, so that a write outside it would be seen.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
-import { cacheDirectory, cachedFileName, resolveModelSource } from '../../web/cli_cache.js';
-import { escapeControlCharacters } from '../../web/cli_output.js';
+import { cacheDirectory, cachedFileName, resolveModelSource } from '../../web/cli/cli_cache.js';
+import { escapeControlCharacters } from '../../web/cli/cli_output.js';
+import { runCli, runCliOnTerminal } from './cli_runner.js';
 import { writeModelWithRenamedTokens } from './renamed_tokens.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -20,7 +19,7 @@ const GENERATE = ['-n', '4', '--temperature', '0', 'ROMEO:'];
 
 jest.setTimeout(60_000);
 
-const run = (args, env = {}) => promisify(execFile)('node', [`${ROOT}web/cli.js`, ...args], { encoding: 'utf8', env: { ...process.env, ...env } })
+const run = (args, env = {}) => runCli(args, env)
   .then(({ stdout, stderr }) => ({ code: 0, stdout, stderr }), ({ code, stdout, stderr }) => ({ code, stdout, stderr }));
 
 // Answers every path with the GGUF file, except /redirect/…, sent to the crafted URL in ?to=, and
@@ -171,8 +170,7 @@ describe('the disk cache keeps to its folder', () => {
 
 // The command, run on a pseudo-terminal by util-linux's script(1): -> what the terminal received.
 async function onTerminal(args) {
-  const command = ['node', `${ROOT}web/cli.js`, ...args].map((word) => `'${word}'`).join(' ');
-  const { stdout } = await promisify(execFile)('script', ['-qec', command, '/dev/null'], { encoding: 'utf8' }).catch((error) => error);
+  const { stdout } = await runCliOnTerminal(args).catch((error) => error);
   return stdout;
 }
 

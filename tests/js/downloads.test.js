@@ -1,5 +1,5 @@
-// Downloads that survive and cached copies that are checked (web/download.js, web/model_cache.js,
-// web/crc32.js, through web/loader.js in Node): a local server on 127.0.0.1 drops connections mid-file, honours
+// Downloads that survive and cached copies that are checked (web/lib/loading/download.js, web/lib/loading/model_cache.js,
+// web/lib/loading/crc32.js, through web/lib/loading/loader.js in Node): a local server on 127.0.0.1 drops connections mid-file, honours
 // or ignores Range, changes the file between requests or stops answering; an in-memory stand-in for the
 // browser's Cache API holds copies that the tests damage. Uses the tiny-random fixture (token ids only).
 import { randomBytes } from 'node:crypto';
@@ -7,9 +7,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { crc32, gzipSync } from 'node:zlib';
 import { jest } from '@jest/globals';
-import { Crc32 } from '../../web/crc32.js';
-import { loadEngine } from '../../web/engine.js';
-import { loadEngineModel } from '../../web/loader.js';
+import { Crc32 } from '../../web/lib/loading/crc32.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 import { useFakeCaches } from './fake_caches.js';
 import { sendRange, sendSlow, startFileServer } from './file_server.js';
 
@@ -90,7 +90,7 @@ beforeAll(async () => {
   engine = await loadEngine();
   server = await startFileServer(files, routes);
   okRoute = newRoute('ok');
-  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${okRoute}/`, { withTokenizer: false });
+  const { model } = await loadModelIntoEngine(engine, `${server.baseUrl}/${okRoute}/`, { withTokenizer: false });
   cleanIds = greedyIds(model);
   model.dispose();
 });
@@ -111,7 +111,7 @@ function greedyIds(model) {
 
 // Loads the route's model (token ids only) and checks it generates what the model of a clean download does.
 async function expectCleanModel(route, options = {}) {
-  const { model } = await loadEngineModel(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options });
+  const { model } = await loadModelIntoEngine(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options });
   try {
     expect(greedyIds(model)).toEqual(cleanIds);
   } finally {
@@ -122,7 +122,7 @@ async function expectCleanModel(route, options = {}) {
 // -> the rejection of loading the route's model, checking that nothing of it stayed in the wasm heap.
 async function loadError(route, options = {}) {
   const before = engine.heapUsedBytes();
-  const error = await loadEngineModel(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options })
+  const error = await loadModelIntoEngine(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options })
     .then(() => null, (e) => e);
   expect(error).not.toBeNull();
   expect(engine.heapUsedBytes()).toBe(before);

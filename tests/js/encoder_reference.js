@@ -1,4 +1,4 @@
-// OpenAI's encoder.py definitions that the tests compare web/tokenizer.js against, written out here from the
+// OpenAI's encoder.py definitions that the tests compare web/lib/tokenizer.js against, written out here from the
 // reference rather than taken from the code under test.
 
 // bytes_to_unicode(): the character that spells each byte in vocab.json and merges.txt (printable Latin-1 bytes

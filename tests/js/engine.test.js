@@ -1,10 +1,11 @@
-// Tests of the built wasm engine (the testing build of public/wasm's, build/wasm-testing) through web/engine.js, in Node: agreement with the native tool
+// Tests of the built wasm engine (the testing build of public/wasm's, build/wasm-testing) through web/lib/engine/engine.js, in Node: agreement with the native tool
 // and the fixtures, cached vs uncached decoding, errors that leave the instance usable, and no heap leaks.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { EngineAbortedError, MAX_CONFIG_JSON_CHARS, WasmEngine, loadEngine } from '../../web/engine.js';
+import { MAX_CONFIG_JSON_CHARS, WasmEngine, loadEngine } from '../../web/lib/engine/engine.js';
+import { EngineAbortedError } from '../../web/lib/errors.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;

@@ -2,7 +2,7 @@
 // benchmark hooks (session.logits(), HeapBlock and its bandwidth probe) are in the testing build alone.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { loadEngine } from '../../web/engine.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TESTING_HOOKS = ['logits', 'HeapBlock', 'streamRead'];

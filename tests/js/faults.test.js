@@ -1,4 +1,4 @@
-// Bad input and faults through the Node API (web/gpt2.js): network faults not covered by
+// Bad input and faults through the Node API (web/lib/gpt2.js): network faults not covered by
 // loader.test.js (Content-Length mismatches, retry after a fault, a full Cache API quota), a model too large
 // for the wasm heap, hostile prompts (huge, longer than the context, odd Unicode, "<|endoftext|>"), and memory
 // staying flat over a thousand generations. Uses the bundled tiny-shakespeare model (n_ctx 256).
@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
-import { loadModel } from '../../web/gpt2.js';
-import { loadEngine } from '../../web/engine.js';
+import { loadModel } from '../../web/lib/gpt2.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
 import { sendCut, startFileServer } from './file_server.js';
 
 jest.setTimeout(240_000);

@@ -1,13 +1,13 @@
-// Tests of the generation loop (web/generate.js) and the public API (web/gpt2.js) in Node (the command line's
+// Tests of the generation loop (web/lib/generation/generate.js) and the public API (web/lib/gpt2.js) in Node (the command line's
 // are in cli.test.js): a scripted session for exact stop-string and UTF-8 streaming behaviour, the tiny-random
 // model with a byte tokenizer stub (its 384-token vocabulary is not GPT-2's), and the bundled tiny-shakespeare
 // model.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
-import { loadEngine } from '../../web/engine.js';
-import { Generation, SessionPool, normalizeGenerateOptions } from '../../web/generate.js';
-import { loadModel } from '../../web/gpt2.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { Generation, SessionPool, normalizeGenerateOptions } from '../../web/lib/generation/generate.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TINY = `${ROOT}tests/fixtures/tiny-random/`;

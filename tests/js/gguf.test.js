@@ -1,4 +1,4 @@
-// Loading GGUF files in Node through the public API (web/gpt2.js) and the loader (web/loader.js): a .gguf path,
+// Loading GGUF files in Node through the public API (web/lib/gpt2.js) and the loader (web/lib/loading/loader.js): a .gguf path,
 // File/Blob/ArrayBuffer objects, a URL on a local HTTP server (with the Hub's /REPO/resolve/main/FILE layout),
 // the tokenizer the file carries, the Cache API copy, and the errors, which name the file. The fixtures
 // (tests/fixtures/tiny-random-gguf, gpt2tools.fixtures.make_tiny_gguf_fixture) are the tiny-random model as GGUF files
@@ -7,9 +7,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { loadEngine } from '../../web/engine.js';
-import { loadModel } from '../../web/gpt2.js';
-import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModel } from '../../web/lib/gpt2.js';
+import { ModelLoadError, loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
@@ -66,7 +66,7 @@ async function greedyText(source, options) {
 // Rejection with the given error, checking afterwards that nothing stayed in the heap.
 async function expectLoadError(source, check, options) {
   const before = engine.heapUsedBytes();
-  const error = await loadEngineModel(engine, source, options).then(() => null, (e) => e);
+  const error = await loadModelIntoEngine(engine, source, options).then(() => null, (e) => e);
   expect(error).not.toBeNull();
   check(error);
   expect(engine.heapUsedBytes()).toBe(before);
@@ -230,13 +230,13 @@ describe('GGUF with a Cache API (an in-memory stand-in for the browser\'s)', () 
 
   test('a loaded file is cached and loads again without a request; a corrupt cached copy is downloaded again', async () => {
     const url = hubUrl('ok');
-    (await loadEngineModel(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, url)).model.dispose();
     expect(Buffer.from(stored.get(url)).equals(bytes.f32)).toBe(true);
     const requests = server.requestCount();
-    (await loadEngineModel(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, url)).model.dispose();
     expect(server.requestCount()).toBe(requests);
     stored.set(url, bytes.safetensors);
-    (await loadEngineModel(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, url)).model.dispose();
     expect(server.requestCount()).toBe(requests + 1);
     expect(Buffer.from(stored.get(url)).equals(bytes.f32)).toBe(true);
   });
@@ -244,7 +244,7 @@ describe('GGUF with a Cache API (an in-memory stand-in for the browser\'s)', () 
 
 describe('the CLI', () => {
   test('--model takes a .gguf path', async () => {
-    const cli = fileURLToPath(new URL('../../web/cli.js', import.meta.url));
+    const cli = fileURLToPath(new URL('../../web/cli/cli.js', import.meta.url));
     const { stdout } = await promisify(execFile)('node', [cli, '--model', F32_PATH, '-n', '24', '--temperature', '0', PROMPT],
       { encoding: 'utf8' });
     expect(stdout).toBe(`${(await greedyText(F32_PATH)).text}\n`);

@@ -1,6 +1,6 @@
-// The page's model registry (web/model_registry.js), shared by the page and the widgets: one load and one copy
+// The page's model registry (web/lib/models/model_registry.js), shared by the page and the widgets: one load and one copy
 // per model, freed with its last user; abandoned loads aborted; failed loads forgotten.
-import { ModelRegistry } from '../../web/model_registry.js';
+import { ModelRegistry } from '../../web/lib/models/model_registry.js';
 
 // A loader whose loads are settled by the test: load.calls[i] = { signal, onProgress, resolve, reject }.
 function controlledLoad() {

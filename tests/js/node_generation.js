@@ -1,6 +1,6 @@
 // One generation through the repository's API in this Node process: the reference text that the tests of other
 // ways to run the engine (the CLI, the installed package, the page) compare with.
-import { loadModel } from '../../web/gpt2.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 
 // -> { tokens, text } of model.generate(prompt, options) with the model at source (loadModel's loadOptions)
 export async function generateInNode(source, prompt, options, loadOptions = {}) {

@@ -27,7 +27,7 @@ const CLI_GREEDY = ['-n', '12', '--temperature', '0', PROMPT];
 // What the package may hold: its manifest, README, LICENSE, the web modules and their types, the widget (one
 // script, and its Subresource Integrity value), and the asset folder: the wasm engine's two builds (single-thread and threaded: the glue for Node and
 // for browsers, the pthread worker) and the engine worker as one module.
-const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/\w+\.(js|d\.ts)|public\/gpt2-widget\.(js|integrity\.txt)|public\/wasm\/(gpt2(-mt)?\.(cjs|mjs|wasm)|gpt2-mt\.worker\.cjs|gpt2-worker\.js))$/;
+const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/(lib|cli)\/(\w+\/)*\w+\.(js|d\.ts)|public\/gpt2-widget\.(js|integrity\.txt)|public\/wasm\/(gpt2(-mt)?\.(cjs|mjs|wasm)|gpt2-mt\.worker\.cjs|gpt2-worker\.js))$/;
 
 // A user's module: loads a model through the installed package and prints its greedy tokens, its thread count
 // and where each export resolves.
@@ -92,7 +92,7 @@ beforeAll(async () => {
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-// The same generation through the repository's web/gpt2.js.
+// The same generation through the repository's web/lib/gpt2.js.
 const repositoryGeneration = (options) => generateInNode(modelDir, PROMPT, options);
 
 async function userScript(threads) {
@@ -103,16 +103,18 @@ async function userScript(threads) {
 
 test('npm pack holds the wasm builds, the web modules and their types, the widget, README and LICENSE, and nothing else', () => {
   expect(packedFiles).toEqual(expect.arrayContaining([
-    'package.json', 'README.md', 'LICENSE', 'web/gpt2.js', 'web/gpt2.d.ts', 'web/tokenizer.js', 'web/tokenizer.d.ts',
-    'web/widget.d.ts', 'web/cli.js', 'web/engine.js', 'web/worker.js', 'public/gpt2-widget.js',
+    'package.json', 'README.md', 'LICENSE', 'web/lib/gpt2.js', 'web/lib/gpt2.d.ts', 'web/lib/tokenizer.js', 'web/lib/tokenizer.d.ts',
+    'web/lib/widget.d.ts', 'web/cli/cli.js', 'web/lib/engine/engine.js', 'web/lib/worker/worker.js', 'public/gpt2-widget.js',
     'public/gpt2-widget.integrity.txt', 'public/wasm/gpt2.cjs',
     'public/wasm/gpt2.mjs', 'public/wasm/gpt2.wasm', 'public/wasm/gpt2-mt.cjs', 'public/wasm/gpt2-mt.mjs',
     'public/wasm/gpt2-mt.wasm', 'public/wasm/gpt2-mt.worker.cjs', 'public/wasm/gpt2-worker.js',
   ]));
   // no tests, fixtures, tools, bundled model, page or testing build
   expect(packedFiles.filter((path) => !SHIPPED.test(path))).toEqual([]);
-  expect(packedFiles).not.toContain('web/page.js');
-  expect(packedFiles).not.toContain('web/embed_page.js');
+  expect(packedFiles).not.toContain('web/page/main.js');
+  expect(packedFiles).not.toContain('web/page/embed_page.js');
+  expect(packedFiles).not.toContain('web/page/progress_text.js');
+  expect(packedFiles).not.toContain('web/widget/widget.js');
 });
 
 test('installed from the tarball, `import { loadModel } from "gpt2-wasm"` generates the repository\'s greedy tokens, on one thread and on two', async () => {
@@ -123,7 +125,7 @@ test('installed from the tarball, `import { loadModel } from "gpt2-wasm"` genera
     tokens,
     threads: 1,
     createTokenizer: 'function',
-    resolved: ['web/gpt2.js', 'web/tokenizer.js', 'public/gpt2-widget.js', 'package.json'].map((path) => pathToFileURL(join(installed, path)).href),
+    resolved: ['web/lib/gpt2.js', 'web/lib/tokenizer.js', 'public/gpt2-widget.js', 'package.json'].map((path) => pathToFileURL(join(installed, path)).href),
   });
   expect(oneThread.resolved.every((url) => existsSync(fileURLToPath(url)))).toBe(true);
   // threads: 2 runs the threaded build (its glue and worker script), which would otherwise fall back to one thread
@@ -171,7 +173,7 @@ describe('without --model', () => {
   });
 
   test('in the repository checkout, the command runs the bundled model: no request to the Hub', async () => {
-    const { stderr } = await run(process.execPath, [`${ROOT}web/cli.js`, ...CLI_GREEDY], { cwd: ROOT, env });
+    const { stderr } = await run(process.execPath, [`${ROOT}web/cli/cli.js`, ...CLI_GREEDY], { cwd: ROOT, env });
     expect(stderr).not.toMatch(/no --model/);
     expect(server.requestCount()).toBe(0);
   });

@@ -1,13 +1,14 @@
-// Tests of KV-cache reuse between generate() calls and of model.score() (web/generate.js, web/score.js,
-// web/engine.js) on the bundled tiny-shakespeare model in Node: a run that reuses the previous run's cache gives
+// Tests of KV-cache reuse between generate() calls and of model.score() (web/lib/generation/generate.js, web/lib/generation/score.js,
+// web/lib/engine/engine.js) on the bundled tiny-shakespeare model in Node: a run that reuses the previous run's cache gives
 // the tokens of a fresh run, and scores equal the native tool's (`gpt2 --score`, `gpt2 --eval`).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
-import { EngineError, loadEngine } from '../../web/engine.js';
-import { loadModel } from '../../web/gpt2.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { EngineError } from '../../web/lib/errors.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 import { ReferenceGpt2 } from './reference_gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -1,12 +1,12 @@
-// The models stored in the Cache API, as listCachedModels() and deleteCachedModel() (web/gpt2.js,
-// web/model_cache.js) tell and remove them, with an in-memory stand-in for the browser's Cache API. Models loaded
+// The models stored in the Cache API, as listCachedModels() and deleteCachedModel() (web/lib/gpt2.js,
+// web/lib/loading/model_cache.js) tell and remove them, with an in-memory stand-in for the browser's Cache API. Models loaded
 // over HTTP from a local server (the tiny-random folder, with the tiny GGUF fixture's tokenizer files, and its
 // Q8_0 GGUF file) are stored by the loader itself; the other cases store files as the loader does (CacheCopy: the
 // file, then its digest) under URLs that are never fetched.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { deleteCachedModel, listCachedModels, loadModel } from '../../web/gpt2.js';
-import { CacheCopy, openCache } from '../../web/model_cache.js';
+import { deleteCachedModel, listCachedModels, loadModel } from '../../web/lib/gpt2.js';
+import { CacheCopy, openCache } from '../../web/lib/loading/model_cache.js';
 import { useFakeCaches } from './fake_caches.js';
 import { send, startFileServer } from './file_server.js';
 

@@ -1,18 +1,18 @@
-// The streaming load path in the wasm engine (Engine.createModelLoader, web/engine.js) and through the loader
-// (web/loader.js) from in-memory streams: any chunking gives the whole-buffer model bit for bit, the heap never
+// The streaming load path in the wasm engine (Engine.createModelLoader, web/lib/engine/engine.js) and through the loader
+// (web/lib/loading/loader.js) from in-memory streams: any chunking gives the whole-buffer model bit for bit, the heap never
 // holds the file (only the weights and a small staging block), and errors and aborts mid-stream leave nothing
 // allocated.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { loadEngine } from '../../web/engine.js';
-import { ModelLoadError, loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { ModelLoadError, loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
 const configJson = readFileSync(`${TINY}config.json`, 'utf8');
 const weights = new Uint8Array(readFileSync(`${TINY}model.safetensors`));
 const greedy = JSON.parse(readFileSync(`${TINY}greedy.json`, 'utf8'));
-const STAGING_BYTES = 4 << 20;  // web/engine.js
+const STAGING_BYTES = 4 << 20;  // web/lib/engine/engine.js
 
 let engine;
 beforeAll(async () => {
@@ -108,7 +108,7 @@ describe('EngineModelLoader', () => {
   });
 });
 
-describe('loadEngineModel from streams', () => {
+describe('loadModelIntoEngine from streams', () => {
   // A Blob whose stream() delivers the file in the given pieces, like a slow network or disk.
   // failAfter: bytes after which the read fails; abortAfter: bytes after which `abort` is called (a user cancel).
   function chunkedBlob(bytes, chunking, { failAfter = Infinity, abortAfter = Infinity, abort } = {}) {
@@ -136,7 +136,7 @@ describe('loadEngineModel from streams', () => {
 
   test('a local file streamed in small pieces loads, with progress', async () => {
     const events = [];
-    const { model } = await loadEngineModel(engine, { config: configJson, weights: asBlob(chunkedBlob(weights, 'random')) },
+    const { model } = await loadModelIntoEngine(engine, { config: configJson, weights: asBlob(chunkedBlob(weights, 'random')) },
       { withTokenizer: false, onProgress: (event) => events.push(event) });
     expect(run(model).ids).toEqual(greedy.generated.slice(0, 12));
     model.dispose();
@@ -146,14 +146,14 @@ describe('loadEngineModel from streams', () => {
   test('a read error mid-file is a network error; an abort mid-file is an AbortError; nothing stays allocated', async () => {
     const before = engine.heapUsedBytes();
     const failing = asBlob(chunkedBlob(weights, 'random', { failAfter: 200000 }));
-    const error = await loadEngineModel(engine, { config: configJson, weights: failing }, { withTokenizer: false }).catch((e) => e);
+    const error = await loadModelIntoEngine(engine, { config: configJson, weights: failing }, { withTokenizer: false }).catch((e) => e);
     expect(error).toBeInstanceOf(ModelLoadError);
     expect(error).toMatchObject({ file: 'model.safetensors', kind: 'network' });
     expect(error.message).toMatch(/disk unplugged/);
 
     const controller = new AbortController();
     const cancelled = asBlob(chunkedBlob(weights, 'random', { abortAfter: 100000, abort: () => controller.abort() }));
-    const aborted = await loadEngineModel(engine, { config: configJson, weights: cancelled },
+    const aborted = await loadModelIntoEngine(engine, { config: configJson, weights: cancelled },
       { withTokenizer: false, signal: controller.signal }).catch((e) => e);
     expect(aborted.name).toBe('AbortError');
     expect(engine.heapUsedBytes()).toBe(before);

@@ -6,8 +6,9 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { MAX_AUTO_THREADS, MAX_THREADS, loadEngine, resolveThreads } from '../../web/engine.js';
-import { loadModel } from '../../web/gpt2.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { MAX_AUTO_THREADS, MAX_THREADS, resolveThreads } from '../../web/lib/engine/threads.js';
+import { loadModel } from '../../web/lib/gpt2.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
@@ -140,7 +141,7 @@ describe('loadModel threads option', () => {
 
   test('a Node process that used threads exits by itself', async () => {
     const { stdout, stderr } = await promisify(execFile)('node',
-      [`${ROOT}web/cli.js`, '--threads', '2', '-n', '8', '--temperature', '0', 'ROMEO:'], { encoding: 'utf8', timeout: 60_000 });
+      [`${ROOT}web/cli/cli.js`, '--threads', '2', '-n', '8', '--temperature', '0', 'ROMEO:'], { encoding: 'utf8', timeout: 60_000 });
     expect(stdout.trim().length).toBeGreaterThan(0);
     expect(stderr).toMatch(/; 2 threads\]/);
   });

@@ -1,4 +1,4 @@
-// web/tokenizer.js against gpt-tokenizer's r50k_base (an independent implementation with GPT-2's ids) and,
+// web/lib/tokenizer.js against gpt-tokenizer's r50k_base (an independent implementation with GPT-2's ids) and,
 // where gpt-tokenizer cannot cope (a single piece of 100k+ characters overflows its stack or takes seconds),
 // against referenceEncodeSinglePiece below, a direct transliteration of OpenAI's encoder.py bpe().
 import { readFileSync } from 'node:fs';
@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, jest, test } from '@jest/globals';
 import { encode as referenceEncode } from 'gpt-tokenizer/encoding/r50k_base';
-import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../../web/lib/tokenizer.js';
 import { BYTE_CHARACTERS, GPT2_PIECES } from './encoder_reference.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

@@ -1,15 +1,15 @@
 // What the tokenizer files may not be: vocab.json and merges.txt (createTokenizer) and a GGUF file's token lists
 // (createTokenizerFromVocabulary) of the wrong types, with duplicate tokens or ids, ids out of range, missing
 // byte tokens or malformed merges, each refused with one line naming what is wrong; and the text files' size
-// bounds (web/file_sinks.js), checked through loadEngineModel before the bytes are held.
+// bounds (web/lib/loading/file_sinks.js), checked through loadModelIntoEngine before the bytes are held.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
-import { loadEngine } from '../../web/engine.js';
-import { loadEngineModel } from '../../web/loader.js';
-import { createTokenizer, createTokenizerFromVocabulary } from '../../web/tokenizer.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { createTokenizer, createTokenizerFromVocabulary } from '../../web/lib/tokenizer.js';
 import { send, startFileServer } from './file_server.js';
 
 const GPT2 = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));
@@ -186,7 +186,7 @@ describe('a GGUF file\'s token lists', () => {
 
 // The text files are held whole in memory: each has a bound on its size, checked against the size announced
 // (a File's, a Content-Length) before anything is read, and against the bytes as they arrive.
-describe('the size bounds of the text files, through loadEngineModel', () => {
+describe('the size bounds of the text files, through loadModelIntoEngine', () => {
   const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
   const TINY_VOCAB = fileURLToPath(new URL('../fixtures/tiny-random-gguf/', import.meta.url));  // tiny-random's 384 ids
   const files = {
@@ -227,7 +227,7 @@ describe('the size bounds of the text files, through loadEngineModel', () => {
   });
 
   async function loadError(source, options) {
-    const error = await loadEngineModel(engine, source, options).then(() => null, (e) => e);
+    const error = await loadModelIntoEngine(engine, source, options).then(() => null, (e) => e);
     expect(error).not.toBeNull();
     return error;
   }
@@ -290,7 +290,7 @@ describe('the size bounds of the text files, through loadEngineModel', () => {
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
     test('a vocab.json of several chunks keeps each chunk\'s bytes', async () => {
-      const { model, tokenizer } = await loadEngineModel(engine, dir);
+      const { model, tokenizer } = await loadModelIntoEngine(engine, dir);
       model.dispose();
       expect(tokenizer.vocabSize).toBe(384);
       expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');

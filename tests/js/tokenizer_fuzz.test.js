@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from '@jest/globals';
 import { createRandom, fuzzCase, refusalProblem, runFuzz, tokenizerProblem } from '../fuzz/fuzz_tokenizer.mjs';
-import { createTokenizer } from '../../web/tokenizer.js';
+import { createTokenizer } from '../../web/lib/tokenizer.js';
 
 test('3,000 mutated tokenizer files are each refused with a one-line message or make a tokenizer that round-trips', () => {
   const { cases, outcomes, failure } = runFuzz({ firstSeed: 1, cases: 3000 });

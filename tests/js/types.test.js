@@ -1,4 +1,4 @@
-// The TypeScript declarations of the public API (web/gpt2.d.ts, web/tokenizer.d.ts, web/widget.d.ts) type-check
+// The TypeScript declarations of the public API (web/lib/gpt2.d.ts, web/lib/tokenizer.d.ts, web/lib/widget.d.ts) type-check
 // tests/types/example.ts, which uses every declared API as README.md shows it, and reject the wrong uses its
 // @ts-expect-error lines make (tsc reports an expect-error line that is not an error).
 import { execFile } from 'node:child_process';

@@ -1,5 +1,5 @@
 // The public API used as docs/api.md and docs/embedding.md show it, type-checked against
-// web/gpt2.d.ts, web/tokenizer.d.ts and web/widget.d.ts (tests/js/types.test.js runs tsc on it; it never runs).
+// web/lib/gpt2.d.ts, web/lib/tokenizer.d.ts and web/lib/widget.d.ts (tests/js/types.test.js runs tsc on it; it never runs).
 // Each `@ts-expect-error` line is a wrong use the declarations must reject: tsc fails if it is accepted.
 import {
   ModelLoadError,
@@ -17,8 +17,8 @@ import {
   type Piece,
   type ScoreResult,
   type StopReason,
-} from '../../web/gpt2.js';
-import { createTokenizer, createTokenizerFromVocabulary, type Tokenizer } from '../../web/tokenizer.js';
+} from '../../web/lib/gpt2.js';
+import { createTokenizer, createTokenizerFromVocabulary, type Tokenizer } from '../../web/lib/tokenizer.js';
 
 export async function generateAndScore(signal: AbortSignal): Promise<string> {
   const model = await loadModel('models/tiny-shakespeare/', {

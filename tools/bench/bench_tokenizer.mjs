@@ -1,4 +1,4 @@
-// Encode speed of web/tokenizer.js against gpt-tokenizer (r50k_base, same ids) on tinyshakespeare,
+// Encode speed of web/lib/tokenizer.js against gpt-tokenizer (r50k_base, same ids) on tinyshakespeare,
 // plus our times on long adversarial inputs. Each figure is the median of 5 runs after a warm-up run.
 // The machine may be shared: compare the two encoders within one run, not across runs.
 // usage: node tools/bench/bench_tokenizer.mjs [TEXT_FILE]
@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encode as gptTokenizerEncode } from 'gpt-tokenizer/encoding/r50k_base';
-import { createTokenizer } from '../../web/tokenizer.js';
+import { createTokenizer } from '../../web/lib/tokenizer.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const textFile = process.argv[2] ?? path.join(repoRoot, 'tests/fixtures/tinyshakespeare/tinyshakespeare.txt');
@@ -54,10 +54,10 @@ const [oursMs, theirsMs] = interleavedMedians([
   () => timeMs(() => tokenizer.encode(text)),
   () => timeMs(() => gptTokenizerEncode(text, { disallowedSpecial: new Set() })),
 ]);
-report('web/tokenizer.js encode', oursMs);
+report('web/lib/tokenizer.js encode', oursMs);
 report('gpt-tokenizer encode', theirsMs);
 console.log(`speed-up: ${(theirsMs / oursMs).toFixed(2)}x`);
-report('web/tokenizer.js decode', medianMs(() => tokenizer.decode(ours)));
+report('web/lib/tokenizer.js decode', medianMs(() => tokenizer.decode(ours)));
 
 let seed = 1;
 const randomCodePoint = () => {
@@ -74,7 +74,7 @@ const longInputs = {
   '1M spaces': ' '.repeat(1000000),
   '1M of one emoji': '😀'.repeat(500000),
 };
-console.log('long inputs (length in UTF-16 units), web/tokenizer.js encode:');
+console.log('long inputs (length in UTF-16 units), web/lib/tokenizer.js encode:');
 for (const [name, input] of Object.entries(longInputs)) {
   // A fresh tokenizer for each run so that the piece cache cannot hide the BPE work.
   const ms = medianOf(() => {

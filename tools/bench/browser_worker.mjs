@@ -3,8 +3,8 @@
 // local objects, which the loader reads in pieces and does not copy into the Cache API (a 500 MB cache write would
 // only slow the run down); the Blobs live outside the wasm heap (Chromium keeps large ones on disk, so a 3 GB GPT-2
 // 1.5B file loads too, which one ArrayBuffer cannot hold), so the heap figures are the engine's alone.
-import { loadEngine } from '/public/js/engine.js';
-import { loadEngineModel } from '/public/js/loader.js';
+import { loadEngine } from '/public/js/lib/engine/engine.js';
+import { loadModelIntoEngine } from '/public/js/lib/loading/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
@@ -18,12 +18,12 @@ async function fetchBlob(url) {
 async function loadModelFrom(engine, modelUrl, format) {
   if (modelUrl.endsWith('.gguf')) {
     const file = new File([await fetchBlob(modelUrl)], new URL(modelUrl).pathname.split('/').at(-1));
-    return loadEngineModel(engine, [file], { withTokenizer: false });
+    return loadModelIntoEngine(engine, [file], { withTokenizer: false });
   }
   const weights = await fetchBlob(new URL('model.safetensors', modelUrl));
   const config = await fetchBlob(new URL('config.json', modelUrl));
   // weights is collectable once this returns: the engine holds its own converted copy
-  return loadEngineModel(engine, { config, weights }, { withTokenizer: false, weights: format });
+  return loadModelIntoEngine(engine, { config, weights }, { withTokenizer: false, weights: format });
 }
 
 onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) => {

@@ -33,9 +33,9 @@ export function machineInfo(runtimes) {
 
 export function checkBuild(runtimes, threads) {
   const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
-    chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js'],
+    chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js'],
     ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
-    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
+    wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
     llamacpp: ['build/native/gpt2_bandwidth'] };
   if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));

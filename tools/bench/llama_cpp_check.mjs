@@ -1,7 +1,7 @@
 // Cross-checks gpt2tools.convert.convert_to_gguf against llama.cpp itself (through npm node-llama-cpp, tools only):
 // converts a model to each GGUF type, loads every file with llama.cpp, and prints a table of file size, whether it
 // loads, and llama.cpp's greedy tokens for a prompt next to our native engine's fp32 tokens on the Hugging Face folder.
-// The prompt is tokenized by llama.cpp from the GGUF's own tokenizer and by web/tokenizer.js; both must agree.
+// The prompt is tokenized by llama.cpp from the GGUF's own tokenizer and by web/lib/tokenizer.js; both must agree.
 // Our native engine then runs each .gguf itself (its matrices in their block types) for its greedy tokens and,
 // with --eval, its held-out loss; each file is also dequantized back to a Hugging Face folder
 // (gpt2tools.convert.gguf_to_safetensors) and run in fp32, which separates the weights' quantization from the
@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createTokenizer } from '../../web/tokenizer.js';
+import { createTokenizer } from '../../web/lib/tokenizer.js';
 import { runPython } from './python_tools.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -110,7 +110,7 @@ async function main() {
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const ourIds = ourPromptIds(options.model, options.prompt);
   const native = nativeTokens(options.model, ourIds, options.n);
-  console.log(`prompt ${JSON.stringify(options.prompt)}: web/tokenizer.js ids ${ourIds.join(',')}`);
+  console.log(`prompt ${JSON.stringify(options.prompt)}: web/lib/tokenizer.js ids ${ourIds.join(',')}`);
   console.log(`native engine (fp32, safetensors): ${native ? native.join(',') : 'not built (build/native/gpt2)'}`);
   if (options.eval) console.log(`held-out loss, fp32 safetensors: ${nativeEval(options.model, options.eval)}`);
   console.log('\n| type | file size | loads | prompt ids match | greedy tokens (llama.cpp) | = native fp32 | = ours on the .gguf | = ours on its dequantized weights (fp32) |' +

@@ -4,15 +4,15 @@
 //
 //   node tools/bench/node_runner.mjs MODEL_DIR|FILE.gguf fp32|int8|GGUF_TYPE PLAN_JSON [THREADS]
 //   (THREADS > 1: the threaded build; a GGUF file's weights are its own types, GGUF_TYPE only names them)
-import { loadEngine } from '../../web/engine.js';
-import { loadEngineModel } from '../../web/loader.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
 const [source, weights, planJson, threads = '1'] = process.argv.slice(2);
 const start = performance.now();
 const engine = await loadEngine({ threads: Number(threads) });
-const { model } = await loadEngineModel(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
+const { model } = await loadModelIntoEngine(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
 const loadMs = performance.now() - start;
 console.error(`model loaded in ${(loadMs / 1000).toFixed(1)} s`);
 const plan = JSON.parse(planJson);

@@ -5,7 +5,7 @@
 //   node --expose-gc tools/bench/ort_runner.mjs MODEL_DIR DECODER.onnx PLAN_JSON
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadEngine } from '../../web/engine.js';
+import { loadEngine } from '../../web/lib/engine/engine.js';
 import { measureModel } from './measure.mjs';
 import { argmax, createOrtDecoder } from './ort_decoder.mjs';
 import { streamReadMs } from './wasm_driver.mjs';

@@ -5,7 +5,7 @@
 // the same ids as ours.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createTokenizer } from '../../web/tokenizer.js';
+import { createTokenizer } from '../../web/lib/tokenizer.js';
 
 const POOL_SIZE = 256;
 const WORD = /^ [a-z]{3,}$/;

@@ -1,4 +1,4 @@
-// The measure.mjs driver over the wasm engine (web/engine.js objects), for Node and the Chromium worker.
+// The measure.mjs driver over the wasm engine (web/lib/engine/engine.js objects), for Node and the Chromium worker.
 // engine: from loadEngine({ threads }), the shipped build, which is what gets timed; model: an EngineModel on it.
 // Creates a cached and an uncached greedy session with the KV cache storage kvCache ('int8' or 'fp32'). The bandwidth probe is a testing-build hook: it runs in a
 // testing instance of its own (probeEngine(): loadEngine({ testing: true })), beside the timed one.

@@ -2,7 +2,7 @@
 # Builds everything the site, the tests and the CLI need:
 #   build/native/  the native tool (gpt2) and C++ tests
 #   public/wasm/   the WebAssembly engine: gpt2.wasm + gpt2.cjs (Node) + gpt2.mjs (browsers, workers)
-#   public/js/     a copy of web/ (the page loads js/*.js; engine.js finds the wasm at ../wasm/)
+#   public/js/     a copy of web/, folders kept (the page loads js/page/*.js; js/lib/engine/engine.js finds the wasm)
 #   public/gpt2-widget.js  the embeddable widget as one script (tools/dev/bundle_web.mjs), at the site root so embed
 #                          snippets stay short; public/wasm/gpt2-worker.js, the engine worker as one module
 # Both builds are CMake's: the wasm build (build/wasm) writes everything under public/ (wasm/CMakeLists.txt,

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // Builds the two bundles of web/ (esbuild, a dev dependency), part of the site build (web/CMakeLists.txt):
-//   OUT/wasm/gpt2-worker.js  the engine worker (web/worker.js and what it imports) as one ES module, beside the
+//   OUT/wasm/gpt2-worker.js  the engine worker (web/lib/worker/worker.js and what it imports) as one ES module, beside the
 //                            wasm: what a page whose modules are bundled starts (configure({ assetBase }))
-//   OUT/gpt2-widget.js       the widget (web/widget.js), the API and that worker's code in one classic script
-//                            (IIFE): embedding it is one tag and one script request; the worker starts from a
-//                            Blob of its code, so it runs on any origin
+//   OUT/gpt2-widget.js       the widget (web/widget/, its widget.css inlined as text), the API and that worker's code
+//                            in one classic script (IIFE): embedding it is one tag and one script request; the
+//                            worker starts from a Blob of its code, so it runs on any origin
 //   OUT/gpt2-widget.integrity.txt  the widget script's Subresource Integrity value (sha384-…), for embedding it
 //                            with integrity="…" crossorigin="anonymous": a changed script is then refused
 // usage: node tools/dev/bundle_web.mjs [OUT]    (default: public/)
@@ -25,14 +25,15 @@ async function bundleText(options) {
 }
 
 export async function bundleWeb(outFolder) {
-  const worker = await bundleText({ entryPoints: [`${WEB_FOLDER}worker.js`], format: 'esm' });
+  const worker = await bundleText({ entryPoints: [`${WEB_FOLDER}lib/worker/worker.js`], format: 'esm' });
   const widget = await bundleText({
     stdin: {
-      contents: `import { startWidget } from './widget.js';\nstartWidget(${JSON.stringify(worker)});\n`,
+      contents: `import { startWidget } from './widget/widget.js';\nstartWidget(${JSON.stringify(worker)});\n`,
       resolveDir: WEB_FOLDER,
       sourcefile: 'gpt2-widget.js',
     },
     format: 'iife',
+    loader: { '.css': 'text' },  // widget.css: the text that each widget's constructed style sheet is made of
     // import.meta is empty in a classic script: the widget always sets the asset folder and the worker's code,
     // the two things the modules would find from their own URL.
     logOverride: { 'empty-import-meta': 'silent' },

@@ -1,0 +1,125 @@
+#!/usr/bin/env node
+// gpt2-wasm: command-line text generation with the wasm engine in Node, through the public API (gpt2.js); its
+// flags are the API's options (cli_args.js, `gpt2-wasm --help`).
+//
+// Streams the generated text to stdout as it is decoded, statistics to stderr; on any error prints one line
+// and exits with status 1. -i (interactive): each line read from stdin is added to the text (without its line
+// break; an empty line adds nothing) and the text is continued, so the model's KV cache is reused between lines
+// (the stats line says how many prompt tokens were). --score: one line per token of the text, `"token
+// text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
+// perplexity <perplexity>` (model.score). --top-alternatives K: generation prints one line per token instead
+// of the text, `"token text"<TAB>probability`, and each line (of both modes) ends with the K likeliest tokens,
+// `<TAB>"text"<TAB>probability or logprob` each. Without --model, a checkout of the repository runs the bundled
+// public/models/tiny-shakespeare, as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file
+// would save no download, and the folder's weights are the exact fp32 ones. The npm package leaves the bundled
+// model out (package.json "files"), so an installed gpt2-wasm runs GPT-2 itself from the Hugging Face Hub
+// instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
+// a progress bar when stderr is a terminal. On a terminal, control characters in the text are shown escaped
+// (cli_output.js).
+import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { USAGE, parseCliArguments } from './cli_args.js';
+import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js';
+import { textWriter } from './cli_output.js';
+import { progressBar } from './cli_progress.js';
+import { loadModel } from '../lib/gpt2.js';
+import { MODEL_FILES } from '../lib/loading/model_files.js';
+
+const BUNDLED_MODEL = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const HUB_DEFAULT_MODEL = 'openai-community/gpt2';
+const writeOut = textWriter(process.stdout);
+const writeError = textWriter(process.stderr);
+
+function formatStats(stats, threads) {
+  return (
+    `\n[${stats.promptTokens} prompt tokens (${stats.reusedTokens} reused), prefill ${stats.prefillMs.toFixed(1)} ms; ` +
+    `${stats.generatedTokens} generated, ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s; ` +
+    `context ${stats.contextUsed}/${stats.contextSize}; stop: ${stats.stopReason}; ${threads} ${threads === 1 ? 'thread' : 'threads'}]\n`
+  );
+}
+
+// Streams the continuation of prompt (a text or token ids) to stdout, then the stats to stderr; -> the generated
+// token ids.
+async function continueText(model, prompt, options) {
+  const generation = model.generate(prompt, options);
+  const tokens = [];
+  const write = options.topAlternatives > 0 ? writePieceLine : (piece) => writeOut(piece.text);
+  for await (const piece of generation) {
+    write(piece);
+    if (Number.isInteger(piece.token)) tokens.push(piece.token);
+  }
+  if (!(options.topAlternatives > 0)) writeOut('\n');
+  writeError(formatStats(generation.stats, model.threads));
+  return tokens;
+}
+
+function writePieceLine({ text, probability, alternatives }) {
+  writeOut(`${JSON.stringify(text)}\t${probability.toFixed(4)}${formatAlternatives(alternatives, 'probability')}\n`);
+}
+
+function formatAlternatives(alternatives, key) {
+  return alternatives.map((a) => `\t${JSON.stringify(a.text)}\t${a[key].toFixed(4)}`).join('');
+}
+
+// The text so far is kept as token ids (each line's, then the generated ones), so that each continuation
+// starts exactly where the last one stopped and the model reuses all of its cache but the newest token.
+async function interact(model, options) {
+  const ids = [];
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+    ids.push(...await model.encode(line));
+    ids.push(...await continueText(model, ids, options));
+  }
+}
+
+async function printScores(model, text, { topAlternatives = 0, kvCache }) {
+  const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives, kvCache });
+  for (const token of tokens) {
+    const alternatives = formatAlternatives(token.alternatives, 'logprob');
+    writeOut(`${JSON.stringify(token.text)}\t${token.logprob.toFixed(4)}\t${token.rank}${alternatives}\n`);
+  }
+  writeOut(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
+}
+
+// The model when --model is not given: the bundled one where it exists (a checkout of the repository), else
+// the Hub's GPT-2 (an installed package).
+function defaultModel() {
+  if (existsSync(`${BUNDLED_MODEL}${MODEL_FILES.weights}`)) return BUNDLED_MODEL;
+  writeError(`gpt2-wasm: no --model, so ${HUB_DEFAULT_MODEL} from the Hugging Face Hub (GPT-2 124M: 548 MB, ` +
+    `downloaded once into ${cacheDirectory()})\n`);
+  return HUB_DEFAULT_MODEL;
+}
+
+// A remote model is loaded from its copy in the disk cache; one whose files prove invalid is removed from it,
+// so the next run downloads it again.
+async function loadCliModel(text, load) {
+  const source = resolveModelSource(text ?? defaultModel());
+  if (!(source instanceof URL)) return loadModel(source, { threads: 1, ...load });
+  const onProgress = process.stderr.isTTY ? progressBar(process.stderr) : undefined;
+  const cached = await cachedModel(source, { onProgress });
+  try {
+    return await loadModel(cached.path, { threads: 1, ...load });
+  } catch (error) {
+    if (error.kind !== 'invalid') throw error;
+    await cached.evict();
+    throw new Error(`${source.href}: ${error.message} (removed from the cache)`, { cause: error });
+  }
+}
+
+async function main(args) {
+  const parsed = parseCliArguments(args);
+  if (parsed.help) return void writeOut(`${USAGE}\n`);
+  const model = await loadCliModel(parsed.model, parsed.load);
+  try {
+    if (parsed.score) await printScores(model, parsed.prompt, parsed.options);
+    else if (parsed.interactive) await interact(model, parsed.options);
+    else await continueText(model, parsed.prompt, parsed.options);
+  } finally {
+    model.dispose();
+  }
+}
+
+main(process.argv.slice(2)).catch((error) => {
+  writeError(`gpt2-wasm: ${error?.message ?? error}\n`);
+  process.exitCode = 1;
+});

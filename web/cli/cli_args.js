@@ -1,0 +1,137 @@
+// The command line of gpt2-wasm (web/cli/cli.js): node:util parseArgs (--flag value, --flag=value, -n5, -- ends the
+// options), one flag per generate() and loadModel() option, checked before anything loads. Every error is one
+// line that names the flag as it was typed (`-n: expected a positive integer, got "x"`), with the expectation
+// taken from the API's own check, so the command line and the API never disagree on what a value may be.
+import { parseArgs } from 'node:util';
+import { checkThreads } from '../lib/engine/threads.js';
+import { normalizeGenerateOptions } from '../lib/generation/generate.js';
+
+export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
+       gpt2-wasm [options] -i             each line read from stdin continues the text
+       gpt2-wasm [options] --score "text" each token's logprob and rank, then the perplexity
+
+model:
+  --model M                  a folder or .gguf path, an http(s) URL of a folder or .gguf file, a Hugging Face
+                             repository (owner/name) or a .gguf file in one (owner/name/file.gguf);
+                             default: the bundled tiny-shakespeare in a checkout of the repository, else
+                             (the npm package) openai-community/gpt2. Remote models are downloaded once, into
+                             $GPT2_WASM_CACHE_DIR or the platform's cache folder (HF_ENDPOINT: another Hub)
+  --weights fp32|int8        int8 quantizes a safetensors model on load (default fp32)
+  --threads N|auto           engine threads (default 1)
+generation:
+  -n, --max-new-tokens N     tokens to generate (default 64)
+  --temperature T            0 = greedy (default 1)
+  --top-k K                  0 = off (default)
+  --top-p P                  nucleus sampling, 1 = off (default)
+  --repetition-penalty R     1 = off (default)
+  --seed S                   same seed, same text (default random)
+  --stop TEXT                stop before TEXT (may be given several times)
+  --ignore-eos               keep generating past <|endoftext|>
+  --kv-cache int8|fp32       the KV cache's storage (default int8; with --score, fp32 gives the exact
+                             log-probabilities, int8 within a few 1e-3 nats)
+  --no-cache                 recompute every position at each step (no KV cache)
+  --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
+                             tokens and theirs (with --score: their logprobs after each token's line)
+  -h, --help                 this help
+A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
+
+// Number-valued flags accept decimal numbers only ("0x10" and "" are not numbers here).
+const parseNumber = (text) => (/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) ? Number(text) : NaN);
+
+// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse (the text -> the
+// value), check? (a load option's), multiple?, expected? }
+const VALUE_FLAGS = {
+  model: { load: 'model', parse: String },
+  weights: { load: 'weights', parse: String, check: checkWeights },
+  threads: { load: 'threads', parse: (text) => (text === 'auto' ? text : parseNumber(text)), check: checkThreads },
+  'max-new-tokens': { short: 'n', option: 'maxNewTokens', parse: parseNumber },
+  temperature: { option: 'temperature', parse: parseNumber },
+  'top-k': { option: 'topK', parse: parseNumber },
+  'top-p': { option: 'topP', parse: parseNumber },
+  'repetition-penalty': { option: 'repetitionPenalty', parse: parseNumber },
+  seed: { option: 'seed', parse: parseNumber },
+  stop: { option: 'stop', parse: String, multiple: true, expected: 'a non-empty text' },  // the API's "or an array"
+  'kv-cache': { option: 'kvCache', parse: String },
+  'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
+};
+
+// parseArgs name -> what giving it sets
+const SWITCHES = {
+  help: { short: 'h', set: (parsed) => (parsed.help = true) },
+  i: { short: 'i', set: (parsed) => (parsed.interactive = true) },
+  score: { set: (parsed) => (parsed.score = true) },
+  'no-cache': { generate: true, set: (parsed) => (parsed.options.useKVCache = false) },
+  'ignore-eos': { generate: true, set: (parsed) => (parsed.options.stopAtEndOfText = false) },
+};
+
+// Options --score takes besides the load options (model.score's own).
+const SCORE_OPTIONS = new Set(['topAlternatives', 'kvCache']);
+
+const PARSE_ARGS_OPTIONS = Object.fromEntries([
+  ...Object.entries(VALUE_FLAGS).map(([name, { short }]) => [name, { type: 'string', ...(short && { short }) }]),
+  ...Object.entries(SWITCHES).map(([name, { short }]) => [name, { type: 'boolean', ...(short && { short }) }]),
+]);
+
+function checkWeights(weights) {
+  if (weights !== 'fp32' && weights !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${weights}`);
+}
+
+// -> { help } | { model (null: the default), load: { weights?, threads? }, options (generate's), prompt (null
+// with -i), interactive, score }
+export function parseCliArguments(args) {
+  const { tokens } = parseArgs({ args, options: PARSE_ARGS_OPTIONS, allowPositionals: true, strict: false, tokens: true });
+  const parsed = { model: null, load: {}, options: {}, prompt: null, interactive: false, score: false };
+  const generateFlags = [];  // as typed, for --score's complaint
+  for (const token of tokens) {
+    if (token.kind === 'positional') addPrompt(parsed, token.value);
+    else if (token.kind === 'option') applyOption(parsed, token, generateFlags);
+  }
+  if (parsed.help) return { help: true };
+  checkMode(parsed, generateFlags);
+  return parsed;
+}
+
+function addPrompt(parsed, text) {
+  if (parsed.prompt !== null) throw new Error('give the prompt as one argument (quote it)');
+  parsed.prompt = text;
+}
+
+function applyOption(parsed, { name, rawName, value }, generateFlags) {
+  if (name in SWITCHES) {
+    if (value !== undefined) throw new Error(`${rawName}: takes no value, got ${JSON.stringify(value)}`);
+    if (SWITCHES[name].generate) generateFlags.push(rawName);
+    return void SWITCHES[name].set(parsed);
+  }
+  const flag = VALUE_FLAGS[name];
+  if (!flag) throw new Error(`unknown option ${rawName} (a prompt that starts with - goes after --)`);
+  if (value === undefined) throw new Error(`${rawName}: missing value`);
+  const parsedValue = flag.parse(value);
+  if (flag.load === 'model') parsed.model = parsedValue;
+  else if (flag.load) {
+    checked(rawName, value, () => flag.check(parsedValue));
+    parsed.load[flag.load] = parsedValue;
+  } else {
+    if (!SCORE_OPTIONS.has(flag.option)) generateFlags.push(rawName);
+    const optionValue = flag.multiple ? [...(parsed.options[flag.option] ?? []), parsedValue] : parsedValue;
+    checked(rawName, value, () => normalizeGenerateOptions({ [flag.option]: optionValue }), flag.expected);
+    parsed.options[flag.option] = optionValue;
+  }
+}
+
+// Runs the API's check of a value; its complaint is told of the flag and of the text as typed.
+// expected: what the flag takes, where the API's words fit the command line less well.
+function checked(rawName, typed, check, expected) {
+  try {
+    check();
+  } catch (error) {
+    const what = expected ?? /must be (.*), got /.exec(error.message)?.[1];
+    throw new Error(`${rawName}: ${what ? `expected ${what}, got ${JSON.stringify(typed)}` : error.message}`);
+  }
+}
+
+function checkMode({ interactive, score, prompt }, generateFlags) {
+  if (interactive && score) throw new Error('-i and --score cannot be combined');
+  if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
+  if (score && generateFlags.length > 0) throw new Error(`--score takes no generation options, got ${generateFlags.join(', ')}`);
+  if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'} (gpt2-wasm --help for the usage)`);
+}

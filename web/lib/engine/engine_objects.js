@@ -1,0 +1,216 @@
+// The engine's embind objects owned by JS (wasm/bindings.cpp): the model loader, a model's weights, a
+// generation's session, and the testing build's heap block. Each frees its C++ object in dispose().
+import { EngineError } from '../errors.js';
+
+// An embind object owned by JS: the handle's calls go through the engine (aborts become EngineAbortedError),
+// and dispose() frees it once. The base of the wrappers below.
+class EngineObject {
+  #engine;
+  #handle;
+  #what;
+
+  constructor(engine, handle, what) {
+    this.#engine = engine;
+    this.#handle = handle;
+    this.#what = what;
+  }
+
+  get engine() {
+    return this.#engine;
+  }
+
+  dispose() {
+    this.#engine.release(this.#handle);
+    this.#handle = null;
+  }
+
+  // Runs fn(handle) against the live handle.
+  call(fn) {
+    const handle = this.#handle;
+    if (!handle) throw new Error(`the ${this.#what} was disposed`);
+    return this.#engine.call(() => fn(handle));
+  }
+
+  // Runs fn(handle), whose result `failed` marks as an error, which is then thrown as the handle reports it.
+  checkedCall(fn, failed) {
+    const result = this.call(fn);
+    if (failed(result)) throw new EngineError(this.call((handle) => handle.error()));
+    return result;
+  }
+}
+
+// model.safetensors or a GGUF file fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw EngineError ("file"
+// or "memory"); after one, the loader only needs dispose().
+export class EngineModelLoader extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'model loader');
+  }
+
+  // bytes: the next bytes of the file (Uint8Array).
+  feed(bytes) {
+    let offset = 0;
+    do {
+      // The view is fetched for each piece: a call that grows the memory detaches the previous one.
+      const staging = this.call((handle) => handle.staging());
+      const piece = bytes.subarray(offset, offset + staging.byteLength);
+      staging.set(piece);
+      this.checkedCall((handle) => handle.feed(piece.byteLength), (fed) => !fed);
+      offset += piece.byteLength;
+    } while (offset < bytes.byteLength);
+  }
+
+  // The end of the file -> EngineModel (throws when the file is incomplete or invalid).
+  finish() {
+    const handle = this.call((loader) => this.engine.construct((module) => new module.Model(loader)));
+    return new EngineModel(this.engine, handle);
+  }
+}
+
+// A block of the heap (testing build: engine.allocate()).
+export class HeapBlock extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'heap block');
+  }
+
+  // Uint8Array over the block: valid until the next call into the engine.
+  view() {
+    return this.call((handle) => handle.view());
+  }
+
+  // One streaming read of the block's floats (the benchmark's bandwidth probe).
+  streamRead() {
+    return this.call((handle) => handle.streamRead());
+  }
+}
+
+// Weights of one model (embind Model). Sessions keep the weights alive in C++, so dispose() order is free.
+export class EngineModel extends EngineObject {
+  config;  // { n_vocab, n_ctx, n_embd, n_head, n_layer, layer_norm_epsilon }
+  weightBytes;
+  threads;  // threads its forward pass uses
+  weightTypes;  // the storage formats of its matrices: "fp32", "int8", or a GGUF file's, e.g. "q4_k, q6_k"
+
+  constructor(engine, handle) {
+    super(engine, handle, 'model');
+    this.config = handle.config();
+    this.weightBytes = handle.weightBytes();
+    this.threads = handle.threads();
+    this.weightTypes = handle.weightTypes();
+  }
+
+  // A GGUF model's tokenizer: { tokens: string[] (id order), merges: string[] ("a b"), eosTokenId,
+  // bosTokenId (or null) }; null for a safetensors model.
+  readVocabulary() {
+    return this.call((model) => model.vocabulary());
+  }
+
+  // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
+  createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
+    const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache), String(kvCache))));
+    return new EngineSession(this.engine, handle, this.config);
+  }
+}
+
+// One generation's state: KV cache and sampler (embind Session).
+export class EngineSession extends EngineObject {
+  #contextSize;
+  #vocabSize;
+
+  // config: the model's ({ n_ctx, n_vocab })
+  constructor(engine, handle, { n_ctx, n_vocab }) {
+    super(engine, handle, 'session');
+    this.#contextSize = n_ctx;
+    this.#vocabSize = n_vocab;
+  }
+
+  // The settings as generate() takes them (normalizeGenerateOptions checks them); missing ones take these
+  // defaults. The seed must be an integer in [0, 2^53): it crosses exactly as a double.
+  setSampling({ temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, seed = 0 } = {}) {
+    if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`seed must be a non-negative integer, got ${seed}`);
+    this.call((session) => session.setSampling({ temperature, topK, topP, repetitionPenalty, seed }));
+  }
+
+  // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id. Only the
+  // newest n_ctx ids cross into the engine, which keeps no more of a longer prompt: a prompt of any length costs
+  // the wasm heap at most n_ctx ids.
+  prefill(ids) {
+    const window = this.#newestWindow(ids, 'prefill');
+    return this.checkedCall((session) => session.prefill(window), (token) => token < 0);
+  }
+
+  // prefill() that keeps the longest common prefix of the session's window and the newest n_ctx ids in the
+  // cache (at most all but the last id) and feeds only the rest: the same next token as prefill(ids).
+  // reusedTokens then says how many positions were kept (0 for a session without a KV cache).
+  prefillReusing(ids) {
+    const window = this.#newestWindow(ids, 'prefillReusing');
+    return this.checkedCall((session) => session.prefillReusing(window), (token) => token < 0);
+  }
+
+  get reusedTokens() {
+    return this.call((session) => session.reusedTokens());
+  }
+
+  // Log-probabilities of ids[1..] (at least 2 ids; all of them cross into the engine), each given the ids
+  // before it, in windows of n_ctx with stride n_ctx/2 (engine/gpt2.h Session::score): { logprobs: number[],
+  // ranks: number[] (1 = the likeliest token), alternatives: [[token, logprob, token, logprob, ...] (topK
+  // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
+  // window scored.
+  score(ids, topK = 0) {
+    for (const id of ids) checkTokenId(id);
+    if (!Number.isInteger(topK) || topK < 0) throw new Error(`score: topK must be an integer >= 0, got ${topK}`);
+    // The engine names a topK over the vocabulary; one past int32 would wrap on its way there.
+    return this.checkedCall((session) => session.score(ids, Math.min(topK, 2 ** 31 - 1)), (result) => result === null);
+  }
+
+  // The model's vocabulary size (n_vocab): the most alternatives a position has.
+  get vocabSize() {
+    return this.#vocabSize;
+  }
+
+  // Feeds one token and returns the sampled next token id.
+  step(id) {
+    checkTokenId(id);
+    return this.checkedCall((session) => session.step(id), (token) => token < 0);
+  }
+
+  // Testing build only: Float32Array of the last fed position's raw logits, over the heap: read it before the
+  // next call.
+  logits() {
+    return this.call((session) => session.logits());
+  }
+
+  // { probability, alternatives: [{ token, probability }] (the topK likeliest; all of them for a topK of
+  // vocabSize or more) } under softmax(logits) of the last fed position.
+  distribution(token, topK = 0) {
+    return this.call((session) => session.distribution(token, Math.min(topK, this.#vocabSize)));
+  }
+
+  reset() {
+    this.call((session) => session.reset());
+  }
+
+  get nCached() {
+    return this.call((session) => session.nCached());
+  }
+
+  get kvCache() {
+    return this.call((session) => session.kvCache());
+  }
+
+  get kvCacheBytes() {
+    return this.call((session) => session.kvCacheBytes());
+  }
+
+  // The newest n_ctx of ids (checked): a prompt of any length costs the wasm heap at most n_ctx ids.
+  #newestWindow(ids, what) {
+    if (ids.length === 0) throw new Error(`${what}: no token ids given`);
+    for (const id of ids) checkTokenId(id);
+    return ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
+  }
+}
+
+// Range checks happen in the engine (its message names the range); this only rejects non-integers, which
+// embind would otherwise truncate silently.
+function checkTokenId(id) {
+  if (!Number.isInteger(id)) throw new Error(`token id must be an integer, got ${id}`);
+}

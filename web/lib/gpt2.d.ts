@@ -1,0 +1,270 @@
+// TypeScript declarations of gpt2.js, the public API (its header, generate.js, score.js, loader.js and
+// errors.js say what each value means). Checked against tests/types/example.ts by tests/js/types.test.js.
+// They use the DOM library's Blob, File, FileList and AbortSignal.
+import type { TokenIds } from './tokenizer.js';
+
+export type { TokenIds };
+
+/** A model: the URL (or Node path) of a folder in the Hugging Face layout or of a .gguf file, or local files. */
+export type ModelSource =
+  | string
+  | URL
+  | LocalModelFiles
+  | Blob
+  | ArrayBuffer
+  | ArrayBufferView
+  | readonly Blob[]
+  | FileList;
+
+/** A folder's files given one by one; a string is the file's text. */
+export interface LocalModelFiles {
+  config: LocalFile;
+  weights: LocalFile;
+  vocab: LocalFile;
+  merges: LocalFile;
+}
+
+export type LocalFile = Blob | ArrayBuffer | ArrayBufferView | string;
+
+export type WeightFormat = 'fp32' | 'int8';
+
+export type KvCacheFormat = 'int8' | 'fp32';
+
+export interface LoadOptions {
+  onProgress?: (event: LoadProgress) => void;
+  /** Cancels the load (an AbortError). */
+  signal?: AbortSignal;
+  /** Defaults to true where `window` exists. */
+  useWorker?: boolean;
+  /** A worker of one's own (createEngineWorker); implies useWorker. */
+  worker?: EngineWorker;
+  /** 'int8' quantizes a safetensors model on load; with a GGUF file it is a TypeError. */
+  weights?: WeightFormat;
+  /** 'auto' (the default in browsers) or a count from 1 to 256 (the default in Node: 1). */
+  threads?: 'auto' | number;
+}
+
+/** One progress event of the file being read, at most one per 100 ms, and one at its start and end. */
+export interface LoadProgress {
+  file: string;
+  loaded: number;
+  /** null while the size is unknown */
+  total: number | null;
+  /** null while the size is unknown */
+  fraction: number | null;
+  /** null until measurable */
+  bytesPerSecond: number | null;
+  /** null until measurable */
+  secondsLeft: number | null;
+  /** the file is being copied into the Cache API */
+  caching: boolean;
+  /** a broken download is about to be retried */
+  retry?: { attempt: number; delayMs: number };
+  /** after the model loaded: why the Cache API did not keep it (e.g. a full quota) */
+  notCached?: string;
+}
+
+/** The engine's gpt2::Config. */
+export interface ModelConfig {
+  n_vocab: number;
+  n_ctx: number;
+  n_embd: number;
+  n_head: number;
+  n_layer: number;
+  layer_norm_epsilon: number;
+}
+
+/** An empty text or array starts from <|endoftext|>. */
+export type Prompt = string | TokenIds;
+
+export interface GenerateOptions {
+  /** a positive integer; 64 */
+  maxNewTokens?: number;
+  /** >= 0, 0 = greedy; 1 */
+  temperature?: number;
+  /** an integer >= 0, 0 = off; 0 */
+  topK?: number;
+  /** in [0, 1], 1 = off, 0 = the likeliest token only; 1 */
+  topP?: number;
+  /** > 0, 1 = off; 1 */
+  repetitionPenalty?: number;
+  /** an integer in [0, 2^53); random */
+  seed?: number;
+  /** non-empty strings; generation ends before the first one in the text */
+  stop?: string | readonly string[];
+  /** true */
+  stopAtEndOfText?: boolean;
+  /** true */
+  useKVCache?: boolean;
+  /** 'int8' */
+  kvCache?: KvCacheFormat;
+  /** ends the generation with stopReason 'abort' */
+  signal?: AbortSignal;
+  /** an integer >= 0: gives each piece its probability and this many likeliest alternatives; 0 */
+  topAlternatives?: number;
+}
+
+export type StopReason = 'eos' | 'stop' | 'length' | 'abort' | 'error';
+
+export interface PieceAlternative {
+  token: number;
+  text: string;
+  probability: number;
+}
+
+export interface Piece {
+  /** decoded text, never half a character; '' for an id past the tokenizer's vocabulary */
+  text: string;
+  /** null for text left over at the end (the rest of an incomplete character) */
+  token: number | null;
+  /** null for text left over at the end */
+  position: number | null;
+  ms: number;
+  /** with topAlternatives > 0 */
+  probability?: number;
+  /** with topAlternatives > 0 */
+  alternatives?: PieceAlternative[];
+}
+
+/** Live while the generation runs. */
+export interface GenerationStats {
+  promptTokens: number;
+  /** prompt tokens whose KV cache was kept from the session's previous run */
+  reusedTokens: number;
+  generatedTokens: number;
+  prefillMs: number;
+  decodeTokensPerSecond: number;
+  contextUsed: number;
+  contextSize: number;
+  kvCacheBytes: number;
+  /** null until the prompt is read */
+  kvCache: KvCacheFormat | null;
+  /** null until finished */
+  stopReason: StopReason | null;
+}
+
+/** Runs as it is iterated; leaving the loop early ends it with stopReason 'abort'. Iterate it once. */
+export interface Generation extends AsyncIterable<Piece> {
+  readonly stats: GenerationStats;
+}
+
+export interface ScoreOptions {
+  /** an integer >= 0; 0 */
+  topAlternatives?: number;
+  /**
+   * The KV cache's storage; 'int8' (the default, as generate() uses: within a few 1e-3 nats of exact) or 'fp32'
+   * (four times the cache's memory, within 1e-4 of a float64 reference: for perplexities that compare models).
+   */
+  kvCache?: KvCacheFormat;
+}
+
+export interface ScoredAlternative {
+  token: number;
+  text: string;
+  logprob: number;
+}
+
+export interface ScoredToken {
+  token: number;
+  text: string;
+  /** natural log of its probability given the text before it */
+  logprob: number;
+  /** 1 = the likeliest */
+  rank: number;
+  alternatives: ScoredAlternative[];
+}
+
+/** An empty text: { tokens: [], totalLogprob: 0, perplexity: 1 }. */
+export interface ScoreResult {
+  tokens: ScoredToken[];
+  totalLogprob: number;
+  perplexity: number;
+}
+
+export interface Model {
+  readonly config: ModelConfig;
+  readonly weightBytes: number;
+  /** "fp32", "int8", or a GGUF file's types, e.g. "q4_k, q6_k" */
+  readonly weightTypes: string;
+  /** the threads it got */
+  readonly threads: number;
+  generate(prompt: Prompt, options?: GenerateOptions): Generation;
+  score(text: string, options?: ScoreOptions): Promise<ScoreResult>;
+  encode(text: string): Promise<number[]>;
+  decode(ids: Iterable<number> | ArrayLike<number>): Promise<string>;
+  /** Resolves once the model can run; rejects with why it cannot (load it again). */
+  whenUsable(): Promise<void>;
+  /** A model in a worker returns a Promise; one in this thread returns nothing. */
+  dispose(): void | Promise<void>;
+}
+
+/** A worker for several models, from createEngineWorker() (a type: gpt2.js exports no such class). */
+declare class EngineWorker {
+  #private;  // only createEngineWorker() makes one
+  private constructor();
+  /** Ends the worker and fails its models' calls. */
+  terminate(): void;
+}
+export type { EngineWorker };
+
+export function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
+
+export function createEngineWorker(): EngineWorker;
+
+export interface ConfigureOptions {
+  /**
+   * The URL of the folder with the engine's files, a copy of public/wasm/ (gpt2.wasm, gpt2.mjs, gpt2.cjs,
+   * gpt2-mt.*, gpt2-worker.js): relative to the page in browsers, a file: URL in Node. Default: public/wasm/
+   * found from the module's URL (wrong once bundled). Another value after the first model loaded throws.
+   */
+  assetBase?: string | URL;
+}
+
+/** Settings of this realm's engine and engine workers, before the first model loads. */
+export function configure(options: ConfigureOptions): void;
+
+/** A file of a stored model. */
+export interface CachedFile {
+  url: string;
+  /** as checked when it is read back */
+  bytes: number;
+}
+
+/** A model kept in the browser's Cache API by loadModel. */
+export interface CachedModel {
+  /** the URL that loads it: a folder's (ending in "/") or a .gguf file's */
+  source: string;
+  /** its files that are stored, in the model's order (config.json, model.safetensors, vocab.json, merges.txt) */
+  files: CachedFile[];
+  /** the files' bytes together */
+  bytes: number;
+  /** every file of the model is stored: loading it makes no request */
+  complete: boolean;
+}
+
+/** The models in the Cache API, in the order they were stored; [] without one (Node, insecure pages). */
+export function listCachedModels(): Promise<CachedModel[]>;
+
+/**
+ * Removes a model's files from the Cache API (a loaded copy keeps working; the next load downloads them).
+ * source: as loadModel takes it or listCachedModels gives it. Resolves to whether anything was removed (false
+ * without a Cache API).
+ */
+export function deleteCachedModel(source: string | URL): Promise<boolean>;
+
+export type LoadErrorKind = 'network' | 'http' | 'missing' | 'invalid';
+
+/** A model's file that could not be loaded (also when the model loads in a worker, the default in pages). */
+export class ModelLoadError extends Error {
+  constructor(file: string, kind: LoadErrorKind, message: string, options?: ErrorOptions);
+  name: 'ModelLoadError';
+  file: string;
+  kind: LoadErrorKind;
+}
+
+/** What a call fails with when the engine aborted (e.g. out of memory); tell it by error.name. */
+export interface EngineAbortedError extends Error {
+  name: 'EngineAbortedError';
+  /** what the engine said */
+  reason: string;
+}

@@ -1,0 +1,229 @@
+// Models in a Web Worker, seen from the page: WorkerModel and WorkerGeneration give them the public Model
+// interface (see gpt2.js) over a WorkerClient (worker_client.js); the default worker's models are shared
+// through the page's model registry (model_registry.js).
+import { checkPrompt, createStats, normalizeGenerateOptions } from '../generation/generate.js';
+import { loadAbortedError } from '../errors.js';
+import { DescribedModel } from '../models/model_description.js';
+import { ModelRegistry } from '../models/model_registry.js';
+import { checkScoreText, normalizeScoreOptions } from '../generation/score.js';
+import { resolveModelUrl } from '../loading/model_files.js';
+import { WorkerClient } from './worker_client.js';
+
+let defaultWorker = null;
+const registry = new ModelRegistry();  // the models of the default worker
+
+// -> a Model in worker (a WorkerClient of the caller's) or, without one, in the page's default worker, which
+// ends with its last model; models of the default worker are shared through the registry.
+export async function loadModelInWorker(source, { onProgress, signal, worker, weights, threads }) {
+  if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
+  const portable = portableSource(source);
+  const load = (loadSignal, loadProgress) => loadModelIn(worker ?? usableDefaultWorker(), portable,
+    { onProgress: loadProgress, signal: loadSignal, weights, threads });
+  if (worker) return load(signal, onProgress);
+  // Only a URL names a model; other sources (files) are loaded for their caller alone.
+  const key = typeof portable === 'string' ? JSON.stringify([portable, weights, threads]) : null;
+  return registry.acquire(key, load, { onProgress, signal });
+}
+
+function usableDefaultWorker() {
+  if (!defaultWorker?.usable) defaultWorker = new WorkerClient({ endsWithLastModel: true });
+  return defaultWorker;
+}
+
+async function loadModelIn(worker, source, { onProgress, signal, weights, threads }) {
+  worker.retain();
+  let answer;
+  try {
+    answer = await worker.request({ type: 'load', source, weights, threads }, { onProgress, signal });
+  } catch (error) {
+    worker.release();
+    throw error;
+  }
+  const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads });
+  if (signal?.aborted) {  // the load finished before the worker saw the cancel
+    model.dispose();
+    throw loadAbortedError();
+  }
+  return model;
+}
+
+// The worker runs at a Blob URL, so relative URLs are resolved here; a FileList becomes an array.
+function portableSource(source) {
+  if (typeof source === 'string' || source instanceof URL) {
+    return resolveModelUrl(source).href;
+  }
+  if (typeof FileList !== 'undefined' && source instanceof FileList) return Array.from(source);
+  return source;
+}
+
+// After an engine crash, a WorkerModel loads itself again in the new worker (from the Cache API for a URL, from
+// the same files otherwise), and its calls wait for that. If that fails (a crash during it included), the
+// model's calls fail with what happened, and the next call tries once more.
+class WorkerModel extends DescribedModel {
+  #worker;
+  #modelId;
+  #loadMessage;
+  #usable = Promise.resolve();  // settles when a reload after a crash has ended (rejected: it failed)
+  #reloading = false;
+  #failedReloadCrash = null;  // the crash after which the last reload failed, if it did
+  #stopWatchingCrashes;
+  #disposed = false;
+
+  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads }
+  constructor(worker, loaded, loadMessage) {
+    super(loaded);
+    this.#worker = worker;
+    this.#modelId = loaded.modelId;
+    this.#loadMessage = loadMessage;
+    this.#stopWatchingCrashes = worker.onCrash((crash) => this.#reload(crash));
+  }
+
+  generate(prompt, options) {
+    if (this.#disposed) throw new Error('the model was disposed');
+    checkPrompt(prompt);
+    const { signal, ...rest } = normalizeGenerateOptions(options);
+    const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
+    return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
+  }
+
+  // Like generate(), waits for a reload after an engine crash.
+  async score(text, options) {
+    if (this.#disposed) throw new Error('the model was disposed');
+    checkScoreText(text);
+    const checked = normalizeScoreOptions(options);
+    return (await this.#worker.request({ type: 'score', modelId: await this.#liveModelId(), text, options: checked })).value;
+  }
+
+  async encode(text) {
+    return (await this.#worker.request({ type: 'encode', modelId: await this.#liveModelId(), text })).value;
+  }
+
+  async decode(ids) {
+    return (await this.#worker.request({ type: 'decode', modelId: await this.#liveModelId(), ids: Array.from(ids) })).value;
+  }
+
+  // -> Promise that resolves when the model can run (at once, or once its reload after an engine crash is done)
+  // and rejects with the reason when that reload failed; after a failed reload, it tries again.
+  whenUsable() {
+    if (this.#failedReloadCrash && !this.#reloading) this.#reload(this.#failedReloadCrash);
+    return this.#usable;
+  }
+
+  async dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#stopWatchingCrashes();
+    try {
+      await this.#usable;  // a reload under way (not one more try after a failed one)
+      await this.#worker.request({ type: 'dispose', modelId: this.#modelId });
+    } catch {
+      // the worker is gone (crashed or terminated), or the reload failed: nothing left to free
+    } finally {
+      this.#worker.release();
+    }
+  }
+
+  async #liveModelId() {
+    await this.whenUsable();
+    return this.#modelId;
+  }
+
+  #reload(crash) {
+    if (this.#reloading) return;  // this crash ended the reload itself: its request fails with it
+    this.#reloading = true;
+    this.#failedReloadCrash = null;
+    this.#usable = this.#worker.request(this.#loadMessage).then(({ value }) => {
+      this.#modelId = value.modelId;
+    }, (error) => {
+      this.#failedReloadCrash = crash;
+      throw new Error(`the model could not be loaded again after the engine crashed (${crash.reason}): ${error.message}`,
+        { cause: error });
+    }).finally(() => {
+      this.#reloading = false;
+    });
+    this.#usable.catch(() => {});  // reported to whoever calls the model next
+  }
+}
+
+// Same interface as Generation (generate.js): the worker streams pieces and stats as messages.
+class WorkerGeneration {
+  stats;
+  #iterator;
+
+  // message() -> Promise of the generate request (it waits for a model being loaded again).
+  constructor(worker, message, signal, contextSize) {
+    this.stats = createStats(contextSize);
+    this.#iterator = this.#run(worker, message, signal);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.#iterator;
+  }
+
+  async *#run(worker, message, signal) {
+    const queue = new PieceQueue();
+    const cancel = new AbortController();
+    const onAbort = () => cancel.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) cancel.abort();
+    const onPiece = (piece, stats) => {
+      Object.assign(this.stats, stats);
+      queue.push(piece);
+    };
+    const onEnd = ({ stats }) => {
+      Object.assign(this.stats, stats);
+      queue.end();
+    };
+    const onError = (error) => {
+      Object.assign(this.stats, error.stats ?? { stopReason: 'error' });
+      queue.fail(error);
+    };
+    message().then((request) => worker.request(request, { onPiece, signal: cancel.signal })).then(onEnd, onError);
+    try {
+      yield* queue;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!queue.settled) {
+        cancel.abort();  // the consumer left the loop early
+        this.stats.stopReason ??= 'abort';
+      }
+    }
+  }
+}
+
+// Pieces pushed by messages, pulled by for-await.
+class PieceQueue {
+  #items = [];
+  #wake = null;
+  #error = null;
+  settled = false;
+
+  push(item) {
+    this.#items.push(item);
+    this.#notify();
+  }
+
+  end() {
+    this.settled = true;
+    this.#notify();
+  }
+
+  fail(error) {
+    this.#error = error;
+    this.end();
+  }
+
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this.#items.length > 0) yield this.#items.shift();
+      else if (this.#error) throw this.#error;
+      else if (this.settled) return;
+      else await new Promise((resolve) => (this.#wake = resolve));
+    }
+  }
+
+  #notify() {
+    this.#wake?.();
+    this.#wake = null;
+  }
+}

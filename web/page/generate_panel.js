@@ -1,0 +1,162 @@
+// The Generate mode: streaming generation with per-token probabilities, Continue, Stop, the speed statistics
+// and the ms/token chart.
+import { TokenTimeChart } from './chart.js';
+import { recoverFromCrash } from './crash_recovery.js';
+import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, pieceOfToken, showError, state, updateControls } from './page_state.js';
+import { formatBytes } from './progress_text.js';
+import { hideTooltip } from './tooltip.js';
+
+const chart = new TokenTimeChart($('token-chart'));
+
+// Generate starts the output from the prompt; Continue generates more after what the output shows (the prompt
+// it started from and the tokens so far), with the same settings. It gives the model those token ids, not their
+// text (which the tokenizer may cut into other tokens), so the model's cache holds all but the last of them
+// (generate() reuses the longest common prefix of its cache) and only that one is fed again.
+export function generate() {
+  runGeneration(elements.prompt.value, { continuing: false });
+}
+
+export function continueGeneration() {
+  if (hasGeneratedOutput()) runGeneration(elements.output.textContent, { continuing: true });
+}
+
+async function runGeneration(text, { continuing }) {
+  if (!state.model || state.generation || state.loading || state.analyzing) return;
+  const options = readGenerationOptions();
+  if (!options) return;
+  const controller = new AbortController();
+  state.generation = state.latestGeneration = controller;
+  clearError();
+  updateControls();
+  if (continuing) continueOutput();
+  else startOutput(text);
+  chart.startRun(options.useKVCache);
+  let run = null;
+  try {
+    // The ids of what the output shows; an empty prompt (the model starts from <|endoftext|>) keeps none, and
+    // Continue then gives the text.
+    if (!continuing) state.outputIds = await state.model.encode(text);
+    const prompt = continuing && state.outputIds?.length ? state.outputIds : text;
+    run = state.model.generate(prompt, { ...options, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
+    let isFirstPiece = true;
+    for await (const piece of run) {
+      if (controller.signal.aborted) break;
+      if (Number.isInteger(piece.token)) state.outputIds?.push(piece.token);
+      appendToken(piece);
+      // The first piece's time is the prompt's prefill, shown on its own; the chart is about decode steps.
+      if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
+      isFirstPiece = false;
+      showStats(run.stats);
+    }
+  } catch (error) {
+    if (error.name === 'EngineAbortedError') recoverFromCrash(error);
+    else if (!controller.signal.aborted) showError(`Generation failed: ${error.message}`);
+  } finally {
+    // A stopped run ends in the worker only at its next token, maybe after a newer run has started: its stats
+    // must not replace the newer run's.
+    if (run && state.latestGeneration === controller) showStats(run.stats, controller.signal.aborted);
+    finishGeneration(controller);
+  }
+}
+
+// The controls come back at once on Stop, without waiting for the engine to finish its current step.
+export function stopGeneration() {
+  const controller = state.generation;
+  if (!controller) return;
+  controller.abort();
+  elements.stats.stop.textContent = 'stopped';
+  finishGeneration(controller);
+}
+
+function finishGeneration(controller) {
+  if (state.generation !== controller) return;
+  state.generation = null;
+  elements.output.setAttribute('aria-busy', 'false');
+  updateControls();
+}
+
+// Returns the generate() options, or null after pointing at the first invalid field.
+function readGenerationOptions() {
+  const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed];
+  const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
+  if (invalid) {
+    const label = document.querySelector(`label[for="${invalid.id}"]`).textContent;
+    showError(`${label}: ${invalid.validationMessage || 'please enter a number.'}`);
+    invalid.focus();
+    return null;
+  }
+  return {
+    temperature: elements.temperature.valueAsNumber,
+    topK: elements.topK.valueAsNumber,
+    topP: elements.topP.valueAsNumber,
+    maxNewTokens: elements.maxNewTokens.valueAsNumber,
+    seed: elements.seed.value === '' ? undefined : elements.seed.valueAsNumber,
+    useKVCache: elements.kvCache.checked,
+    kvCache: elements.kvStorage.value,
+  };
+}
+
+function startOutput(prompt) {
+  hideTooltip();
+  const promptSpan = document.createElement('span');
+  promptSpan.className = 'prompt-text';
+  promptSpan.textContent = prompt;
+  elements.output.replaceChildren(promptSpan);
+  startStats();
+}
+
+function continueOutput() {
+  hideTooltip();
+  startStats();
+}
+
+function startStats() {
+  elements.output.setAttribute('aria-busy', 'true');
+  for (const cell of Object.values(elements.stats)) cell.textContent = '–';
+}
+
+function appendToken(piece) {
+  const span = document.createElement('span');
+  span.className = 'token';
+  span.textContent = piece.text;
+  // Roving tabindex: the output is one Tab stop; arrow keys move between tokens.
+  span.tabIndex = elements.output.querySelector('.token') ? -1 : 0;
+  pieceOfToken.set(span, piece);
+  const { output } = elements;
+  // Follow the text as it grows, unless the reader has scrolled up to read earlier output.
+  const followingEnd = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+  output.append(span);
+  if (followingEnd) output.scrollTop = output.scrollHeight;
+}
+
+const STOP_REASONS = {
+  length: 'token limit',
+  eos: 'end of text',
+  stop: 'stop sequence',
+  abort: 'stopped',
+  error: 'error',
+};
+
+function showStats(stats, stopped = false) {
+  if (!stats) return;
+  const { speed, prefill, reused, context, kv, stop } = elements.stats;
+  if (Number.isFinite(stats.decodeTokensPerSecond) && stats.decodeTokensPerSecond > 0) {
+    speed.textContent = stats.decodeTokensPerSecond.toFixed(1);
+  }
+  if (Number.isFinite(stats.prefillMs)) {
+    const promptTokens = document.createElement('small');
+    promptTokens.textContent = `for ${stats.promptTokens} prompt tokens`;
+    prefill.replaceChildren(`${stats.prefillMs.toFixed(1)} ms`, promptTokens);
+  }
+  if (Number.isFinite(stats.prefillMs) && Number.isFinite(stats.reusedTokens)) {
+    const promptTokens = document.createElement('small');
+    promptTokens.textContent = `of ${stats.promptTokens} prompt tokens`;
+    reused.replaceChildren(String(stats.reusedTokens), promptTokens);
+  }
+  if (Number.isFinite(stats.contextUsed)) context.textContent = `${stats.contextUsed} / ${stats.contextSize} tokens`;
+  if (Number.isFinite(stats.kvCacheBytes)) {
+    kv.textContent = stats.kvCacheBytes > 0 ? `${formatBytes(stats.kvCacheBytes)} (${stats.kvCache})` : 'none';
+  }
+  if (stopped) stop.textContent = 'stopped';
+  else if (stats.stopReason) stop.textContent = STOP_REASONS[stats.stopReason] ?? stats.stopReason;
+}

@@ -1,0 +1,66 @@
+// The page (public/index.html): its parts wired to its elements. Model choice and download progress
+// (model_menu.js), the stored models (stored_models.js), the settings (settings.js), the Generate mode
+// (generate_panel.js) and the Analyze text mode (analyze_panel.js), the token tooltip of both (tooltip.js).
+import { analyze } from './analyze_panel.js';
+import { reloadAfterFailedRecovery } from './crash_recovery.js';
+import { continueGeneration, generate, stopGeneration } from './generate_panel.js';
+import { MODEL_CHOICES, choiceFromUrlParameter } from './model_choices.js';
+import { fillModelSelect, onLocalFilesChosen, onModelSelected, onWeightsChanged, restoreModelSelection, switchModel } from './model_menu.js';
+import { elements, showError, state } from './page_state.js';
+import { PERSISTED_INPUTS, restoreSettings, saveSettings } from './settings.js';
+import { refreshStoredModels } from './stored_models.js';
+import { followScroll, hideTooltip, wireTooltip } from './tooltip.js';
+
+// Generate shows the prompt, the output and the speed; Analyze text its text box and the analysis.
+function showMode(mode) {
+  const analyzing = mode === 'analyze';
+  hideTooltip();
+  elements.promptHeading.textContent = analyzing ? 'Text to analyze' : 'Prompt';
+  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard]) element.hidden = analyzing;
+  for (const element of [elements.analyzeForm, elements.analysis]) element.hidden = !analyzing;
+}
+
+function start() {
+  restoreSettings();
+  let urlParameterError = null;
+  try {
+    state.urlChoice = choiceFromUrlParameter();
+  } catch (error) {
+    urlParameterError = error;
+  }
+  fillModelSelect(state.urlChoice);
+  elements.model.addEventListener('change', onModelSelected);
+  elements.localFiles.addEventListener('change', onLocalFilesChosen);
+  elements.localFiles.addEventListener('cancel', restoreModelSelection);
+  elements.form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    generate();
+  });
+  elements.prompt.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.form.requestSubmit();
+  });
+  elements.continue.addEventListener('click', continueGeneration);
+  elements.stop.addEventListener('click', stopGeneration);
+  elements.analyzeForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    analyze();
+  });
+  elements.analyzeText.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.analyzeForm.requestSubmit();
+  });
+  for (const radio of elements.modes) radio.addEventListener('change', () => showMode(radio.value));
+  showMode(document.querySelector('input[name="mode"]:checked').value); // a reload may keep the last choice
+  elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);
+  for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
+  elements.weights.addEventListener('change', onWeightsChanged);
+  wireTooltip(elements.output);
+  wireTooltip(elements.analysisText);
+  document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
+  // Scroll events do not bubble; capturing catches a token box scrolling as well as the page.
+  document.addEventListener('scroll', followScroll, { capture: true, passive: true });
+  refreshStoredModels();
+  switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
+  if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors
+}
+
+start();

@@ -1,0 +1,102 @@
+// What every part of the page shares: its elements, the state of the model, the load and the runs, and the
+// controls and messages that follow that state. All model and user text is inserted with textContent, never as
+// HTML.
+
+export const $ = (id) => document.getElementById(id);
+
+export const elements = {
+  form: $('generate-form'),
+  prompt: $('prompt'),
+  generate: $('generate'),
+  continue: $('continue'),
+  stop: $('stop'),
+  modes: document.querySelectorAll('input[name="mode"]'),
+  promptHeading: $('prompt-heading'),
+  outputHint: $('output-hint'),
+  statsCard: $('stats-card'),
+  analyzeForm: $('analyze-form'),
+  analyzeText: $('analyze-text'),
+  analyze: $('analyze'),
+  analysis: $('analysis'),
+  analysisText: $('analysis-text'),
+  perplexity: $('analysis-perplexity'),
+  analyzedTokens: $('analysis-tokens'),
+  reloadModel: $('reload-model'),
+  modelStatus: $('model-status'),
+  error: $('error'),
+  progressPanel: $('progress-panel'),
+  progress: $('download-progress'),
+  progressDetail: $('download-detail'),
+  output: $('output'),
+  model: $('model'),
+  localFiles: $('local-files'),
+  storedModels: $('stored-models'),
+  storedModelsEmpty: $('stored-models-empty'),
+  weights: $('weights'),
+  weightsReason: $('weights-reason'),
+  kvCache: $('kv-cache'),
+  kvStorage: $('kv-storage'),
+  temperature: $('temperature'),
+  topK: $('top-k'),
+  topP: $('top-p'),
+  maxNewTokens: $('max-new-tokens'),
+  seed: $('seed'),
+  tooltip: $('token-tooltip'),
+  stats: {
+    speed: $('stat-speed'),
+    prefill: $('stat-prefill'),
+    reused: $('stat-reused'),
+    context: $('stat-context'),
+    kv: $('stat-kv'),
+    stop: $('stat-stop'),
+  },
+};
+
+// output <span> -> its generated piece, or analyzed token as { text, token, probability, rank, alternatives }
+export const pieceOfToken = new WeakMap();
+
+export const state = {
+  model: null,
+  modelChoice: null, // the choice (with .value and .label) whose model is loaded
+  modelWeights: null, // 'fp32' | 'int8' | undefined (a GGUF file): the weights setting the model loaded with
+  weightsSetting: 'fp32', // the user's Weights setting, also while the menu shows what a model runs instead
+  failedChoice: null, // the choice whose load failed last, which the Weights menu retries
+  modelNotCached: null, // why the Cache API did not keep the model (e.g. a full quota); null: it did, or local files
+  loadingChoice: null, // the choice being loaded, if any
+  urlChoice: null, // the folder given as ?model=, if any
+  localChoice: null, // the latest local files picked
+  loading: null, // AbortController of the model load in progress
+  generation: null, // AbortController of the generation in progress
+  latestGeneration: null, // AbortController of the latest generation, whose run the output and the stats show
+  analyzing: false, // whether an Analyze text run is in progress
+  recovery: null, // 'reloading' | 'failed' after the engine crashed: the model is not usable (null: it is)
+  outputIds: null, // the token ids of the prompt and the tokens the output shows, for Continue
+};
+
+// The likeliest tokens the tooltip lists for each generated or analyzed token.
+export const TOP_ALTERNATIVES = 5;
+
+export function hasGeneratedOutput() {
+  return elements.output.querySelector('.token') !== null;
+}
+
+export function updateControls() {
+  const generating = state.generation !== null;
+  const busy = generating || state.analyzing || !state.model || state.loading !== null || state.recovery !== null;
+  elements.generate.disabled = busy;
+  elements.continue.disabled = busy || !hasGeneratedOutput();
+  elements.analyze.disabled = busy;
+  elements.stop.disabled = !generating;
+}
+
+export function showModelStatus(text) {
+  elements.modelStatus.textContent = text;
+}
+
+export function showError(message) {
+  elements.error.textContent = message;
+}
+
+export function clearError() {
+  elements.error.textContent = '';
+}

@@ -1,0 +1,58 @@
+// The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
+import { resolveAgainstPage } from '../lib/environment.js';
+import { modelLocation } from '../lib/loading/model_files.js';
+
+// name -> [parser of a data-* attribute value, default]. The generation options are those of
+// Model.generate (web/lib/gpt2.js), which checks their values.
+const OPTIONS = {
+  model: [String, undefined],  // a model folder URL or a .gguf file URL, relative to the page; default: the bundled model
+  prompt: [String, ''],
+  maxNewTokens: [Number, 64],
+  temperature: [Number, 0.8],
+  topK: [Number, 40],
+  topP: [Number, 1],
+  repetitionPenalty: [Number, 1],
+  seed: [Number, undefined],  // random
+  stop: [String, undefined],
+  autoGenerate: [parseBoolean, false],
+  lazy: [parseBoolean, false],
+  theme: [String, 'auto'],
+};
+export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'seed', 'stop'];
+const THEMES = ['auto', 'light', 'dark'];
+// The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
+export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
+export const PLACEHOLDER_SELECTOR = '[data-gpt2-widget]';
+
+function parseBoolean(value) {
+  return value !== 'false';
+}
+
+// Options from data-* attributes; other data-* attributes (the host's own) are ignored.
+export function optionsFromDataset(dataset) {
+  const options = {};
+  for (const [name, [parse]] of Object.entries(OPTIONS)) {
+    const value = dataset[name];
+    if (value === undefined || (value === '' && parse !== parseBoolean)) continue;
+    options[name] = parse(value);
+  }
+  return options;
+}
+
+export function completeOptions(options, defaultModelUrl) {
+  if (options === null || typeof options !== 'object') throw new TypeError('GPT2Widget.mount: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (!(name in OPTIONS)) throw new TypeError(`GPT2Widget.mount: unknown option "${name}" (known: ${Object.keys(OPTIONS).join(', ')})`);
+  }
+  const complete = Object.fromEntries(Object.entries(OPTIONS).map(([name, [, fallback]]) => [name, options[name] ?? fallback]));
+  if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
+  complete.model = modelUrl(complete.model === undefined ? defaultModelUrl : resolveAgainstPage(complete.model));
+  complete.prompt = String(complete.prompt);
+  return complete;
+}
+
+// A GGUF file's URL as it is; a folder's with a trailing slash (modelLocation), so that widgets of one folder
+// share it however it is spelled.
+function modelUrl(address) {
+  return modelLocation(address).url.href;
+}
