@@ -14,7 +14,7 @@ case "${1:-}" in
 esac
 
 shopt -s nullglob
-cpp_files=(engine/*.cpp engine/*.h wasm/*.cpp wasm/*.h tests/cpp/*.cpp tests/cpp/*.h tests/fuzz/*.cpp tests/fuzz/*.h
+cpp_files=(engine/*.h engine/*/*.cpp engine/*/*.h wasm/*.cpp wasm/*.h tests/cpp/*.cpp tests/cpp/*.h tests/fuzz/*.cpp tests/fuzz/*.h
            tools/*.cpp tools/bench/*.cpp tools/bench/*.h)
 
 if $fix; then

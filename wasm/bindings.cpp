@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "gpt2.h"
-#include "thread_pool.h"
+#include "model/thread_pool.h"
 #ifdef GPT2_WASM_TESTING
 #include "../tools/bench/stream_read.h"
 #endif
