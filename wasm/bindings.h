@@ -90,7 +90,7 @@ class WasmModel {
     BindingError error_;
 };
 
-struct Sampling;
+struct Sampling;  // gpt2::SamplingSettings as JS passes them (bindings.cpp)
 
 // A gpt2::Session. Its error state is the session's (gpt2::Session::report_error takes the binding's own
 // failures), or the constructor's when no session could be made.
