@@ -36,12 +36,12 @@ struct SamplingSettings {
 // inputs of those matrices are quantized per token to int16 (at least 11 bits of range, see kernels.h), so the
 // dot products run exactly in integers.
 // The ggml block formats (f16 .. q6_k) are the storage of a GGUF file's matrices, run as the file stores them
-// (engine/block_formats.h): a GGUF model's Linears each have the format of their tensor in the file.
+// (engine/kernels/block_formats.h): a GGUF model's Linears each have the format of their tensor in the file.
 enum class WeightFormat { fp32, int8, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k };
 
 // Storage of a session's KV cache. fp32: the keys and values as computed. int8: each head's key and value row of
-// a position is stored as int8 with one fp32 scale (engine/kernels.h's quantize_cache_row), a quarter of the bytes
-// plus a scale per head_size values (GPT-2 124M at 1024 positions: 19.7 MB instead of 75.5 MB), which is what a
+// a position is stored as int8 with one fp32 scale (engine/kernels/kernels.h's quantize_cache_row), a quarter of the
+// bytes plus a scale per head_size values (GPT-2 124M at 1024 positions: 19.7 MB instead of 75.5 MB), which is what a
 // decode step at a long context reads most; the scores are exact integer dot products with the query quantized
 // per head, and the values exact integer sums with the attention weights quantized to int16 (kernels.h). Cached
 // and uncached decoding stay bit-identical with either (both read the rows back from the cache), as do any thread
@@ -52,7 +52,7 @@ struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
     // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
     // workers start with the model and live as long as it; every matrix product is split between them with
-    // bit-identical results for any count (engine/forward.cpp). If the system refuses some threads the model
+    // bit-identical results for any count (engine/model/forward.cpp). If the system refuses some threads the model
     // runs with those it got (Model::n_threads()).
     int n_threads = 1;
 };
@@ -62,13 +62,15 @@ struct LoadOptions {
 //   config: config.json is invalid           file: model.safetensors is invalid (or its weights misbehave)
 //   memory: an allocation failed             input: the caller's arguments are out of range
 enum class ErrorKind { none, config, file, memory, input };
+// "config", "file", "memory" or "input", as the JS API spells a kind ("" for none).
+const char* error_kind_name(ErrorKind kind);
 
-struct Weights;      // engine layout of the parameters, engine/weights.h
-struct Vocabulary;   // the tokenizer a GGUF file carries, engine/gguf.h
-struct LoaderState;  // the incremental loader's progress, engine/model_loader.cpp
-class ThreadPool;    // workers of the forward pass, engine/thread_pool.h
-struct RunState;     // activations + KV cache, engine/forward.h
-class Sampler;       // engine/sampler.h
+struct Weights;      // engine layout of the parameters, engine/model/weights.h
+struct Vocabulary;   // the tokenizer a GGUF file carries, engine/formats/gguf.h
+struct LoaderState;  // the incremental loader's progress, engine/formats/model_loader.cpp
+class ThreadPool;    // workers of the forward pass, engine/model/thread_pool.h
+struct RunState;     // activations + KV cache, engine/model/forward.h
+class Sampler;       // engine/model/sampler.h
 
 // One scored token of Session::score: its log-probability (log-softmax of the raw logits, temperature 1, no
 // penalty, computed in double) and its rank (1 + the number of tokens with a strictly greater logit).
@@ -77,6 +79,13 @@ struct TokenScore {
     double logprob;
     int32_t rank;
 };
+
+// The model's distribution at one position from its row of logits (n_vocab), as Session::score gives it: *score
+// (if not null) is token's TokenScore, token in [0, n_vocab); alternatives (top_k) the top_k likeliest tokens,
+// likeliest first (lower id first on equal logits, which share a rank), top_k in [0, n_vocab] (alternatives may be
+// null for 0). false, and nothing written, if an argument is out of range or a logit is not finite.
+bool score_logits(const float* logits, int n_vocab, int32_t token, int top_k, TokenScore* score,
+                  TokenScore* alternatives);
 
 // Immutable weights, shared by sessions (a Model must outlive its sessions), and the model's worker threads.
 // Sessions of one model may run on different threads: a forward pass that finds the workers busy with another
@@ -111,9 +120,10 @@ class Model {
 // its final storage as its bytes arrive. Peak memory: the weights, the header, and a few buffers (one
 // decoded Conv1D matrix for int8; a raw copy of wte or lm_head when the file has both, for the tie check).
 //
-// Or from one GGUF file (engine/gguf.h), which holds the hyper-parameters, the tokenizer and the tensors: its
+// Or from one GGUF file (engine/formats/gguf.h), which holds the hyper-parameters, the tokenizer and the tensors: its
 // matrices keep the file's types (F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), run in their
-// block-quantized form (engine/block_formats.h), and the model keeps the file's tokenizer (Model::vocabulary()).
+// block-quantized form (engine/kernels/block_formats.h), and the model keeps the file's tokenizer
+// (Model::vocabulary()).
 //
 // Nothing throws or aborts. Errors are one line starting with "config.json: ", "model.safetensors: ",
 // "model.gguf: " or "out of memory: "; after one, feed() refuses everything and finish() returns nullptr.
@@ -215,6 +225,9 @@ class Session {
     KvCacheFormat kv_cache_format() const;
     const std::string& error() const;
     ErrorKind error_kind() const { return error_kind_; }  // input (token ids, lengths) or file (non-finite logits)
+    // Makes error() and error_kind() report a failure of the caller's own work for this session (the wasm
+    // binding's allocation of what score() fills), until the next call that clears them.
+    void report_error(ErrorKind kind, const std::string& message);
 
     // Lower level: clears, feeds ids[0..n) (1 <= n <= n_ctx, no truncation) in one batched pass and writes the
     // logits of every position to all_logits (n, n_vocab). Samples nothing; step() may continue afterwards.

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "block_formats.h"
-#include "float16.h"
-#include "kernels.h"
-#include "linear.h"
+#include "kernels/block_formats.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "kernels/linear.h"
 #include "test_util.h"
 
 using namespace gpt2_test;

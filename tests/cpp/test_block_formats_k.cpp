@@ -1,4 +1,4 @@
-// The K-quant block formats (Q4_K, Q5_K, Q6_K; engine/block_formats_k.cpp) against the NumPy decoder's values
+// The K-quant block formats (Q4_K, Q5_K, Q6_K; engine/kernels/block_formats_k.cpp) against the NumPy decoder's values
 // (tests/fixtures/ggml-blocks, a 10 x 512 matrix per type), and their products against a double-precision
 // reference, bit-identical between the GEMV, the GEMM and any split of outputs or tokens.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "block_formats_k.h"
-#include "kernels.h"
-#include "linear.h"
+#include "kernels/block_formats_k.h"
+#include "kernels/kernels.h"
+#include "kernels/linear.h"
 #include "test_util.h"
 
 using namespace gpt2_test;

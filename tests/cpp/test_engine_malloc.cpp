@@ -1,6 +1,6 @@
 // Counts the malloc / calloc / realloc calls made from the engine's code: the test binary is linked with
 // -Wl,--wrap for them (tests/cpp/CMakeLists.txt). Eigen allocates with malloc, not operator new, so the
-// operator new counter of alloc_counter.cpp alone would not notice an Eigen temporary in engine/ops.cpp.
+// operator new counter of alloc_counter.cpp alone would not notice an Eigen temporary in engine/kernels/ops.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "formats/json.h"
 #include "gpt2.h"
-#include "json.h"
+#include "model/weights.h"
 #include "test_util.h"
-#include "weights.h"
 
 using namespace gpt2_test;
 

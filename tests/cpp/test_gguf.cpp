@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "test_util.h"
 
 using namespace gpt2_test;

@@ -1,4 +1,4 @@
-// GGUF files as models (ModelLoader's GGUF form, engine/gguf_weights.h): every tensor type in one forward pass
+// GGUF files as models (ModelLoader's GGUF form, engine/formats/gguf_weights.h): every tensor type in one forward pass
 // against the float64 reference of its dequantized weights (tests/fixtures/tiny-gguf,
 // gpt2tools.fixtures.make_gguf_fixtures), streaming, caching and threads bit for bit, the file's tokenizer, and files
 // that are not a gpt2 model.
@@ -8,11 +8,11 @@
 #include <cstring>
 #include <tuple>
 
-#include "gguf.h"
+#include "formats/gguf.h"
+#include "formats/json.h"
 #include "gpt2.h"
-#include "json.h"
+#include "model/weights.h"
 #include "test_util.h"
-#include "weights.h"
 
 using namespace gpt2_test;
 

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "gpt2.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "test_util.h"
 
 using namespace gpt2_test;

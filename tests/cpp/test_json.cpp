@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "json.h"
+#include "formats/json.h"
 
 using gpt2::json_parse_bytes;
 using gpt2::JsonValue;

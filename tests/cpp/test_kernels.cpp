@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels.h"
-#include "ops.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpt2.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "test_util.h"
 
 namespace {

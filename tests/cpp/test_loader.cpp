@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "float16.h"
-#include "forward.h"
 #include "gpt2.h"
-#include "kernels.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "model/forward.h"
+#include "model/weights.h"
 #include "test_util.h"
-#include "weights.h"
 
 using namespace gpt2_test;
 
@@ -386,4 +386,30 @@ TEST(ErrorKind, NamesWhatEachLoaderAndSessionErrorIsAbout) {
     const int32_t valid = 1;
     EXPECT_GE(session->prefill(&valid, 1), 0);
     EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::none);
+}
+
+// The kinds as JS reads them (EngineError.kind): the wasm binding passes these names on.
+TEST(ErrorKind, NamesAreTheJsApisKinds) {
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::config), "config");
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::file), "file");
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::memory), "memory");
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::input), "input");
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::none), "");
+}
+
+// A caller's own failure for a session (the wasm binding's allocations) is reported by the session until its next
+// call clears it.
+TEST(ErrorKind, ASessionReportsItsCallersFailureUntilTheNextCall) {
+    std::string error;
+    auto model = load(config_json(kSpec), build_safetensors(random_tensors(kSpec)), &error);
+    ASSERT_TRUE(model) << error;
+    auto session = gpt2::Session::create(*model, true, &error);
+    ASSERT_TRUE(session) << error;
+    session->report_error(gpt2::ErrorKind::memory, "out of memory: need 64 bytes for the scores");
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::memory);
+    EXPECT_EQ(session->error(), "out of memory: need 64 bytes for the scores");
+    const int32_t ids[] = {1, 2};
+    EXPECT_GE(session->prefill(ids, 2), 0);
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::none);
+    EXPECT_EQ(session->error(), "");
 }

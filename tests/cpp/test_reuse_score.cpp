@@ -1,4 +1,5 @@
-// Session::prefill_reusing (the KV cache kept between calls) and Session::score (per-token log-probabilities).
+// Session::prefill_reusing (the KV cache kept between calls), Session::score (per-token log-probabilities) and
+// score_logits, the one position's distribution that scoring and the page's tooltip both read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
+#include "formats/safetensors.h"
 #include "gpt2.h"
 #include "reference_gpt2.h"
-#include "safetensors.h"
 #include "test_util.h"
 
 using namespace gpt2_test;
@@ -327,4 +328,63 @@ TEST(Score, RejectsFewerThanTwoTokensBadIdsAndTopKOutOfRange) {
     EXPECT_EQ(session->error(), "score: top_k -1 out of range [0, 67]");
     EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
     EXPECT_TRUE(session->score(ids, 2, 67, scores.data(), alternatives.data())) << "top_k may be the whole vocabulary";
+}
+
+TEST(ScoreLogits, IsOnePositionOfScoreLogSoftmaxRanksAndTheLikeliestFirst) {
+    // tokens 1 and 2 tie: the lower id comes first and they share a rank
+    const float logits[] = {0.5f, 3.0f, 3.0f, -2.0f, 1.25f};
+    const std::vector<double> expected = log_softmax(widen(logits, 5).data(), 5);
+    TokenScore score{}, alternatives[5];
+    ASSERT_TRUE(gpt2::score_logits(logits, 5, 4, 5, &score, alternatives));
+    EXPECT_EQ(score.token, 4);
+    EXPECT_EQ(score.rank, 3);
+    EXPECT_NEAR(score.logprob, expected[4], 1e-15);
+    const int32_t order[] = {1, 2, 4, 0, 3}, ranks[] = {1, 1, 3, 4, 5};
+    for (int k = 0; k < 5; k++) {
+        EXPECT_EQ(alternatives[k].token, order[k]) << "alternative " << k;
+        EXPECT_EQ(alternatives[k].rank, ranks[k]) << "alternative " << k;
+        EXPECT_NEAR(alternatives[k].logprob, expected[size_t(order[k])], 1e-15);
+    }
+    // the token's score and the alternatives are separate: either may be left out
+    TokenScore top[2];
+    ASSERT_TRUE(gpt2::score_logits(logits, 5, -1, 2, nullptr, top));
+    EXPECT_EQ(top[0].token, 1);
+    EXPECT_EQ(top[1].token, 2);
+    ASSERT_TRUE(gpt2::score_logits(logits, 5, 0, 0, &score, nullptr));
+    EXPECT_EQ(score.rank, 4);
+}
+
+TEST(ScoreLogits, RefusesArgumentsOutOfRangeAndNonFiniteLogits) {
+    const float logits[] = {0.5f, 3.0f, 1.0f};
+    TokenScore score{}, alternatives[4];
+    EXPECT_FALSE(gpt2::score_logits(logits, 3, 3, 0, &score, nullptr)) << "token past the vocabulary";
+    EXPECT_FALSE(gpt2::score_logits(logits, 3, -1, 0, &score, nullptr)) << "negative token";
+    EXPECT_FALSE(gpt2::score_logits(logits, 3, 0, 4, &score, alternatives)) << "top_k over n_vocab";
+    EXPECT_FALSE(gpt2::score_logits(logits, 3, 0, -1, &score, alternatives)) << "negative top_k";
+    EXPECT_FALSE(gpt2::score_logits(logits, 3, 0, 1, &score, nullptr)) << "alternatives to fill but none given";
+    EXPECT_FALSE(gpt2::score_logits(logits, 0, 0, 0, nullptr, nullptr)) << "empty vocabulary";
+    const float with_nan[] = {0.5f, std::nanf(""), 1.0f};
+    EXPECT_FALSE(gpt2::score_logits(with_nan, 3, 0, 1, &score, alternatives));
+    const float with_inf[] = {0.5f, INFINITY, 1.0f};
+    EXPECT_FALSE(gpt2::score_logits(with_inf, 3, 0, 1, &score, alternatives));
+}
+
+TEST(ScoreLogits, GivesWhatScoreGivesForTheLastPosition) {
+    auto model = make_model(ModelSpec{});
+    const int V = model->config().n_vocab;
+    const std::vector<int32_t> ids = some_ids(30, V);  // within the context: one window
+    auto session = session_with(*model, KvCacheFormat::fp32, greedy());
+    const int top_k = 8;
+    std::vector<TokenScore> scores(ids.size() - 1), alternatives(scores.size() * top_k);
+    ASSERT_TRUE(session->score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()));
+    // the last scored token is predicted by the row of the one before it: feed all ids but the last
+    ASSERT_GE(session->prefill(ids.data(), ids.size() - 1), 0);
+    TokenScore score{}, row[top_k];
+    ASSERT_TRUE(gpt2::score_logits(session->logits(), V, ids.back(), top_k, &score, row));
+    EXPECT_EQ(score.logprob, scores.back().logprob);
+    EXPECT_EQ(score.rank, scores.back().rank);
+    for (int k = 0; k < top_k; k++) {
+        EXPECT_EQ(row[k].token, alternatives[(scores.size() - 1) * top_k + size_t(k)].token);
+        EXPECT_EQ(row[k].logprob, alternatives[(scores.size() - 1) * top_k + size_t(k)].logprob);
+    }
 }

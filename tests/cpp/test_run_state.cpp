@@ -1,4 +1,4 @@
-// The run state's one block (engine/forward.cpp), for either KV cache format: every buffer has the shape its
+// The run state's one block (engine/model/forward.cpp), for either KV cache format: every buffer has the shape its
 // comment in forward.h gives, lies inside the block, is aligned for its type and overlaps no other, except fc,
 // which reuses the memory of qkv + att; and the block holds nothing else.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "forward.h"
 #include "gpt2.h"
+#include "model/forward.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "sampler.h"
+#include "model/sampler.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 
 #include "../fuzz/fuzz_model.h"
 #include "gpt2.h"
+#include "model/weights.h"
 #include "test_util.h"
-#include "weights.h"
 
 using namespace gpt2_test;
 

@@ -1,4 +1,4 @@
-// The multi-threaded forward pass (LoadOptions::n_threads) and its pool (engine/thread_pool.h): any thread count
+// The multi-threaded forward pass (LoadOptions::n_threads) and its pool (engine/model/thread_pool.h): any thread count
 // gives bit-identical logits and tokens, for prefill (split by tokens) and step (split by output rows), fp32 and
 // int8, cached and uncached, across a window slide; the pool runs every part once, survives many jobs, callers
 // on two threads, and destruction at any moment.
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gpt2.h"
+#include "model/thread_pool.h"
 #include "test_util.h"
-#include "thread_pool.h"
 
 using namespace gpt2_test;
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "fuzz_common.h"
-#include "gguf.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // libFuzzer target: the input is model.gguf, loaded as a model by gpt2::ModelLoader's GGUF form (the reader, then
-// the weights' placement, engine/gguf_weights.cpp) in pieces of 1 to 64 bytes (sizes drawn from the input
+// the weights' placement, engine/formats/gguf_weights.cpp) in pieces of 1 to 64 bytes (sizes drawn from the input
 // itself). Beyond "no crash, no sanitizer report, no leak": a failure is one line naming the file (or "out of
 // memory: "); a model generates a prompt and two steps, cached and uncached with identical tokens and
 // bit-identical logits (fuzz_common.h). Slower per input than fuzz_gguf (the reader alone), which it complements.

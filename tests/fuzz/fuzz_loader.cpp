@@ -15,7 +15,7 @@
 
 #include "fuzz_common.h"
 #include "fuzz_model.h"
-#include "weights.h"
+#include "model/weights.h"
 
 namespace {
 

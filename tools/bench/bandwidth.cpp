@@ -1,5 +1,5 @@
 // gpt2_bandwidth: the native memory-bandwidth ceiling for tools/bench/bench.mjs. Streams a buffer of as many bytes
-// as a model's weights (stream_read.h, the same loop as the wasm binding's Module.streamWeights) and prints
+// as a model's weights (stream_read.h, the same loop as the wasm testing build's HeapBlock.streamRead) and prints
 // one JSON line: {"bytes": N, "ms": [time of each pass]}.
 //
 //   gpt2_bandwidth --bytes N [--repeats R]

@@ -8,8 +8,9 @@
 //
 //   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
 //   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
-//             tools/bench/block_kernels.cpp engine/kernels.cpp engine/block_formats*.cpp engine/linear.cpp
-//             -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -o build/block_kernels.cjs
+//             tools/bench/block_kernels.cpp engine/kernels/kernels.cpp engine/kernels/block_formats*.cpp
+//             engine/kernels/linear.cpp -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0
+//             -o build/block_kernels.cjs
 //           && node build/block_kernels.cjs [--hot]
 #include <algorithm>
 #include <chrono>
@@ -22,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "block_formats.h"
-#include "kernels.h"
-#include "linear.h"
+#include "kernels/block_formats.h"
+#include "kernels/kernels.h"
+#include "kernels/linear.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 //
 //   native: cmake --build build/native --target gpt2_gemm_ceiling && build/native/gpt2_gemm_ceiling
 //   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
-//             tools/bench/gemm_ceiling.cpp engine/kernels.cpp -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node
+//             tools/bench/gemm_ceiling.cpp engine/kernels/kernels.cpp -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node
 //             -sWASM_ASYNC_COMPILATION=0 -o build/gemm_ceiling.cjs
 //           && node build/gemm_ceiling.cjs
 #include <algorithm>
@@ -22,7 +22,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The memory-bandwidth ceiling of a decode step: a streaming read, shared by the native probe
-// (tools/bench/bandwidth.cpp) and the wasm binding (wasm/bindings.cpp) so both runtimes time the same loop.
-// Written with the vector extensions of engine/kernels.cpp, so it compiles to SSE natively and to wasm simd128.
+// (tools/bench/bandwidth.cpp) and the wasm testing build (wasm/testing_hooks.cpp) so both runtimes time the same loop.
+// Written with the vector extensions of engine/kernels/kernels.cpp, so it compiles to SSE natively and to wasm simd128.
 #pragma once
 
 #include <cstddef>

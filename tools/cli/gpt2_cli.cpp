@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "gpt2.h"
 
 namespace {

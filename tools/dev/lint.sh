@@ -15,7 +15,7 @@ case "${1:-}" in
 esac
 
 shopt -s nullglob
-cpp_files=(engine/*.cpp engine/*.h wasm/*.cpp wasm/*.h tests/cpp/*.cpp tests/cpp/*.h tests/fuzz/*.cpp tests/fuzz/*.h
+cpp_files=(engine/*.h engine/*/*.cpp engine/*/*.h wasm/*.cpp wasm/*.h tests/cpp/*.cpp tests/cpp/*.h tests/fuzz/*.cpp tests/fuzz/*.h
            tools/cli/*.cpp tools/bench/*.cpp tools/bench/*.h)
 # Tracked and new files, not the ignored ones (node_modules, build).
 mapfile -t python_files < <(git ls-files --cached --others --exclude-standard -- '*.py')

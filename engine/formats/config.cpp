@@ -1,9 +1,9 @@
-#include "config.h"
+#include "formats/config.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "json.h"
+#include "formats/json.h"
 
 namespace gpt2 {
 

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "safetensors.h"
-#include "weights.h"
+#include "formats/safetensors.h"
+#include "model/weights.h"
 
 namespace gpt2 {
 
-class WeightStream {
+class SafetensorsWeightsSink {
    public:
-    // header, roles (match_tensors), layout and w must outlive the stream, and w must be allocated
+    // header, roles (match_tensors), layout and w must outlive the sink, and w must be allocated
     // (allocate_weights) before the first consume(). Allocates the conversion buffers; false + "out of memory:
     // ..." if they do not fit.
     bool init(const Config& config, WeightFormat format, const SafetensorsHeader& header,

@@ -1,6 +1,6 @@
 // Strict parser for the safetensors container: 8-byte little-endian header length N, N bytes of JSON
 // header, then the raw tensor data. The front of the file (length and header) is parsed on its own, before
-// any tensor data has arrived, so that the data can be converted as it streams in (engine/model_loader.cpp).
+// any tensor data has arrived, so that the data can be converted as it streams in (engine/formats/model_loader.cpp).
 #pragma once
 
 #include <cstddef>

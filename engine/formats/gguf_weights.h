@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "gpt2.h"
-#include "weights.h"
+#include "model/weights.h"
 
 namespace gpt2 {
 

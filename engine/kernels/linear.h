@@ -1,11 +1,11 @@
-// The one place that knows how each storage format of a Linear (engine/weights.h) multiplies: fp32 and int8 run
+// The one place that knows how each storage format of a Linear (engine/model/weights.h) multiplies: fp32 and int8 run
 // the kernels of kernels.cpp, the ggml block formats their BlockFormat (block_formats.h), so that the forward
 // pass, its threading and the weights' structs need not know the formats.
 #pragma once
 
 #include <cstdint>
 
-#include "weights.h"
+#include "model/weights.h"
 
 namespace gpt2 {
 

@@ -1,19 +1,19 @@
 // ModelLoader (gpt2.h): model.safetensors as a stream, in three stages: the 8-byte header length, the JSON
 // header (parsed, checked against the config, then the weights are allocated), the tensor data (converted by
-// WeightStream as it arrives). A GGUF file is one stage: GgufReader delivers it to GgufWeightsSink.
+// SafetensorsWeightsSink as it arrives). A GGUF file is one stage: GgufReader delivers it to GgufWeightsSink.
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include "config.h"
-#include "gguf.h"
-#include "gguf_weights.h"
+#include "formats/config.h"
+#include "formats/gguf.h"
+#include "formats/gguf_weights.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_weights.h"
 #include "gpt2.h"
-#include "json.h"
-#include "safetensors.h"
-#include "thread_pool.h"
-#include "weight_stream.h"
-#include "weights.h"
+#include "model/thread_pool.h"
+#include "model/weights.h"
 
 namespace gpt2 {
 
@@ -36,7 +36,7 @@ struct LoaderState {
     WeightsLayout layout;                      // where each parameter goes in *weights (fixed by the config)
     SafetensorsHeader header;                  // the parsed header
     std::vector<TensorRole> roles;             // (header.tensors) what becomes of each tensor
-    WeightStream stream;                       // the data stage's conversion
+    SafetensorsWeightsSink weights_sink;       // the data stage: the tensors into *weights
     ErrorKind failure_kind = ErrorKind::file;  // of a failure in feed(): the file's fault unless an allocation failed
 
     // Stage::gguf: the whole file goes to the reader, which hands the tensors to the sink
@@ -69,8 +69,8 @@ bool start_data(LoaderState& state, std::string* error) {
     // The small conversion buffers first, while the heap has room: then the weights are the allocation that
     // grows a wasm heap, which grows by about what is asked (and never shrinks).
     state.failure_kind = ErrorKind::memory;  // the conversion buffers and the weights are allocations
-    if (!state.stream.init(state.config, state.format, state.header, state.roles, state.layout, state.weights.get(),
-                           error))
+    if (!state.weights_sink.init(state.config, state.format, state.header, state.roles, state.layout,
+                                 state.weights.get(), error))
         return false;
     if (!allocate_weights(state.layout, state.weights.get(), error)) return false;
     state.failure_kind = ErrorKind::file;
@@ -203,7 +203,7 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
         switch (state.stage) {
             case LoaderState::Stage::length: used = feed_length(state, bytes, n, &error_); break;
             case LoaderState::Stage::header: used = feed_header(state, bytes, n, &error_); break;
-            case LoaderState::Stage::data: state.stream.consume(bytes, n, &error_); break;
+            case LoaderState::Stage::data: state.weights_sink.consume(bytes, n, &error_); break;
             case LoaderState::Stage::gguf: feed_gguf(state, bytes, n, &error_); break;
         }
         bytes += used;
@@ -235,7 +235,7 @@ std::unique_ptr<Model> ModelLoader::finish() {
             safetensors_ended_early(bytes_fed_, &state->header_len, &error_);
             return nullptr;
         case LoaderState::Stage::data:
-            if (!state->stream.finish(&error_)) return nullptr;
+            if (!state->weights_sink.finish(&error_)) return nullptr;
             error_kind_ = ErrorKind::memory;  // what remains are allocations
             if (!pack_weight_panels(state->config, state->weights.get(), &error_)) return nullptr;
             return make_model(state->config, std::move(state->weights), nullptr, state->n_threads);
@@ -282,6 +282,20 @@ std::unique_ptr<Model> ModelLoader::make_model(const Config& config, std::unique
     model->config_ = config;
     model->weights_ = std::move(weights);
     model->vocabulary_ = std::move(vocabulary);
+    return model;
+}
+
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, std::string* error) {
+    return load_model(config_json, config_len, safetensors, safetensors_len, LoadOptions(), error);
+}
+
+std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
+                                  size_t safetensors_len, const LoadOptions& options, std::string* error) {
+    ModelLoader loader(config_json, config_len, options, safetensors_len);
+    loader.feed(safetensors, safetensors_len);
+    std::unique_ptr<Model> model = loader.finish();
+    if (!model && error) *error = loader.error();
     return model;
 }
 

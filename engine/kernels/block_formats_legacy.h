@@ -1,7 +1,7 @@
-// The block formats of engine/block_formats_legacy.cpp, for block_format()'s table (block_formats.cpp).
+// The block formats of engine/kernels/block_formats_legacy.cpp, for block_format()'s table (block_formats.cpp).
 #pragma once
 
-#include "block_formats.h"
+#include "kernels/block_formats.h"
 
 namespace gpt2 {
 

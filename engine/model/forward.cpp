@@ -1,16 +1,16 @@
-#include "forward.h"
+#include "model/forward.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
 
-#include "block_formats.h"
-#include "kernels.h"
-#include "linear.h"
-#include "ops.h"
-#include "thread_pool.h"
-#include "weights.h"
+#include "kernels/block_formats.h"
+#include "kernels/kernels.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "model/thread_pool.h"
+#include "model/weights.h"
 
 namespace gpt2 {
 

@@ -1,4 +1,4 @@
-#include "weights.h"
+#include "model/weights.h"
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 namespace gpt2 {
 

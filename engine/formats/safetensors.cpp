@@ -1,12 +1,12 @@
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
-#include "float16.h"
-#include "json.h"
+#include "formats/json.h"
+#include "kernels/float16.h"
 
 // Tensor data is read with memcpy into host integers/floats, which is only correct on little-endian
 // hosts (x86, ARM, wasm). Refuse to build elsewhere rather than load garbage.

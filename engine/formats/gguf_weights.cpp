@@ -1,20 +1,20 @@
-#include "gguf_weights.h"
+#include "formats/gguf_weights.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
 
-#include "block_formats.h"
-#include "json.h"
-#include "kernels.h"
-#include "safetensors.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+#include "kernels/block_formats.h"
+#include "kernels/kernels.h"
 
 namespace gpt2 {
 
 namespace {
 
-// Bounds of the hyper-parameters, as for config.json (engine/config.cpp).
+// Bounds of the hyper-parameters, as for config.json (engine/formats/config.cpp).
 constexpr uint64_t kMaxEmbd = 1 << 16;
 constexpr uint64_t kMaxHeads = 1 << 12;
 constexpr uint64_t kMaxLayers = 1 << 12;

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "model/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "ops.h"
+#include "kernels/ops.h"
 
 #include <cmath>
 #include <cstddef>
@@ -8,7 +8,7 @@
 // here allocates (tests/cpp/test_engine_malloc.cpp checks it).
 #include <Eigen/Core>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 static_assert(EIGEN_VERSION_AT_LEAST(3, 4, 0), "the engine needs Eigen 3.4");
 

@@ -1,4 +1,4 @@
-// A persistent pool of worker threads for splitting one matrix product into parts (engine/forward.cpp).
+// A persistent pool of worker threads for splitting one matrix product into parts (engine/model/forward.cpp).
 // Workers are started once, when the model is loaded, and wait between jobs (spinning briefly, then sleeping on a
 // condition variable), so running a job allocates nothing and creates no thread.
 //

@@ -1,9 +1,9 @@
-#include "linear.h"
+#include "kernels/linear.h"
 
 #include <cstddef>
 
-#include "block_formats.h"
-#include "kernels.h"
+#include "kernels/block_formats.h"
+#include "kernels/kernels.h"
 
 namespace gpt2 {
 

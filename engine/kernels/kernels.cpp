@@ -1,4 +1,4 @@
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <cfloat>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "simd.h"
+#include "kernels/simd.h"
 
 namespace gpt2 {
 

@@ -1,4 +1,4 @@
-#include "json.h"
+#include "formats/json.h"
 
 #include <cstdio>
 #include <cstdlib>

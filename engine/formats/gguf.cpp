@@ -1,11 +1,11 @@
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
-#include "json.h"     // printable
-#include "weights.h"  // out_of_memory
+#include "formats/json.h"   // printable
+#include "model/weights.h"  // out_of_memory
 
 // Fields are assembled little-endian by hand, but tensor bytes are handed on as they are: GGUF v3 files are
 // little-endian, as are the hosts (x86, ARM, wasm).

@@ -1,74 +1,13 @@
-// Public API: model loading and the Session (token window, cache policy, sampling).
-#include "gpt2.h"
-
+// The Session (gpt2.h): token window, cache policy, sampling and scoring.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <new>
-#include <vector>
 
-#include "forward.h"
-#include "gguf.h"
-#include "sampler.h"
-#include "thread_pool.h"
-#include "weights.h"
+#include "gpt2.h"
+#include "model/forward.h"
+#include "model/sampler.h"
 
 namespace gpt2 {
-
-Model::~Model() = default;
-
-std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
-                                  size_t safetensors_len, std::string* error) {
-    return load_model(config_json, config_len, safetensors, safetensors_len, LoadOptions(), error);
-}
-
-std::unique_ptr<Model> load_model(const uint8_t* config_json, size_t config_len, const uint8_t* safetensors,
-                                  size_t safetensors_len, const LoadOptions& options, std::string* error) {
-    ModelLoader loader(config_json, config_len, options, safetensors_len);
-    loader.feed(safetensors, safetensors_len);
-    std::unique_ptr<Model> model = loader.finish();
-    if (!model && error) *error = loader.error();
-    return model;
-}
-
-int Model::n_threads() const { return thread_pool_ ? thread_pool_->n_threads() : 1; }
-
-const Config& model_config(const Model& model) { return model.config(); }
-size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }
-
-const char* weight_format_name(WeightFormat format) {
-    switch (format) {
-        case WeightFormat::fp32: return "fp32";
-        case WeightFormat::int8: return "int8";
-        case WeightFormat::f16: return "f16";
-        case WeightFormat::q8_0: return "q8_0";
-        case WeightFormat::q4_0: return "q4_0";
-        case WeightFormat::q4_1: return "q4_1";
-        case WeightFormat::q5_0: return "q5_0";
-        case WeightFormat::q5_1: return "q5_1";
-        case WeightFormat::q4_k: return "q4_k";
-        case WeightFormat::q5_k: return "q5_k";
-        case WeightFormat::q6_k: return "q6_k";
-    }
-    return "";
-}
-
-std::string model_weight_types(const Model& model) {
-    const Weights& w = model.weights();
-    std::vector<const Linear*> linears{&w.wte};
-    for (const Layer& layer : w.layers)
-        for (const Linear* linear : {&layer.attn_qkv, &layer.attn_proj, &layer.mlp_fc, &layer.mlp_proj})
-            linears.push_back(linear);
-    linears.push_back(&w.lm_head());
-    std::string out;
-    std::vector<WeightFormat> seen;
-    for (const Linear* linear : linears) {
-        if (std::find(seen.begin(), seen.end(), linear->format) != seen.end()) continue;
-        seen.push_back(linear->format);
-        out += (out.empty() ? "" : ", ") + std::string(weight_format_name(linear->format));
-    }
-    return out;
-}
 
 Session::~Session() = default;
 
@@ -119,6 +58,10 @@ int Session::n_cached() const { return n_cached_; }
 size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
 KvCacheFormat Session::kv_cache_format() const { return state_->kv_format; }
 const std::string& Session::error() const { return error_; }
+void Session::report_error(ErrorKind kind, const std::string& message) {
+    error_kind_ = kind;
+    error_ = message;
+}
 const int32_t* Session::window() const { return state_->tokens; }
 
 bool Session::check_ids(const int32_t* ids, size_t n) {
@@ -193,44 +136,6 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
     return true;
 }
 
-namespace {
-
-// The log-probability and rank of token given one row of logits; top_k > 0 also fills alternatives (top_k) with
-// the likeliest tokens, likeliest first. false if a logit is not finite.
-bool score_row(const float* logits, int n_vocab, int32_t token, int top_k, TokenScore* score,
-               TokenScore* alternatives) {
-    double max = logits[0];
-    for (int v = 0; v < n_vocab; v++) {
-        if (!std::isfinite(logits[v])) return false;
-        max = std::max(max, double(logits[v]));
-    }
-    double sum = 0.0;
-    for (int v = 0; v < n_vocab; v++) sum += std::exp(double(logits[v]) - max);
-    const double log_z = max + std::log(sum);
-    int greater = 0;
-    for (int v = 0; v < n_vocab; v++) greater += logits[v] > logits[token];
-    *score = TokenScore{token, double(logits[token]) - log_z, greater + 1};
-    // insertion into the sorted top_k: a token moves ahead of strictly smaller logits only (lower id first on ties)
-    int filled = 0;
-    for (int v = 0; v < n_vocab && top_k > 0; v++) {
-        if (filled == top_k && !(logits[v] > logits[alternatives[top_k - 1].token])) continue;
-        int at = filled < top_k ? filled++ : top_k - 1;
-        while (at > 0 && logits[v] > logits[alternatives[at - 1].token]) {
-            alternatives[at] = alternatives[at - 1];
-            at--;
-        }
-        alternatives[at].token = v;
-    }
-    for (int i = 0; i < top_k; i++) {
-        const float logit = logits[alternatives[i].token];
-        alternatives[i].logprob = double(logit) - log_z;
-        alternatives[i].rank = i > 0 && logits[alternatives[i - 1].token] == logit ? alternatives[i - 1].rank : i + 1;
-    }
-    return true;
-}
-
-}  // namespace
-
 bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
     error_.clear();
     error_kind_ = ErrorKind::none;
@@ -283,8 +188,8 @@ bool Session::score_window(const int32_t* ids, size_t n, int from, int top_k, To
         forward(*model_, state_.get(), tokens + r0, count, r0, score_logits_.get());
         for (int j = 0; j < count && r0 + j + 1 < int(n); j++) {
             const int at = r0 + j + 1 - from;  // index of the scored token in scores
-            if (!score_row(score_logits_.get() + size_t(j) * size_t(V), V, tokens[r0 + j + 1], top_k, scores + at,
-                           alternatives ? alternatives + size_t(at) * size_t(top_k) : nullptr)) {
+            if (!score_logits(score_logits_.get() + size_t(j) * size_t(V), V, tokens[r0 + j + 1], top_k, scores + at,
+                              alternatives ? alternatives + size_t(at) * size_t(top_k) : nullptr)) {
                 error_kind_ = ErrorKind::file;
                 error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(r0 + j);
                 return false;

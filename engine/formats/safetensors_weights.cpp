@@ -1,4 +1,4 @@
-#include "weight_stream.h"
+#include "formats/safetensors_weights.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,9 +14,9 @@ void* allocate(uint64_t bytes) { return bytes > uint64_t(SIZE_MAX) ? nullptr : s
 
 }  // namespace
 
-bool WeightStream::init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
-                        const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w,
-                        std::string* error) {
+bool SafetensorsWeightsSink::init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
+                                  const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w,
+                                  std::string* error) {
     header_ = &header;
     roles_ = &roles;
     layout_ = &layout;
@@ -53,7 +53,7 @@ bool WeightStream::init(const Config& config, WeightFormat format, const Safeten
     return true;
 }
 
-void WeightStream::start_tensor() {
+void SafetensorsWeightsSink::start_tensor() {
     block_fill_ = 0;
     rows_done_ = 0;
     if (next_ == order_.size()) {
@@ -69,7 +69,7 @@ void WeightStream::start_tensor() {
     n_rows_ = tensor_->n_elements / row_length_;
 }
 
-bool WeightStream::consume(const uint8_t* data, size_t n, std::string* error) {
+bool SafetensorsWeightsSink::consume(const uint8_t* data, size_t n, std::string* error) {
     while (n > 0) {
         if (!tensor_) {
             trailing_ += n;
@@ -106,7 +106,7 @@ bool WeightStream::consume(const uint8_t* data, size_t n, std::string* error) {
     return true;
 }
 
-bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* error) {
+bool SafetensorsWeightsSink::convert_rows(const uint8_t* raw, size_t rows, std::string* error) {
     const size_t first = rows_done_ * row_length_, count = rows * row_length_;
     const bool parameter = role_->kind == TensorRole::Kind::parameter;
     const ParameterSlot* slot = parameter ? &layout_->slots[role_->slot] : nullptr;
@@ -137,7 +137,7 @@ bool WeightStream::convert_rows(const uint8_t* raw, size_t rows, std::string* er
     return true;
 }
 
-void WeightStream::check_tied_head(const uint8_t* raw, const float* values, size_t first, size_t count) {
+void SafetensorsWeightsSink::check_tied_head(const uint8_t* raw, const float* values, size_t first, size_t count) {
     const size_t first_size = dtype_size(tied_first_->dtype);
     if (tensor_ == tied_first_) {
         std::memcpy(tied_raw_.get() + first * first_size, raw, count * first_size);
@@ -148,7 +148,7 @@ void WeightStream::check_tied_head(const uint8_t* raw, const float* values, size
     if (first + count == tensor_->n_elements) tied_raw_.reset();  // compared: the copy is no longer needed
 }
 
-bool WeightStream::finish(std::string* error) const {
+bool SafetensorsWeightsSink::finish(std::string* error) const {
     if (tensor_)
         return weights_file_error(error, "the file is truncated: it ends " + std::to_string(received_) +
                                              " bytes into the data section, inside tensor '" + tensor_->name +

@@ -2,7 +2,7 @@
 // block_format() (block_formats.h) to hand out. Their storage and kernels are in block_formats_k.cpp.
 #pragma once
 
-#include "block_formats.h"
+#include "kernels/block_formats.h"
 
 namespace gpt2 {
 

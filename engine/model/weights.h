@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/safetensors.h"
 #include "gpt2.h"
-#include "safetensors.h"
 
 namespace gpt2 {
 
 // One weight matrix (n_out, n_in), [out][in] in panels (kernels.h), in one storage format, and its bias: a
 // linear layer out = x . weight^T + bias. The format decides how the matrix multiplies, in one place
-// (engine/linear.cpp): a new storage format is a new WeightFormat and a kernel there, not new fields.
+// (engine/kernels/linear.cpp): a new storage format is a new WeightFormat and a kernel there, not new fields.
 struct Linear {
     WeightFormat format = WeightFormat::fp32;
     int n_out = 0;
@@ -117,8 +117,8 @@ constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
 // points the parts of w that the slots name into it. Errors start with "out of memory: ".
 bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* error);
 
-// Conversion steps shared by the streaming converter (engine/weight_stream.cpp) and the loader
-// (engine/model_loader.cpp).
+// Conversion steps shared by the safetensors converter (engine/formats/safetensors_weights.cpp) and the loader
+// (engine/formats/model_loader.cpp).
 
 // *error = "model.safetensors: " + message (if error is not null). Returns false.
 bool weights_file_error(std::string* error, const std::string& message);

@@ -1,4 +1,4 @@
-#include "thread_pool.h"
+#include "model/thread_pool.h"
 
 #include <limits>
 #include <new>

@@ -29,14 +29,14 @@
 //       out += d * sum.
 // Every integer there is below 2^24, so exact as a float, and the lanes of the 4 rows never mix: a gemm row
 // equals the gemv, and any split of the outputs (at multiples of kPanelRows) or tokens gives the same bits.
-#include "block_formats_k.h"
+#include "kernels/block_formats_k.h"
 
 #include <cassert>
 #include <cstring>
 
-#include "float16.h"
-#include "kernels.h"
-#include "simd.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>

@@ -19,13 +19,13 @@
 // F16: panels of 4 rows with chunks of 8 values per row, as the fp32 layout of kernels.h (with a padded last
 // panel); the kernel widens the halves exactly and sums in the fp32 order of kernels.h, so it equals gemv() on
 // the dequantized matrix bit for bit.
-#include "block_formats_legacy.h"
+#include "kernels/block_formats_legacy.h"
 
 #include <cstring>
 
-#include "float16.h"
-#include "kernels.h"
-#include "simd.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 namespace gpt2 {
 

@@ -1,12 +1,12 @@
-#include "block_formats.h"
+#include "kernels/block_formats.h"
 
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 
-#include "block_formats_k.h"
-#include "block_formats_legacy.h"
-#include "simd.h"
+#include "kernels/block_formats_k.h"
+#include "kernels/block_formats_legacy.h"
+#include "kernels/simd.h"
 
 namespace gpt2 {
 

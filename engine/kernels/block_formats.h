@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "gpt2.h"
-#include "linear.h"
+#include "kernels/linear.h"
 
 namespace gpt2 {
 

@@ -1,0 +1,131 @@
+// The embind objects as C++ classes: wasm/bindings.cpp registers them (the product API), wasm/testing_hooks.cpp
+// adds the testing build's methods. Nothing here throws: see bindings.cpp.
+#pragma once
+
+#include <emscripten/bind.h>
+#include <emscripten/val.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "gpt2.h"
+
+// What a failed call returns from error(). kind: "config", "file", "memory" or "input" (gpt2::ErrorKind).
+struct BindingError {
+    std::string kind;
+    std::string message;
+};
+
+// model.safetensors or a GGUF file arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into the
+// loader's staging block (staging(), a view of the heap) and calls feed(length), so the file is never held
+// whole, in JS or in the heap.
+class WasmModelLoader {
+   public:
+    // file_size: the file's length in bytes, or -1 when unknown (no Content-Length). int8: quantize the weight
+    // matrices and the LM head on load (gpt2::WeightFormat::int8). n_threads: threads of the forward pass
+    // (gpt2::LoadOptions::n_threads); above 1 it needs the -pthread build (gpt2-mt), elsewhere the model gets
+    // one thread. staging_bytes: the size of the staging block, the largest piece feed() takes.
+    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads, double staging_bytes)
+        : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
+                  gpt2::LoadOptions{int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32, n_threads},
+                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        allocate_staging(staging_bytes);
+    }
+
+    // A GGUF file (model.gguf), which carries its own config and tokenizer; its matrices keep the file's types.
+    WasmModelLoader(double file_size, int n_threads, double staging_bytes)
+        : loader_(gpt2::LoadOptions{gpt2::WeightFormat::fp32, n_threads},
+                  file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        allocate_staging(staging_bytes);
+    }
+
+    bool ok() const { return !loader_.failed() && staging_; }
+    BindingError error() const {
+        return loader_.failed() ? BindingError{gpt2::error_kind_name(loader_.error_kind()), loader_.error()} : error_;
+    }
+
+    // Uint8Array over the staging block: valid until the next call into the module (memory growth detaches it).
+    emscripten::val staging() const {
+        return emscripten::val(emscripten::typed_memory_view(staging_size_, staging_.get()));
+    }
+
+    // The next length bytes of the file, written at the start of staging().
+    bool feed(double length);
+
+    gpt2::ModelLoader& loader() { return loader_; }
+
+   private:
+    void allocate_staging(double staging_bytes);
+    gpt2::ModelLoader loader_;
+    std::unique_ptr<uint8_t, decltype(&std::free)> staging_{nullptr, &std::free};  // (staging_size_)
+    size_t staging_size_ = 0;
+    BindingError error_;
+};
+
+// Weights of one model, made by the loader once the whole file has been fed.
+class WasmModel {
+   public:
+    explicit WasmModel(WasmModelLoader& loader) : model_(loader.loader().finish()) {
+        if (!model_) error_ = loader.error();
+    }
+
+    bool ok() const { return model_ != nullptr; }
+    BindingError error() const { return error_; }
+    gpt2::Config config() const { return model_ ? gpt2::model_config(*model_) : gpt2::Config{}; }
+    double weight_bytes() const { return model_ ? double(gpt2::model_weight_bytes(*model_)) : 0.0; }
+    int threads() const { return model_ ? model_->n_threads() : 0; }  // threads it got, the caller's included
+    std::string weight_types() const { return model_ ? gpt2::model_weight_types(*model_) : std::string(); }
+
+    // A GGUF model's tokenizer: { tokens, merges, eosTokenId, bosTokenId (null when the file has none) }, the
+    // strings in id / priority order; null for a safetensors model (its tokenizer files are separate).
+    emscripten::val vocabulary() const;
+
+    // Sessions share ownership, so JS may delete the model and its sessions in any order.
+    std::shared_ptr<const gpt2::Model> shared() const { return model_; }
+
+   private:
+    std::shared_ptr<const gpt2::Model> model_;
+    BindingError error_;
+};
+
+struct Sampling;  // gpt2::SamplingSettings as JS passes them (bindings.cpp)
+
+// A gpt2::Session. Its error state is the session's (gpt2::Session::report_error takes the binding's own
+// failures), or the constructor's when no session could be made.
+class WasmSession {
+   public:
+    // kv_cache: "int8" or "fp32" (gpt2::KvCacheFormat)
+    WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache);
+
+    bool ok() const { return session_ != nullptr; }
+    BindingError error() const;
+    void set_sampling(const Sampling& sampling);
+    // ids: a JS Array or typed array of token ids, fed by prefill_ids (gpt2::Session::prefill or prefill_reusing).
+    template <int (gpt2::Session::*prefill_ids)(const int32_t*, size_t)>
+    int prefill(const emscripten::val& ids);
+    int reused_tokens() const { return session_ ? session_->reused_tokens() : 0; }
+    int step(int32_t id) { return session_ ? session_->step(id) : -1; }
+    emscripten::val score(const emscripten::val& ids, int top_k);
+    emscripten::val distribution(int32_t token, int top_k);
+    void reset() {
+        if (session_) session_->reset();
+    }
+    int n_cached() const { return session_ ? session_->n_cached() : 0; }
+    double kv_cache_bytes() const { return session_ ? double(session_->kv_cache_bytes()) : 0.0; }
+    std::string kv_cache() const { return session_ ? gpt2::kv_cache_format_name(session_->kv_cache_format()) : ""; }
+
+    // The engine's session (null unless ok()) and its vocabulary size, for the testing hooks.
+    const gpt2::Session* session() const { return session_.get(); }
+    size_t n_vocab() const { return n_vocab_; }
+
+   private:
+    std::shared_ptr<const gpt2::Model> model_;  // the session's weights, kept alive as long as it
+    std::unique_ptr<gpt2::Session> session_;
+    size_t n_vocab_ = 0;
+    BindingError constructor_error_;  // why session_ is null
+};
+
+// The testing build's hooks (wasm/testing_hooks.cpp), on the Session class and beside it.
+void register_testing_hooks(emscripten::class_<WasmSession>& session);
