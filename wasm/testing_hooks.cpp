@@ -41,7 +41,7 @@ class HeapBlock {
     // Uint8Array over the block: valid until the next call into the module (memory growth detaches it).
     val view() const { return val(emscripten::typed_memory_view(size_, data_.get())); }
 
-    // One streaming read of the block's floats: tools/bench.mjs times it over as many bytes as the model's
+    // One streaming read of the block's floats: tools/bench/bench.mjs times it over as many bytes as the model's
     // weights as the memory-bandwidth ceiling of a decode step, in the same engine build. Returns the sum so the
     // read cannot be optimized away.
     double stream_read() const {
