@@ -1,5 +1,5 @@
-// embind bindings of the GPT-2 engine for JavaScript (web/lib/engine/engine.js wraps them in friendlier classes); wasm/ is
-// the only place that includes Emscripten headers. Nothing here throws (C++ exceptions are off in wasm):
+// embind bindings of the GPT-2 engine for JavaScript (web/lib/engine/engine.js wraps them in friendlier classes); wasm/
+// is the only place that includes Emscripten headers. Nothing here throws (C++ exceptions are off in wasm):
 // constructors that can fail leave ok() false, methods return -1 / false, and error() then says
 // { kind, message } with the engine's kind (config, file, memory, input); the objects stay usable.
 //
