@@ -32,22 +32,10 @@ function start() {
   elements.model.addEventListener('change', onModelSelected);
   elements.localFiles.addEventListener('change', onLocalFilesChosen);
   elements.localFiles.addEventListener('cancel', restoreModelSelection);
-  elements.form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    generate();
-  });
-  elements.prompt.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.form.requestSubmit();
-  });
+  runOnSubmit(elements.form, elements.prompt, generate);
   elements.continue.addEventListener('click', continueGeneration);
   elements.stop.addEventListener('click', stopGeneration);
-  elements.analyzeForm.addEventListener('submit', (event) => {
-    event.preventDefault();
-    analyze();
-  });
-  elements.analyzeText.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) elements.analyzeForm.requestSubmit();
-  });
+  runOnSubmit(elements.analyzeForm, elements.analyzeText, analyze);
   for (const radio of elements.modes) radio.addEventListener('change', () => showMode(radio.value));
   showMode(document.querySelector('input[name="mode"]:checked').value); // a reload may keep the last choice
   elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);
@@ -61,6 +49,18 @@ function start() {
   refreshStoredModels();
   switchModel(state.urlChoice ?? MODEL_CHOICES[0]);
   if (urlParameterError) showError(urlParameterError.message); // after switchModel, which clears errors
+}
+
+// run() on the form's submit (its button, or Enter in a field) and on Ctrl/Cmd+Enter in its text area, which
+// takes plain Enter as a new line.
+function runOnSubmit(form, textArea, run) {
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    run();
+  });
+  textArea.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
 }
 
 start();
