@@ -302,6 +302,9 @@ describe('progress line', () => {
     expect(formatProgress({ file: 'vocab.json', loaded: 1_042_301, total: 1_042_301 }))
       .toBe('vocab.json [########################] 100% 1.0/1.0 MB');
     expect(formatProgress({ file: 'm.gguf', loaded: 2_000_000, total: null })).toBe('m.gguf 2.0 MB');
+    // the page's and the widget's megabytes: thousands grouped
+    expect(formatProgress({ file: 'model.safetensors', loaded: 1_548_200_000, total: 6_230_444_800 }))
+      .toBe('model.safetensors [######..................]  24% 1,548.2/6,230.4 MB');
     expect(formatProgress({ file: 'model.safetensors', loaded: 0, total: 10 }, 20)).toBe('model.safetensors [');
   });
 });

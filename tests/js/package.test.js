@@ -113,7 +113,6 @@ test('npm pack holds the wasm builds, the web modules and their types, the widge
   expect(packedFiles.filter((path) => !SHIPPED.test(path))).toEqual([]);
   expect(packedFiles).not.toContain('web/page/main.js');
   expect(packedFiles).not.toContain('web/page/embed_page.js');
-  expect(packedFiles).not.toContain('web/page/progress_text.js');
   expect(packedFiles).not.toContain('web/widget/widget.js');
 });
 

@@ -3,7 +3,7 @@
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, pieceOfToken, showError, state, updateControls } from './page_state.js';
-import { formatBytes } from './progress_text.js';
+import { formatBytes } from '../lib/progress_text.js';
 import { hideTooltip } from './tooltip.js';
 
 const chart = new TokenTimeChart($('token-chart'));

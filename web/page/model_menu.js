@@ -6,7 +6,7 @@ import { isGgufName } from '../lib/loading/model_files.js';
 import { stopGeneration } from './generate_panel.js';
 import { GGUF_CHOICES, LOADED_LOCAL_VALUE, LOCAL_FILES_VALUE, MODEL_CHOICES, findChoice } from './model_choices.js';
 import { clearError, elements, showError, showModelStatus, state, updateControls } from './page_state.js';
-import { formatBytes, formatDuration, formatPace } from './progress_text.js';
+import { formatBytes, formatDuration, formatPace } from '../lib/progress_text.js';
 import { saveSettings, showWeightsSetting, weightsFor } from './settings.js';
 import { refreshStoredModels } from './stored_models.js';
 

@@ -1,6 +1,6 @@
 // The settings: the Weights menu, and the inputs kept across visits (localStorage).
 import { elements, state } from './page_state.js';
-import { formatBytes } from './progress_text.js';
+import { formatBytes } from '../lib/progress_text.js';
 
 // The weight format a choice loads with: the Weights setting, unless the model only fits as int8 (int8Only, or
 // fp32Bytes: the size its fp32 weights turned out to need); none for a GGUF file, which runs in its own types.

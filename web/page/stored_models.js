@@ -3,7 +3,7 @@ import { resolveAgainstPage } from '../lib/environment.js';
 import { deleteCachedModel, listCachedModels } from '../lib/gpt2.js';
 import { GGUF_CHOICES, MODEL_CHOICES } from './model_choices.js';
 import { elements, showError, state } from './page_state.js';
-import { formatMegabytes } from './progress_text.js';
+import { formatMegabytes } from '../lib/progress_text.js';
 
 // The models the Cache API keeps (listCachedModels), each with its size and a Delete button; listed again after
 // each load and delete. Deleting the model in use is allowed: it stays loaded, and loading it again downloads it.

@@ -1,5 +1,5 @@
 // One widget: its Shadow DOM (the markup below, styled by widget.css), its controls, its model and its runs.
-import { formatBytes, formatPace } from '../page/progress_text.js';
+import { formatBytes, formatPace } from '../lib/progress_text.js';
 import { MESSAGES } from './generator_api.js';
 import { GENERATE_OPTIONS } from './widget_options.js';
 import WIDGET_CSS from './widget.css';

@@ -1,5 +1,5 @@
 // The words for sizes and for a download's pace in the loader's progress events (loader.js: bytesPerSecond and
-// secondsLeft, null until measured), shared by the page and the widget.
+// secondsLeft, null until measured), shared by the page, the widget and the CLI.
 
 // Decimal units, as downloads and disks count: "812 bytes", "7.4 MB", "548 MB", "6.2 GB".
 export function formatBytes(bytes) {
@@ -16,9 +16,13 @@ export function formatBytes(bytes) {
 
 const MEGABYTES = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
-// In MB with one decimal, for sizes listed one under another: "0.5 MB", "24.0 MB", "1,548.2 MB".
+// The number of MB with one decimal, for sizes listed one under another or side by side: "0.5", "24.0", "1,548.2".
+export function megabytes(bytes) {
+  return MEGABYTES.format(bytes / 1e6);
+}
+
 export function formatMegabytes(bytes) {
-  return `${MEGABYTES.format(bytes / 1e6)} MB`;
+  return `${megabytes(bytes)} MB`;
 }
 
 export function formatDuration(seconds) {
