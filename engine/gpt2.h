@@ -152,6 +152,10 @@ class ModelLoader {
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
     ErrorKind error_kind() const { return error_kind_; }
+    // Fails the load with a failure of the caller's own work for it (the wasm binding's staging block, or a piece
+    // larger than that block): failed() from then on, so feed() and finish() refuse. A loader that has already
+    // failed keeps its first error, the one that explains the rest.
+    void report_error(ErrorKind kind, const std::string& message);
 
    private:
     std::unique_ptr<LoaderState> state_;  // null once finished (or if it could not be allocated)

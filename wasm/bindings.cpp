@@ -44,8 +44,8 @@ struct Sampling {
 bool WasmModelLoader::feed(double length) {
     if (!ok()) return false;
     if (!(length >= 0 && length <= double(staging_size_))) {
-        error_ = {"input", "feed: " + std::to_string(length) + " bytes do not fit the " +
-                               std::to_string(staging_size_) + "-byte staging block"};
+        loader_.report_error(gpt2::ErrorKind::input, "feed: " + std::to_string(length) + " bytes do not fit the " +
+                                                         std::to_string(staging_size_) + "-byte staging block");
         return false;
     }
     return loader_.feed(staging_.get(), size_t(length));
@@ -59,8 +59,8 @@ void WasmModelLoader::allocate_staging(double staging_bytes) {
                        : nullptr);
     if (staging_) staging_size_ = size_t(staging_bytes);
     else
-        error_ = {"memory", "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
-                                " bytes for the loader's staging block"};
+        loader_.report_error(gpt2::ErrorKind::memory, "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
+                                                          " bytes for the loader's staging block");
 }
 
 namespace {

@@ -41,10 +41,10 @@ class WasmModelLoader {
         allocate_staging(staging_bytes);
     }
 
-    bool ok() const { return !loader_.failed() && staging_; }
-    BindingError error() const {
-        return loader_.failed() ? BindingError{gpt2::error_kind_name(loader_.error_kind()), loader_.error()} : error_;
-    }
+    // The loader's error state is the engine loader's (gpt2::ModelLoader::report_error takes the binding's own
+    // failures).
+    bool ok() const { return !loader_.failed(); }
+    BindingError error() const { return {gpt2::error_kind_name(loader_.error_kind()), loader_.error()}; }
 
     // Uint8Array over the staging block: valid until the next call into the module (memory growth detaches it).
     emscripten::val staging() const {
@@ -61,7 +61,6 @@ class WasmModelLoader {
     gpt2::ModelLoader loader_;
     std::unique_ptr<uint8_t, decltype(&std::free)> staging_{nullptr, &std::free};  // (staging_size_)
     size_t staging_size_ = 0;
-    BindingError error_;
 };
 
 // Weights of one model, made by the loader once the whole file has been fed.

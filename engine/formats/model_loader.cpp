@@ -213,6 +213,12 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
     return !failed();
 }
 
+void ModelLoader::report_error(ErrorKind kind, const std::string& message) {
+    if (failed()) return;
+    error_kind_ = kind;
+    error_ = message;
+}
+
 std::unique_ptr<Model> ModelLoader::finish() {
     if (!state_ && !failed()) {
         error_kind_ = ErrorKind::input;

@@ -397,6 +397,23 @@ TEST(ErrorKind, NamesAreTheJsApisKinds) {
     EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind::none), "");
 }
 
+// A caller's own failure for a loader (the wasm binding's staging block) fails the load: feed() and finish()
+// refuse from then on, and the first failure is the one reported.
+TEST(ErrorKind, ALoaderFailsWithItsCallersFailureAndKeepsTheFirst) {
+    const std::string config = config_json(kSpec);
+    const std::vector<uint8_t> file = build_safetensors(random_tensors(kSpec));
+    gpt2::ModelLoader loader(reinterpret_cast<const uint8_t*>(config.data()), config.size(), gpt2::LoadOptions{},
+                             file.size());
+    ASSERT_FALSE(loader.failed()) << loader.error();
+    loader.report_error(gpt2::ErrorKind::memory, "out of memory: need 64 bytes for the loader's staging block");
+    EXPECT_TRUE(loader.failed());
+    EXPECT_FALSE(loader.feed(file.data(), file.size()));
+    loader.report_error(gpt2::ErrorKind::input, "feed: 9 bytes do not fit the 8-byte staging block");
+    EXPECT_EQ(loader.finish(), nullptr);
+    EXPECT_EQ(loader.error_kind(), gpt2::ErrorKind::memory);
+    EXPECT_EQ(loader.error(), "out of memory: need 64 bytes for the loader's staging block");
+}
+
 // A caller's own failure for a session (the wasm binding's allocations) is reported by the session until its next
 // call clears it.
 TEST(ErrorKind, ASessionReportsItsCallersFailureUntilTheNextCall) {

@@ -106,6 +106,23 @@ describe('EngineModelLoader', () => {
     engine.createModelLoader(large, { weights: 'int8' }).dispose();  // about 0.8 GB
     engine.createModelLoader(xl, { weights: 'int8' }).dispose();     // about 1.6 GB
   });
+
+  test('the binding\'s own failures are the loader\'s error: a staging block that cannot be allocated, a piece larger than it', () => {
+    const before = engine.heapUsedBytes();
+    const loaderState = (stagingBytes, feedBytes = null) => engine.call((module) => {
+      const loader = new module.ModelLoader(configJson, false, -1, 1, stagingBytes);
+      const fed = feedBytes === null ? null : loader.feed(feedBytes);
+      const state = { ok: loader.ok(), fed, error: loader.error() };
+      loader.delete();
+      return state;
+    });
+    expect(loaderState(8)).toEqual({ ok: true, fed: null, error: { kind: '', message: '' } });
+    expect(loaderState(5e9)).toEqual({ ok: false, fed: null,
+      error: { kind: 'memory', message: 'out of memory: need 5000000000 bytes for the loader\'s staging block' } });
+    expect(loaderState(8, 9)).toEqual({ ok: false, fed: false,
+      error: { kind: 'input', message: 'feed: 9.000000 bytes do not fit the 8-byte staging block' } });
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
 });
 
 describe('loadModelIntoEngine from streams', () => {
