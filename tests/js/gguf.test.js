@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModel } from '../../web/lib/gpt2.js';
-import { ModelLoadError, loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { ModelLoadError } from '../../web/lib/errors.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));

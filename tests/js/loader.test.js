@@ -4,7 +4,8 @@ import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
-import { ModelLoadError, loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { ModelLoadError } from '../../web/lib/errors.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));

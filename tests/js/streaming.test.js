@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
-import { ModelLoadError, loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { ModelLoadError } from '../../web/lib/errors.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));

@@ -15,9 +15,6 @@ import { MODEL_FILES } from './model_files.js';
 import { openModelFiles } from './model_sources.js';
 import { createTokenizer, createTokenizerFromVocabulary } from '../tokenizer.js';
 
-export { CACHE_NAME } from './model_cache.js';
-export { ModelLoadError, MODEL_FILES };
-
 const PROGRESS_INTERVAL_MS = 100;
 // Speed is measured over the last SPEED_WINDOW_MS, so that it follows the connection, and only once
 // SPEED_MIN_SPAN_MS have been seen (null until then).
