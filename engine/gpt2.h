@@ -71,6 +71,7 @@ struct LoaderState;  // the incremental loader's progress, engine/formats/model_
 class ThreadPool;    // workers of the forward pass, engine/model/thread_pool.h
 struct RunState;     // activations + KV cache, engine/model/forward.h
 class Sampler;       // engine/model/sampler.h
+struct GpuCommand;   // one recorded operation of a forward pass, engine/model/forward_ops.h
 
 // One scored token of Session::score: its log-probability (log-softmax of the raw logits, temperature 1, no
 // penalty, computed in double) and its rank (1 + the number of tokens with a strictly greater logit).
@@ -204,6 +205,12 @@ class Session {
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
                                            std::string* error);
+    // A recording session: its forward passes are not run but written down (recorded_commands()) for a host that
+    // runs them elsewhere (a GPU) with activations and an fp32 KV cache of its own, and writes the logits back
+    // (host_logits()) before sample(). It keeps the same window, cache policy and sampler as any session: the
+    // host feeds it with feed_step() and feed_prompt(), never step() or prefill(), and its weights are read by
+    // the host alone. Its kv_cache_bytes() are the bytes the host's cache needs.
+    static std::unique_ptr<Session> create_recording(const Model& model, bool use_kv_cache, std::string* error);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -222,6 +229,17 @@ class Session {
     int reused_tokens() const { return reused_tokens_; }
     // Feeds one token, returns the sampled next token id, or -1 and error() set.
     int step(int32_t id);
+    // The feeding halves of step() and of prefill() / prefill_reusing() (reuse): everything but the sampling, so
+    // step(id) is feed_step(id) then sample(). false and error() set when the ids cannot be fed.
+    bool feed_step(int32_t id);
+    bool feed_prompt(const int32_t* ids, size_t n, bool reuse);
+    bool recording() const;
+    // A recording session's last forward pass: *n commands, in order (forward_ops.h), and where its every-row
+    // logits go (null unless a pass asked for them: prefill_logits()).
+    const GpuCommand* recorded_commands(int* n) const;
+    float* recorded_all_logits() const;
+    // (n_vocab) where the host of a recording session writes the last fed token's logits
+    float* host_logits();
     const float* logits() const;  // (n_vocab) raw logits of the last fed position
     void reset();
     int n_cached() const;  // positions currently in the window / cache
@@ -261,6 +279,10 @@ class Session {
     // runs ids through the network from scratch (window := ids), optionally keeping all logits
     void feed_from_scratch(const int32_t* ids, size_t n, float* all_logits);
     bool check_prompt(const int32_t* ids, size_t n);  // clears the error; then false + error() if ids can't be fed
+    static std::unique_ptr<Session> create_session(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
+                                                   bool recording, std::string* error);
+    // true + error() for a recording session, which method cannot serve (its forward passes do not run here)
+    bool refuse_recording(const char* method);
     // Makes ids[0..n) the window and scores ids[from..n) (from >= 1) into scores[0..n - from) (and alternatives).
     bool score_window(const int32_t* ids, size_t n, int from, int top_k, TokenScore* scores, TokenScore* alternatives);
 

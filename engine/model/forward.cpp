@@ -57,6 +57,13 @@ class Arena {
 // and assigns the buffers. *kv_cache_bytes: the bytes of the cache (with the int8 format's scales).
 void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache_bytes) {
     const uint64_t B = uint64_t(s->n_batch), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer);
+    if (s->recording) {  // the host holds the activations and the cache
+        arena->take(&s->logits, uint64_t(c.n_vocab));
+        arena->take(&s->tokens, T);
+        arena->take(&s->commands, uint64_t(s->command_capacity));
+        *kv_cache_bytes = 0;
+        return;
+    }
     const uint64_t X = (4 * C + kActivationBlock - 1) / kActivationBlock;  // blocks of the widest matmul input
     arena->take(&s->x, B * C);
     arena->take(&s->xb, B * C);
@@ -94,26 +101,40 @@ void take_buffers(const Config& c, RunState* s, Arena* arena, uint64_t* kv_cache
     }
 }
 
+// Operations of one chunk of a forward pass (forward_batch): the embedding, eight per layer, the head's two.
+int commands_per_chunk(const Config& c) { return 1 + 8 * c.n_layer + 2; }
+
 }  // namespace
 
-bool create_run_state(const Config& c, KvCacheFormat kv_format, RunState* s, std::string* error) {
+uint64_t kv_cache_bytes(const Config& c, KvCacheFormat kv_format) {
+    const uint64_t T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd), L = uint64_t(c.n_layer), H = uint64_t(c.n_head);
+    if (kv_format == KvCacheFormat::fp32) return 2 * L * T * C * sizeof(float);
+    return 2 * L * H * T * sizeof(float) + L * T * C + L * C * 2 * ((T + 1) / 2);
+}
+
+bool create_run_state(const Config& c, KvCacheFormat kv_format, bool recording, RunState* s, std::string* error) {
     s->n_batch = c.n_ctx < kMaxBatch ? c.n_ctx : kMaxBatch;
-    s->kv_format = kv_format;
+    s->kv_format = recording ? KvCacheFormat::fp32 : kv_format;
+    s->recording = recording;
+    s->command_capacity = recording ? (c.n_ctx + s->n_batch - 1) / s->n_batch * commands_per_chunk(c) : 0;
     s->scores_stride = (c.n_ctx + 1 + 3) / 4 * 4;
     Arena sizes;
-    uint64_t kv_cache_bytes = 0;
-    take_buffers(c, s, &sizes, &kv_cache_bytes);
+    uint64_t cache_bytes = 0;
+    take_buffers(c, s, &sizes, &cache_bytes);
     const uint64_t bytes = sizes.end();
     if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
         if (error)
-            *error = "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
-                     std::to_string(kv_cache_bytes) + ") and activations";
+            *error = recording ? "out of memory: need " + std::to_string(bytes) + " bytes for the session's tokens, "
+                                 "logits and commands"
+                               : "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
+                                     std::to_string(cache_bytes) + ") and activations";
         return false;
     }
     s->bytes = size_t(bytes);
-    s->kv_cache_bytes = size_t(kv_cache_bytes);
+    // a recording state's cache is the host's, in the layout a run state would give it
+    s->kv_cache_bytes = size_t(recording ? kv_cache_bytes(c, s->kv_format) : cache_bytes);
     Arena buffers(s->memory, bytes);
-    take_buffers(c, s, &buffers, &kv_cache_bytes);
+    take_buffers(c, s, &buffers, &cache_bytes);
     assert(buffers.end() == bytes && "the run state's buffers were assigned differently from how they were sized");
     return true;
 }
@@ -285,56 +306,174 @@ void attention(ThreadPool* pool, RunState* s, int l, float* out, const float* qk
         for (int h = 0; h < c.n_head; h++) attention_part(&job, h);
 }
 
-// One chunk of n <= n_batch tokens at positions pos0.. (see forward()); logits_out, if not null, receives
-// every token's logits (n, n_vocab); last_logits: write the last token's logits to s->logits.
-void forward_batch(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* logits_out,
-                   bool last_logits) {
-    const Config& c = model.config();
-    const Weights& w = model.weights();
-    const int C = c.n_embd, V = c.n_vocab;
-    const float eps = c.layer_norm_epsilon;
-    ThreadPool* const pool = model.thread_pool();
+// The forward pass's operations on the CPU, for one chunk (forward_batch): each runs at once with the kernels, in
+// the run state's buffers. logits rows go to all_logits when it is not null, else the one row to s->logits.
+class CpuOps final : public ForwardOps {
+   public:
+    CpuOps(const Model& model, RunState* s, float* all_logits)
+        : c_(model.config()), w_(model.weights()), pool_(model.thread_pool()), s_(s), all_logits_(all_logits) {}
 
-    embed_tokens(c, w, s->x, tokens, n, pos0, reinterpret_cast<int8_t*>(s->xq));
+    void embed(const int32_t* tokens, int n, int pos0) override {
+        embed_tokens(c_, w_, s_->x, tokens, n, pos0, reinterpret_cast<int8_t*>(s_->xq));
+    }
+    void layernorm(int layer, Norm norm, int row0, int n) override {
+        const size_t at = size_t(row0) * c_.n_embd;
+        const LayerNorm& ln = norm == Norm::ln_f ? w_.ln_f : norm == Norm::ln_1 ? w_.layers[layer].ln_1
+                                                                                 : w_.layers[layer].ln_2;
+        layernorm_rows(s_->xb + at, s_->x + at, ln, n, c_.n_embd, c_.layer_norm_epsilon);
+    }
+    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0,
+                int n) override {
+        const Linear& linear = matrix_of(layer, matrix);
+        // the residual add sums into x from proj, which keeps the kernels' plain store (and its bits)
+        float* result = epilogue == Epilogue::add ? s_->proj : row(out, row0);
+        matmul(pool_, s_, result, row(in, row0), linear, n);
+        if (epilogue == Epilogue::gelu) gelu(result, n * linear.n_out);
+        if (epilogue == Epilogue::add) residual_add(row(out, row0), result, n * linear.n_out);
+    }
+    void store_kv(int layer, int n, int pos0) override { write_kv_cache(s_, layer, s_->qkv, n, pos0, c_); }
+    void attention(int layer, int n, int pos0) override {
+        gpt2::attention(pool_, s_, layer, s_->att, s_->qkv, n, pos0, c_);
+    }
+
+   private:
+    const Config& c_;
+    const Weights& w_;
+    ThreadPool* const pool_;
+    RunState* const s_;
+    float* const all_logits_;
+
+    const Linear& matrix_of(int layer, Matrix matrix) const {
+        if (matrix == Matrix::lm_head) return w_.lm_head();
+        const Layer& l = w_.layers[layer];
+        return matrix == Matrix::attn_qkv ? l.attn_qkv : matrix == Matrix::attn_proj ? l.attn_proj
+                                       : matrix == Matrix::mlp_fc                 ? l.mlp_fc
+                                                                                  : l.mlp_proj;
+    }
+    float* row(Activation a, int r) const {
+        const size_t C = size_t(c_.n_embd);
+        switch (a) {
+            case Activation::x: return s_->x + r * C;
+            case Activation::xb: return s_->xb + r * C;
+            case Activation::qkv: return s_->qkv + r * 3 * C;
+            case Activation::att: return s_->att + r * C;
+            case Activation::fc: return s_->fc + r * 4 * C;
+            case Activation::logits: return all_logits_ ? all_logits_ + size_t(r) * c_.n_vocab : s_->logits;
+        }
+        return nullptr;
+    }
+};
+
+// The forward pass's operations written down for a host (forward_ops.h), appended to s->commands. tokens must lie
+// in the session's window (s->tokens); logits_row0: the row of the pass's all_logits that this chunk's row 0 is,
+// or -1 when only the last token's logits are wanted.
+class CommandRecorder final : public ForwardOps {
+   public:
+    CommandRecorder(RunState* s, int logits_row0) : s_(s), logits_row0_(logits_row0) {}
+
+    void embed(const int32_t* tokens, int n, int pos0) override {
+        GpuCommand& c = add(GpuOp::embed, 0, 0, n);
+        c.pos0 = pos0;
+        c.token_offset = int32_t(tokens - s_->tokens);
+    }
+    void layernorm(int layer, Norm norm, int row0, int n) override { add(GpuOp::layernorm, layer, int(norm), n).row0 = row0; }
+    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0,
+                int n) override {
+        GpuCommand& c = add(GpuOp::linear, layer, int(matrix), n);
+        c.out = out;
+        c.in = in;
+        c.epilogue = epilogue;
+        c.row0 = row0;
+        if (out == Activation::logits) c.logits_row = logits_row0_ < 0 ? -1 : logits_row0_ + row0;
+    }
+    void store_kv(int layer, int n, int pos0) override { add(GpuOp::store_kv, layer, 0, n).pos0 = pos0; }
+    void attention(int layer, int n, int pos0) override { add(GpuOp::attention, layer, 0, n).pos0 = pos0; }
+
+   private:
+    RunState* const s_;
+    const int logits_row0_;
+
+    GpuCommand& add(GpuOp op, int layer, int which, int n) {
+        assert(s_->n_commands < s_->command_capacity && "a forward pass records more commands than planned");
+        GpuCommand& c = s_->commands[s_->n_commands++];
+        c = GpuCommand{};
+        c.op = op;
+        c.layer = layer;
+        c.which = which;
+        c.n = n;
+        c.logits_row = -1;
+        return c;
+    }
+};
+
+// Which logits a chunk of a forward pass computes: none (a chunk before the last, when only the last token's are
+// wanted), the last row's, or every row's.
+enum class ChunkLogits { none, last, all };
+
+// One chunk of n <= n_batch tokens at positions pos0.. (see forward()), the layer order written once.
+void forward_batch(ForwardOps& ops, const Config& c, const int32_t* tokens, int n, int pos0, ChunkLogits logits) {
+    ops.embed(tokens, n, pos0);
     for (int l = 0; l < c.n_layer; l++) {
-        const Layer& layer = w.layers[l];
-
         // attention block: x += c_proj(attention(c_attn(ln_1(x))))
-        layernorm_rows(s->xb, s->x, layer.ln_1, n, C, eps);
-        matmul(pool, s, s->qkv, s->xb, layer.attn_qkv, n);
-        write_kv_cache(s, l, s->qkv, n, pos0, c);
-        attention(pool, s, l, s->att, s->qkv, n, pos0, c);
-        matmul(pool, s, s->proj, s->att, layer.attn_proj, n);
-        residual_add(s->x, s->proj, n * C);
+        ops.layernorm(l, Norm::ln_1, 0, n);
+        ops.linear(l, Matrix::attn_qkv, Activation::qkv, Activation::xb, Epilogue::store, 0, n);
+        ops.store_kv(l, n, pos0);
+        ops.attention(l, n, pos0);
+        ops.linear(l, Matrix::attn_proj, Activation::x, Activation::att, Epilogue::add, 0, n);
 
         // MLP block: x += c_proj(gelu(c_fc(ln_2(x))))
-        layernorm_rows(s->xb, s->x, layer.ln_2, n, C, eps);
-        matmul(pool, s, s->fc, s->xb, layer.mlp_fc, n);
-        gelu(s->fc, n * 4 * C);
-        matmul(pool, s, s->proj, s->fc, layer.mlp_proj, n);
-        residual_add(s->x, s->proj, n * C);
+        ops.layernorm(l, Norm::ln_2, 0, n);
+        ops.linear(l, Matrix::mlp_fc, Activation::fc, Activation::xb, Epilogue::gelu, 0, n);
+        ops.linear(l, Matrix::mlp_proj, Activation::x, Activation::fc, Epilogue::add, 0, n);
     }
-
     // final layernorm and the LM head ([n_vocab][n_embd]: wte, or a GGUF file's output.weight)
-    if (logits_out) {
-        layernorm_rows(s->xb, s->x, w.ln_f, n, C, eps);
-        matmul(pool, s, logits_out, s->xb, w.lm_head(), n);
-        if (last_logits) std::memcpy(s->logits, logits_out + (size_t)(n - 1) * V, sizeof(float) * V);
-    } else if (last_logits) {
-        float* xb = s->xb + (size_t)(n - 1) * C;
-        layernorm_rows(xb, s->x + (size_t)(n - 1) * C, w.ln_f, 1, C, eps);
-        matmul(pool, s, s->logits, xb, w.lm_head(), 1);
-    }
+    if (logits == ChunkLogits::none) return;
+    const int row0 = logits == ChunkLogits::all ? 0 : n - 1, rows = logits == ChunkLogits::all ? n : 1;
+    ops.layernorm(-1, Norm::ln_f, row0, rows);
+    ops.linear(-1, Matrix::lm_head, Activation::logits, Activation::xb, Epilogue::store, row0, rows);
 }
 
 }  // namespace
 
 void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0, float* all_logits) {
-    const size_t V = size_t(model.config().n_vocab);
+    const Config& c = model.config();
+    const size_t V = size_t(c.n_vocab);
+    if (s->recording) {
+        s->n_commands = 0;
+        s->recorded_all_logits = all_logits;
+    }
     for (int t0 = 0; t0 < n; t0 += s->n_batch) {
         const int chunk = n - t0 < s->n_batch ? n - t0 : s->n_batch;
-        forward_batch(model, s, tokens + t0, chunk, pos0 + t0, all_logits ? all_logits + size_t(t0) * V : nullptr,
-                      t0 + chunk == n);
+        const ChunkLogits logits = all_logits ? ChunkLogits::all : t0 + chunk == n ? ChunkLogits::last
+                                                                                 : ChunkLogits::none;
+        if (s->recording) {
+            CommandRecorder ops(s, all_logits ? t0 : -1);
+            forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);
+        } else {
+            CpuOps ops(model, s, all_logits ? all_logits + size_t(t0) * V : nullptr);
+            forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);
+        }
+    }
+    if (all_logits && !s->recording) std::memcpy(s->logits, all_logits + (size_t(n) - 1) * V, sizeof(float) * V);
+}
+
+void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_commands, const int32_t* window,
+            float* all_logits, float* logits) {
+    const size_t V = size_t(model.config().n_vocab);
+    for (int i = 0; i < n_commands; i++) {
+        const GpuCommand& c = commands[i];
+        // a logits row r of the pass is all_logits row r; the last token's logits are the run state's
+        float* rows = c.logits_row >= 0 ? all_logits + (size_t(c.logits_row) - size_t(c.row0)) * V : nullptr;
+        CpuOps ops(model, s, rows);
+        switch (c.op) {
+            case GpuOp::embed: ops.embed(window + c.token_offset, c.n, c.pos0); break;
+            case GpuOp::layernorm: ops.layernorm(c.layer, Norm(c.which), c.row0, c.n); break;
+            case GpuOp::linear: ops.linear(c.layer, Matrix(c.which), c.out, c.in, c.epilogue, c.row0, c.n); break;
+            case GpuOp::store_kv: ops.store_kv(c.layer, c.n, c.pos0); break;
+            case GpuOp::attention: ops.attention(c.layer, c.n, c.pos0); break;
+        }
+        if (c.op == GpuOp::linear && c.out == Activation::logits && i == n_commands - 1)
+            std::memcpy(logits, rows ? rows + size_t(c.row0 + c.n - 1) * V : s->logits, sizeof(float) * V);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpt2.h"
+#include "model/forward_ops.h"
 
 namespace gpt2 {
 
@@ -42,6 +43,14 @@ struct RunState {
     int16_t* xq = nullptr;             // (n_batch, 4 * n_embd) int8 and block formats: a matmul's input rows
                                        // quantized to int16
 
+    // A recording run state (a session whose forward passes a host runs, e.g. on a GPU) holds only tokens, logits
+    // and the commands: the activations and the KV cache are the host's, laid out as above (fp32 cache).
+    bool recording = false;
+    GpuCommand* commands = nullptr;     // (command_capacity) the last forward pass's operations, in order
+    int n_commands = 0;
+    int command_capacity = 0;           // enough for a forward over n_ctx tokens
+    float* recorded_all_logits = nullptr;  // where the last recorded pass's logits rows go (its all_logits), or null
+
     void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)
     size_t bytes = 0;
     size_t kv_cache_bytes = 0;
@@ -52,13 +61,28 @@ struct RunState {
     ~RunState();
 };
 
-// "out of memory: need N bytes for ..." on failure.
-bool create_run_state(const Config& config, KvCacheFormat kv_format, RunState* state, std::string* error);
+// "out of memory: need N bytes for ..." on failure. recording: a recording run state (see above; kv_format fp32).
+bool create_run_state(const Config& config, KvCacheFormat kv_format, bool recording, RunState* state,
+                      std::string* error);
+
+// Bytes of the KV cache in kv_format at n_ctx (with the int8 format's scales): what a run state holds, or a host.
+uint64_t kv_cache_bytes(const Config& config, KvCacheFormat kv_format);
 
 // Feeds tokens[0..n) at positions pos0..pos0+n-1; the KV cache must hold positions < pos0 and
 // pos0 + n <= n_ctx, token ids in range (the caller checks). Fills the cache for the new positions and writes
 // the last token's logits to state->logits; if all_logits is not null also every token's logits (n, n_vocab).
 // n == 1 runs the GEMV path, n > 1 the batched GEMM path; both give bit-identical rows.
+// A recording run state runs nothing: state->commands receive the pass's operations (replacing the last pass's); the
+// host runs them and writes the last token's logits to state->logits and, when all_logits is not null, every row to
+// it (GpuCommand::logits_row).
 void forward(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0, float* all_logits);
+
+// Runs a recording session's commands (Session::recorded_commands) on the CPU in s, a run state that is not recording
+// and plays the host: it keeps the activations and the KV cache between passes. window: the session's tokens
+// (Session::window()); all_logits: the pass's every-row logits (Session::recorded_all_logits()) or null; logits
+// (n_vocab): receives the last token's (Session::host_logits()). This is what any host's executor computes; the tests
+// pin recording to it (a replayed pass gives the running session's logits bit for bit).
+void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_commands, const int32_t* window,
+            float* all_logits, float* logits);
 
 }  // namespace gpt2

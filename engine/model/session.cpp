@@ -29,6 +29,15 @@ std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, 
 
 std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
                                          std::string* error) {
+    return create_session(model, use_kv_cache, kv_cache, false, error);
+}
+
+std::unique_ptr<Session> Session::create_recording(const Model& model, bool use_kv_cache, std::string* error) {
+    return create_session(model, use_kv_cache, KvCacheFormat::fp32, true, error);
+}
+
+std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
+                                                 bool recording, std::string* error) {
     std::unique_ptr<Session> session(new (std::nothrow) Session());
     if (session) {
         session->state_.reset(new (std::nothrow) RunState());
@@ -40,7 +49,7 @@ std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, 
                      " bytes for the session";
         return nullptr;
     }
-    if (!create_run_state(model.config(), kv_cache, session->state_.get(), error)) return nullptr;
+    if (!create_run_state(model.config(), kv_cache, recording, session->state_.get(), error)) return nullptr;
     if (!session->sampler_->init(model.config().n_vocab, error)) return nullptr;
     session->model_ = &model;
     session->use_kv_cache_ = use_kv_cache;
@@ -50,6 +59,13 @@ std::unique_ptr<Session> Session::create(const Model& model, bool use_kv_cache, 
 void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); }
 
 const float* Session::logits() const { return state_->logits; }
+float* Session::host_logits() { return state_->logits; }
+bool Session::recording() const { return state_->recording; }
+const GpuCommand* Session::recorded_commands(int* n) const {
+    *n = state_->n_commands;
+    return state_->commands;
+}
+float* Session::recorded_all_logits() const { return state_->recorded_all_logits; }
 void Session::reset() {
     n_cached_ = 0;
     reused_tokens_ = 0;
@@ -93,23 +109,24 @@ bool Session::check_prompt(const int32_t* ids, size_t n) {
     return check_ids(ids, n);
 }
 
-int Session::prefill(const int32_t* ids, size_t n) {
-    if (!check_prompt(ids, n)) return -1;
-    reused_tokens_ = 0;
+int Session::prefill(const int32_t* ids, size_t n) { return refuse_recording("prefill") || !feed_prompt(ids, n, false) ? -1 : sample(); }
+
+int Session::prefill_reusing(const int32_t* ids, size_t n) {
+    return refuse_recording("prefill_reusing") || !feed_prompt(ids, n, true) ? -1 : sample();
+}
+
+bool Session::feed_prompt(const int32_t* ids, size_t n, bool reuse) {
+    if (!check_prompt(ids, n)) return false;
     // A prompt longer than the context keeps its newest n_ctx tokens (the window is then full, and the first
     // step() slides it).
     const size_t n_ctx = size_t(model_->config().n_ctx);
     const size_t keep = n < n_ctx ? n : n_ctx;
-    feed_from_scratch(ids + (n - keep), keep, nullptr);
-    return sample();
-}
-
-int Session::prefill_reusing(const int32_t* ids, size_t n) {
-    if (!use_kv_cache_) return prefill(ids, n);
-    if (!check_prompt(ids, n)) return -1;
-    const size_t n_ctx = size_t(model_->config().n_ctx);
-    const size_t keep = n < n_ctx ? n : n_ctx;
     const int32_t* prompt = ids + (n - keep);
+    reused_tokens_ = 0;
+    if (!reuse || !use_kv_cache_) {  // an uncached session has no cache to keep
+        feed_from_scratch(prompt, keep, nullptr);
+        return true;
+    }
     int32_t* tokens = state_->tokens;
     const size_t limit = std::min(size_t(n_cached_), keep - 1);
     size_t common = 0;
@@ -118,7 +135,15 @@ int Session::prefill_reusing(const int32_t* ids, size_t n) {
     n_cached_ = int(keep);
     reused_tokens_ = int(common);
     forward(*model_, state_.get(), tokens + common, int(keep - common), int(common), nullptr);
-    return sample();
+    return true;
+}
+
+bool Session::refuse_recording(const char* method) {
+    if (!state_->recording) return false;
+    error_kind_ = ErrorKind::input;
+    error_ = std::string(method) + ": a recording session is fed by feed_step() and feed_prompt(), and its host runs "
+             "the forward pass";
+    return true;
 }
 
 bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
@@ -139,6 +164,7 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
 bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
     error_.clear();
     error_kind_ = ErrorKind::none;
+    if (refuse_recording("score")) return false;
     const Config& c = model_->config();
     if (n < 2 || c.n_ctx < 2 || top_k < 0 || top_k > c.n_vocab) {
         error_kind_ = ErrorKind::input;
@@ -199,10 +225,12 @@ bool Session::score_window(const int32_t* ids, size_t n, int from, int top_k, To
     return true;
 }
 
-int Session::step(int32_t id) {
+int Session::step(int32_t id) { return refuse_recording("step") || !feed_step(id) ? -1 : sample(); }
+
+bool Session::feed_step(int32_t id) {
     error_.clear();
     error_kind_ = ErrorKind::none;
-    if (!check_ids(&id, 1)) return -1;
+    if (!check_ids(&id, 1)) return false;
     const int n_ctx = model_->config().n_ctx;
     int32_t* tokens = state_->tokens;
     if (n_cached_ == n_ctx) {
@@ -220,7 +248,7 @@ int Session::step(int32_t id) {
         tokens[n_cached_] = id;
         feed_from_scratch(tokens, size_t(n_cached_ + 1), nullptr);
     }
-    return sample();
+    return true;
 }
 
 int Session::sample() {

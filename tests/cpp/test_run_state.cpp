@@ -30,7 +30,7 @@ void expect_buffers_tile_the_block(const gpt2::Config& c, gpt2::KvCacheFormat kv
                              gpt2::kv_cache_format_name(kv) + " cache";
     gpt2::RunState s;
     std::string error;
-    ASSERT_TRUE(gpt2::create_run_state(c, kv, &s, &error)) << error;
+    ASSERT_TRUE(gpt2::create_run_state(c, kv, false, &s, &error)) << error;
     const uint64_t B = uint64_t(std::min(c.n_ctx, 64)), T = uint64_t(c.n_ctx), C = uint64_t(c.n_embd);
     const uint64_t L = uint64_t(c.n_layer), V = uint64_t(c.n_vocab), H = uint64_t(c.n_head);
     const uint64_t X = (4 * C + 31) / 32;  // blocks of 32 of the widest matmul input, rounded up
@@ -101,8 +101,8 @@ TEST(RunState, TheInt8CacheTakesAboutAQuarterOfTheFp32Bytes) {
     const gpt2::Config c{50257, 1024, 768, 12, 12, 1e-5f};  // GPT-2 124M
     gpt2::RunState fp32, int8;
     std::string error;
-    ASSERT_TRUE(gpt2::create_run_state(c, gpt2::KvCacheFormat::fp32, &fp32, &error)) << error;
-    ASSERT_TRUE(gpt2::create_run_state(c, gpt2::KvCacheFormat::int8, &int8, &error)) << error;
+    ASSERT_TRUE(gpt2::create_run_state(c, gpt2::KvCacheFormat::fp32, false, &fp32, &error)) << error;
+    ASSERT_TRUE(gpt2::create_run_state(c, gpt2::KvCacheFormat::int8, false, &int8, &error)) << error;
     EXPECT_EQ(fp32.kv_cache_bytes, size_t(2) * 12 * 1024 * 768 * 4);                               // 75.5 MB
     EXPECT_EQ(int8.kv_cache_bytes, size_t(2) * 12 * 1024 * 768 + size_t(2) * 12 * 12 * 1024 * 4);  // 19.7 MB
 }

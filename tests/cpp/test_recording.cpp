@@ -1,0 +1,173 @@
+// A recording session (gpt2::Session::create_recording) writes its forward passes down for a host (the WebGPU
+// executor in web/lib/gpu/) instead of running them. What it promises: replayed in order on the CPU
+// (gpt2::replay, which plays the host with its own activations and KV cache), the commands give the logits and the
+// tokens of a session that runs its passes, bit for bit, through prefill, steps, a window slide, reuse and
+// every-row logits; each chunk records the embedding, eight operations per layer and the head; and it refuses the
+// calls that would run a pass itself.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpt2.h"
+#include "model/forward.h"
+#include "model/forward_ops.h"
+#include "test_util.h"
+
+namespace {
+
+using gpt2::GpuCommand;
+using gpt2::GpuOp;
+using gpt2_test::make_model;
+using gpt2_test::ModelSpec;
+
+// A recording session and the host that runs its commands on the CPU, in a run state of its own.
+class ReplayHost {
+   public:
+    ReplayHost(const gpt2::Model& model, bool use_kv_cache) : model_(model) {
+        std::string error;
+        session_ = gpt2::Session::create_recording(model, use_kv_cache, &error);
+        EXPECT_TRUE(session_) << error;
+        EXPECT_TRUE(gpt2::create_run_state(model.config(), gpt2::KvCacheFormat::fp32, false, &state_, &error))
+            << error;
+        session_->set_sampling(gpt2::SamplingSettings{0.0f, 0, 1.0f, 1.0f, 0});
+    }
+
+    gpt2::Session& session() { return *session_; }
+
+    // The host's half of a feed: runs the recorded pass, then the session samples.
+    int run_and_sample() {
+        run();
+        return session_->sample();
+    }
+    void run() {
+        int n = 0;
+        const GpuCommand* commands = session_->recorded_commands(&n);
+        last_commands_.assign(commands, commands + n);
+        gpt2::replay(model_, &state_, commands, n, session_->window(), session_->recorded_all_logits(),
+                     session_->host_logits());
+    }
+    const std::vector<GpuCommand>& last_commands() const { return last_commands_; }
+
+   private:
+    const gpt2::Model& model_;
+    std::unique_ptr<gpt2::Session> session_;
+    gpt2::RunState state_;
+    std::vector<GpuCommand> last_commands_;
+};
+
+std::vector<float> logits_of(const gpt2::Session& session, int n_vocab) {
+    return std::vector<float>(session.logits(), session.logits() + n_vocab);
+}
+
+}  // namespace
+
+TEST(RecordingSession, ReplayedCommandsGiveTheRunningSessionsLogitsAndTokensBitForBit) {
+    ModelSpec spec;
+    spec.n_ctx = 24;  // 30 steps after a 9-token prompt slide the window twice
+    for (gpt2::WeightFormat format : {gpt2::WeightFormat::fp32, gpt2::WeightFormat::int8}) {
+        auto model = make_model(spec, format);
+        for (bool cached : {true, false}) {
+            auto running = gpt2_test::greedy_session(*model, cached);
+            ReplayHost host(*model, cached);
+            const std::vector<int32_t> prompt{3, 14, 15, 9, 2, 6, 5, 35, 8};
+            int expected = running->prefill(prompt.data(), prompt.size());
+            ASSERT_TRUE(host.session().feed_prompt(prompt.data(), prompt.size(), false)) << host.session().error();
+            int got = host.run_and_sample();
+            for (int i = 0; i < 30; i++) {
+                ASSERT_EQ(got, expected) << "step " << i << (cached ? " cached" : " uncached");
+                ASSERT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab),
+                                                 logits_of(*running, spec.n_vocab)))
+                    << "step " << i;
+                ASSERT_EQ(host.session().n_cached(), running->n_cached());
+                expected = running->step(expected);
+                ASSERT_TRUE(host.session().feed_step(got)) << host.session().error();
+                got = host.run_and_sample();
+            }
+            // Continue: the window's prefix stays in the host's cache and only the rest is fed
+            std::vector<int32_t> longer(running->window(), running->window() + running->n_cached());
+            longer.push_back(7);
+            expected = running->prefill_reusing(longer.data(), longer.size());
+            ASSERT_TRUE(host.session().feed_prompt(longer.data(), longer.size(), true));
+            got = host.run_and_sample();
+            EXPECT_EQ(host.session().reused_tokens(), running->reused_tokens());
+            if (cached) {
+                EXPECT_GT(host.session().reused_tokens(), 0);
+            }
+            EXPECT_EQ(got, expected);
+            EXPECT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)));
+        }
+    }
+}
+
+TEST(RecordingSession, EveryRowLogitsOfAPrefillGoWhereTheSessionSays) {
+    ModelSpec spec;
+    spec.n_ctx = 200;  // 150 tokens: chunks of 64, 64 and 22
+    auto model = make_model(spec);
+    std::vector<int32_t> ids(150);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t((i * 7 + 3) % size_t(spec.n_vocab));
+    const size_t V = size_t(spec.n_vocab);
+    std::vector<float> expected(ids.size() * V), got(ids.size() * V, -1.0f);
+    auto running = gpt2_test::greedy_session(*model, true);
+    ASSERT_TRUE(running->prefill_logits(ids.data(), ids.size(), expected.data()));
+    ReplayHost host(*model, true);
+    ASSERT_TRUE(host.session().prefill_logits(ids.data(), ids.size(), got.data()));
+    EXPECT_EQ(host.session().recorded_all_logits(), got.data());
+    host.run();
+    EXPECT_TRUE(gpt2_test::same_bits(got, expected));
+    EXPECT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)));
+}
+
+TEST(RecordingSession, AChunkIsTheEmbeddingEightOperationsPerLayerAndTheHead) {
+    ModelSpec spec;
+    spec.n_ctx = 200;
+    auto model = make_model(spec);
+    ReplayHost host(*model, true);
+    const std::vector<int32_t> prompt(70, 5);  // chunks of 64 and 6: the first has no head
+    ASSERT_TRUE(host.session().feed_prompt(prompt.data(), prompt.size(), false));
+    host.run();
+    const std::vector<GpuCommand>& commands = host.last_commands();
+    ASSERT_EQ(commands.size(), size_t(2 * (1 + 8 * spec.n_layer) + 2));
+    const std::vector<GpuOp> layer{GpuOp::layernorm, GpuOp::linear,    GpuOp::store_kv, GpuOp::attention,
+                                   GpuOp::linear,    GpuOp::layernorm, GpuOp::linear,   GpuOp::linear};
+    size_t i = 0;
+    for (int chunk = 0; chunk < 2; chunk++) {
+        EXPECT_EQ(commands[i].op, GpuOp::embed);
+        EXPECT_EQ(commands[i].token_offset, 64 * chunk);
+        EXPECT_EQ(commands[i++].n, chunk == 0 ? 64 : 6);
+        for (int l = 0; l < spec.n_layer; l++)
+            for (GpuOp op : layer) {
+                EXPECT_EQ(commands[i].op, op) << "command " << i;
+                EXPECT_EQ(commands[i++].layer, l);
+            }
+    }
+    EXPECT_EQ(commands[i].op, GpuOp::layernorm);
+    EXPECT_EQ(commands[i].row0, 5);  // the last token's row alone
+    EXPECT_EQ(commands[++i].op, GpuOp::linear);
+    EXPECT_EQ(commands[i].out, gpt2::Activation::logits);
+    EXPECT_EQ(commands[i].logits_row, -1);
+}
+
+TEST(RecordingSession, RefusesTheCallsThatWouldRunAPassHereAndHoldsNoCache) {
+    auto model = make_model(ModelSpec{});
+    ReplayHost host(*model, true);
+    gpt2::Session& session = host.session();
+    const int32_t ids[] = {1, 2, 3};
+    EXPECT_EQ(session.prefill(ids, 3), -1);
+    EXPECT_EQ(session.error(),
+              "prefill: a recording session is fed by feed_step() and feed_prompt(), and its host runs the forward pass");
+    EXPECT_EQ(session.error_kind(), gpt2::ErrorKind::input);
+    EXPECT_EQ(session.step(1), -1);
+    EXPECT_EQ(session.prefill_reusing(ids, 3), -1);
+    gpt2::TokenScore scores[2];
+    EXPECT_FALSE(session.score(ids, 3, 0, scores, nullptr));
+    EXPECT_EQ(session.error().rfind("score: a recording session", 0), 0u) << session.error();
+    EXPECT_FALSE(session.feed_step(1000));
+    EXPECT_EQ(session.error(), "token id 1000 out of range [0, 67)");
+    // the cache it reports is the one its host keeps: fp32 at n_ctx
+    const gpt2::Config& c = model->config();
+    EXPECT_EQ(session.kv_cache_bytes(), size_t(2) * c.n_layer * c.n_ctx * c.n_embd * sizeof(float));
+    EXPECT_EQ(session.kv_cache_format(), gpt2::KvCacheFormat::fp32);
+}
