@@ -234,6 +234,8 @@ class Session {
     bool feed_step(int32_t id);
     bool feed_prompt(const int32_t* ids, size_t n, bool reuse);
     bool recording() const;
+    // The most tokens one chunk of a forward pass feeds (longer feeds run in chunks): a host's activation rows.
+    int batch_rows() const;
     // A recording session's last forward pass: *n commands, in order (forward_ops.h), and where its every-row
     // logits go (null unless a pass asked for them: prefill_logits()).
     const GpuCommand* recorded_commands(int* n) const;

@@ -17,7 +17,10 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "kernels/kernels.h"
+#include "model/forward_ops.h"
 #include "model/thread_pool.h"
+#include "model/weights.h"
 
 using emscripten::val;
 
@@ -84,14 +87,85 @@ val WasmModel::vocabulary() const {
     return out;
 }
 
-WasmSession::WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache)
+namespace {
+
+const gpt2::Linear* named_matrix(const gpt2::Weights& w, int layer, const std::string& name) {
+    if (layer < 0) return name == "wte" ? &w.wte : name == "lm_head" ? &w.lm_head() : nullptr;
+    if (layer >= int(w.layers.size())) return nullptr;
+    const gpt2::Layer& l = w.layers[size_t(layer)];
+    return name == "attn_qkv" ? &l.attn_qkv : name == "attn_proj" ? &l.attn_proj : name == "mlp_fc" ? &l.mlp_fc
+           : name == "mlp_proj" ? &l.mlp_proj : nullptr;
+}
+
+template <typename T>
+val heap_view(size_t n, const T* data) {
+    return data ? val(emscripten::typed_memory_view(n, data)) : val::null();
+}
+
+}  // namespace
+
+val WasmModel::matrix(int layer, const std::string& name) const {
+    const gpt2::Linear* m = model_ ? named_matrix(model_->weights(), layer, name) : nullptr;
+    if (!m) return val::null();
+    val out = val::object();
+    out.set("format", std::string(gpt2::weight_format_name(m->format)));
+    out.set("nOut", m->n_out);
+    out.set("nIn", m->n_in);
+    out.set("tied", name == "lm_head" && m == &model_->weights().wte);
+    out.set("scale", heap_view(size_t(m->n_out), m->format == gpt2::WeightFormat::int8 ? m->scale : nullptr));
+    out.set("bias", heap_view(size_t(m->n_out), m->bias));
+    return out;
+}
+
+val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_rows) const {
+    const gpt2::Linear* m = model_ ? named_matrix(model_->weights(), layer, name) : nullptr;
+    const bool fp32 = m && m->format == gpt2::WeightFormat::fp32, int8 = m && m->format == gpt2::WeightFormat::int8;
+    if (!(fp32 || int8) || row0 < 0 || n_rows < 1 || row0 > m->n_out - n_rows) return val::null();
+    const size_t element = fp32 ? sizeof(float) : 1, bytes = size_t(n_rows) * size_t(m->n_in) * element;
+    if (bytes > rows_bytes_) {
+        rows_.reset(new (std::nothrow) uint8_t[bytes]);
+        rows_bytes_ = rows_ ? bytes : 0;
+        if (!rows_) return val::null();
+    }
+    for (int r = 0; r < n_rows; r++) {
+        uint8_t* out = rows_.get() + size_t(r) * size_t(m->n_in) * element;
+        if (fp32) gpt2::unpack_row(reinterpret_cast<float*>(out), static_cast<const float*>(m->weight), m->n_out, m->n_in, row0 + r);
+        else gpt2::unpack_row(reinterpret_cast<int8_t*>(out), static_cast<const int8_t*>(m->weight), m->n_out, m->n_in, row0 + r);
+    }
+    const size_t n = size_t(n_rows) * size_t(m->n_in);
+    return fp32 ? heap_view(n, reinterpret_cast<const float*>(rows_.get()))
+                : heap_view(n, reinterpret_cast<const int8_t*>(rows_.get()));
+}
+
+val WasmModel::vector(int layer, const std::string& name) const {
+    if (!model_) return val::null();
+    const gpt2::Weights& w = model_->weights();
+    const size_t C = size_t(model_->config().n_embd);
+    if (layer < 0) {
+        if (name == "wpe") return heap_view(size_t(model_->config().n_ctx) * C, w.wpe);
+        if (name == "ln_f.weight" || name == "ln_f.bias")
+            return heap_view(C, name == "ln_f.weight" ? w.ln_f.weight : w.ln_f.bias);
+        return val::null();
+    }
+    if (layer >= int(w.layers.size())) return val::null();
+    const gpt2::Layer& l = w.layers[size_t(layer)];
+    const gpt2::LayerNorm* norm = name.rfind("ln_1.", 0) == 0 ? &l.ln_1 : name.rfind("ln_2.", 0) == 0 ? &l.ln_2 : nullptr;
+    if (!norm) return val::null();
+    const std::string part = name.substr(5);
+    return part == "weight" ? heap_view(C, norm->weight) : part == "bias" ? heap_view(C, norm->bias) : val::null();
+}
+
+WasmSession::WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache, bool recording)
     : model_(model.shared()) {
     gpt2::KvCacheFormat format;
     std::string error;
     if (!model_) constructor_error_ = {"input", "the model failed to load: " + model.error().message};
     else if (!gpt2::parse_kv_cache_format(kv_cache, &format))
         constructor_error_ = {"input", "kvCache must be \"int8\" or \"fp32\", got \"" + kv_cache + "\""};
-    else if (!(session_ = gpt2::Session::create(*model_, use_kv_cache, format, &error)))
+    else if (recording && format != gpt2::KvCacheFormat::fp32)
+        constructor_error_ = {"input", "kvCache \"" + kv_cache + "\" runs on the CPU only: a WebGPU session keeps an fp32 cache"};
+    else if (!(session_ = recording ? gpt2::Session::create_recording(*model_, use_kv_cache, &error)
+                                    : gpt2::Session::create(*model_, use_kv_cache, format, &error)))
         constructor_error_ = {"memory", error};  // creating a session fails only for lack of memory
     else n_vocab_ = size_t(model_->config().n_vocab);
 }
@@ -111,6 +185,24 @@ int WasmSession::prefill(const val& ids) {
     const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
     return (session_.get()->*prefill_ids)(tokens.data(), tokens.size());
 }
+
+bool WasmSession::feed_prompt(const val& ids, bool reuse) {
+    if (!session_) return false;
+    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
+    return session_->feed_prompt(tokens.data(), tokens.size(), reuse);
+}
+
+val WasmSession::commands() const {
+    int n = 0;
+    const gpt2::GpuCommand* commands = session_ ? session_->recorded_commands(&n) : nullptr;
+    return heap_view(size_t(n) * gpt2::kGpuCommandInts, reinterpret_cast<const int32_t*>(commands));
+}
+
+val WasmSession::window() const {
+    return session_ ? heap_view(size_t(model_->config().n_ctx), session_->window()) : val::null();
+}
+
+val WasmSession::host_logits() { return session_ ? heap_view(n_vocab_, session_->host_logits()) : val::null(); }
 
 // gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
 // logprob, ...] per scored token, top_k pairs likeliest first] }, or null (error() says why).
@@ -239,10 +331,13 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("weightBytes", &WasmModel::weight_bytes)
         .function("threads", &WasmModel::threads)
         .function("weightTypes", &WasmModel::weight_types)
-        .function("vocabulary", &WasmModel::vocabulary);
+        .function("vocabulary", &WasmModel::vocabulary)
+        .function("matrix", &WasmModel::matrix)
+        .function("matrixRows", &WasmModel::matrix_rows)
+        .function("vector", &WasmModel::vector);
 
     emscripten::class_<WasmSession> session("Session");
-    session.constructor<const WasmModel&, bool, const std::string&>()
+    session.constructor<const WasmModel&, bool, const std::string&, bool>()
         .function("ok", &WasmSession::ok)
         .function("error", &WasmSession::error)
         .function("setSampling", &WasmSession::set_sampling)
@@ -250,6 +345,13 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("prefillReusing", &WasmSession::prefill<&gpt2::Session::prefill_reusing>)
         .function("reusedTokens", &WasmSession::reused_tokens)
         .function("step", &WasmSession::step)
+        .function("feedPrompt", &WasmSession::feed_prompt)
+        .function("feedStep", &WasmSession::feed_step)
+        .function("sample", &WasmSession::sample)
+        .function("batchRows", &WasmSession::batch_rows)
+        .function("commands", &WasmSession::commands)
+        .function("window", &WasmSession::window)
+        .function("hostLogits", &WasmSession::host_logits)
         .function("score", &WasmSession::score)
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)

@@ -84,9 +84,23 @@ class WasmModel {
     // Sessions share ownership, so JS may delete the model and its sessions in any order.
     std::shared_ptr<const gpt2::Model> shared() const { return model_; }
 
+    // The weights as a GPU host uploads them (web/lib/gpu/gpu_weights.js). matrix: "wte", "attn_qkv", "attn_proj",
+    // "mlp_fc", "mlp_proj" or "lm_head" (layer -1 for wte and the head): { format, nOut, nIn, tied (the head is
+    // wte), scale: Float32Array (nOut) or null, bias: Float32Array (nOut) or null }, or null for a name it lacks.
+    emscripten::val matrix(int layer, const std::string& name) const;
+    // Rows [row0, row0 + n_rows) of that matrix in plain row-major order, fp32 as a Float32Array and int8 as an
+    // Int8Array (n_rows, nIn), in a staging block the model keeps; null for the other formats or a range outside.
+    // Both views: valid until the next call into the module.
+    emscripten::val matrix_rows(int layer, const std::string& name, int row0, int n_rows) const;
+    // A fp32 vector as a Float32Array: "ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias" of a layer, and
+    // "ln_f.weight", "ln_f.bias", "wpe" (n_ctx, n_embd) with layer -1; null for a name it lacks.
+    emscripten::val vector(int layer, const std::string& name) const;
+
    private:
     std::shared_ptr<const gpt2::Model> model_;
     BindingError error_;
+    mutable std::unique_ptr<uint8_t[]> rows_;  // (rows_bytes_) matrix_rows's staging block
+    mutable size_t rows_bytes_ = 0;
 };
 
 struct Sampling;  // gpt2::SamplingSettings as JS passes them (bindings.cpp)
@@ -95,8 +109,9 @@ struct Sampling;  // gpt2::SamplingSettings as JS passes them (bindings.cpp)
 // failures), or the constructor's when no session could be made.
 class WasmSession {
    public:
-    // kv_cache: "int8" or "fp32" (gpt2::KvCacheFormat)
-    WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache);
+    // kv_cache: "int8" or "fp32" (gpt2::KvCacheFormat); recording: a recording session (gpt2::Session::
+    // create_recording, fp32 cache), whose forward passes web/lib/gpu/ runs on a GPU.
+    WasmSession(const WasmModel& model, bool use_kv_cache, const std::string& kv_cache, bool recording);
 
     bool ok() const { return session_ != nullptr; }
     BindingError error() const;
@@ -106,6 +121,17 @@ class WasmSession {
     int prefill(const emscripten::val& ids);
     int reused_tokens() const { return session_ ? session_->reused_tokens() : 0; }
     int step(int32_t id) { return session_ ? session_->step(id) : -1; }
+    // A recording session's halves of prefill and step (the host runs the commands in between, then sample()).
+    bool feed_prompt(const emscripten::val& ids, bool reuse);
+    bool feed_step(int32_t id) { return session_ && session_->feed_step(id); }
+    int sample() { return session_ ? session_->sample() : -1; }
+    int batch_rows() const { return session_ ? session_->batch_rows() : 0; }
+    // Int32Array over the last pass's commands (gpt2::kGpuCommandInts per command, forward_ops.h), Int32Array
+    // over the window (n_ctx token ids, the first n_cached() fed), Float32Array (n_vocab) where the host writes
+    // the last token's logits. Views: valid until the next call into the module.
+    emscripten::val commands() const;
+    emscripten::val window() const;
+    emscripten::val host_logits();
     emscripten::val score(const emscripten::val& ids, int top_k);
     emscripten::val distribution(int32_t token, int top_k);
     void reset() {

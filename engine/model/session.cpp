@@ -61,6 +61,7 @@ void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); 
 const float* Session::logits() const { return state_->logits; }
 float* Session::host_logits() { return state_->logits; }
 bool Session::recording() const { return state_->recording; }
+int Session::batch_rows() const { return state_->n_batch; }
 const GpuCommand* Session::recorded_commands(int* n) const {
     *n = state_->n_commands;
     return state_->commands;

@@ -22,6 +22,7 @@
 import { setAssetBase } from './engine/asset_folder.js';
 import { DEFAULT_THREADS, checkThreads } from './engine/threads.js';
 import { IS_PAGE } from './environment.js';
+import { checkDevice } from './gpu/device.js';
 import { ModelLoadError } from './errors.js';
 import { loadModelInThisThread } from './models/local_model.js';
 import { WorkerClient } from './worker/worker_client.js';
@@ -57,11 +58,18 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // threads: 'auto' (default in browsers: the cores, at most 8) or a count (default 1 in Node). More than one
 // needs SharedArrayBuffer, which browsers give only to cross-origin-isolated pages (COOP + COEP headers);
 // elsewhere the model quietly runs on one thread. model.threads says how many it got.
-export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
+// device: 'auto' (default), 'webgpu' or 'wasm': where the forward pass runs. 'webgpu' runs it on the GPU
+// (web/lib/gpu/; fp32 and int8 weights, an fp32 KV cache; score() stays on the CPU) and is a one-line error where
+// there is no WebGPU adapter or the model's formats do not run there; 'auto' uses the GPU only on a hardware
+// adapter, never a software one (SwiftShader, lavapipe), and otherwise the CPU. model.device says which
+// ('webgpu' or 'wasm'), model.adapterInfo describes the adapter ({ vendor, architecture, device, description,
+// isFallbackAdapter, software }, null without one) and model.deviceReason why 'auto' chose the CPU.
+export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
   checkThreads(threads);
-  if (worker || useWorker) return loadModelInWorker(source, { onProgress, signal, worker, weights, threads });
-  return loadModelInThisThread(source, { onProgress, signal, weights, threads });
+  checkDevice(device);
+  if (worker || useWorker) return loadModelInWorker(source, { onProgress, signal, worker, weights, threads, device });
+  return loadModelInThisThread(source, { onProgress, signal, weights, threads, device });
 }
 
 // Settings of this realm's engine, before its first model loads. assetBase: the URL of the folder that holds the

@@ -105,8 +105,10 @@ export class EngineModel extends EngineObject {
   }
 
   // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
-  createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
-    const handle = this.call((model) => this.engine.construct((module) => new module.Session(model, Boolean(useKVCache), String(kvCache))));
+  // recording: a session whose forward passes a host runs (web/lib/gpu/gpu_session.js; fp32 cache).
+  createSession({ useKVCache = true, kvCache = 'int8', recording = false } = {}) {
+    const handle = this.call((model) => this.engine.construct((module) =>
+      new module.Session(model, Boolean(useKVCache), String(kvCache), Boolean(recording))));
     return new EngineSession(this.engine, handle, this.config);
   }
 }
@@ -144,6 +146,22 @@ export class EngineSession extends EngineObject {
   prefillReusing(ids) {
     const window = this.#newestWindow(ids, 'prefillReusing');
     return this.checkedCall((session) => session.prefillReusing(window), (token) => token < 0);
+  }
+
+  // A recording session's halves of prefill/prefillReusing (reuse) and step: the host runs the recorded pass, writes
+  // the logits (hostLogits) and then samples.
+  feedPrompt(ids, reuse) {
+    const window = this.#newestWindow(ids, reuse ? 'prefillReusing' : 'prefill');
+    this.checkedCall((session) => session.feedPrompt(window, Boolean(reuse)), (fed) => !fed);
+  }
+
+  feedStep(id) {
+    checkTokenId(id);
+    this.checkedCall((session) => session.feedStep(id), (fed) => !fed);
+  }
+
+  get batchRows() {
+    return this.call((session) => session.batchRows());
   }
 
   get reusedTokens() {

@@ -166,7 +166,8 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
   const ids = given.length === 0 ? [eos] : given;
   stats.promptTokens = ids.length;
   let started = performance.now();
-  let next = options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids);
+  // a GPU session's feeds are promises (gpu_session.js); the CPU's are numbers
+  let next = await (options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids));
   let ms = (stats.prefillMs = performance.now() - started);
   if (options.useKVCache) stats.reusedTokens = session.reusedTokens;
   let decodeMs = 0;
@@ -182,7 +183,7 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
     await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
     if (options.signal?.aborted) return 'abort';
     started = performance.now();
-    next = session.step(next);
+    next = await session.step(next);
     ms = performance.now() - started;
     decodeMs += ms;
     if (decodeMs > 0) stats.decodeTokensPerSecond = ((steps + 1) * 1000) / decodeMs;

@@ -6,12 +6,47 @@ import { DEFAULT_THREADS, resolveThreads } from '../engine/threads.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
 import { loadModelIntoEngine } from '../loading/loader.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
-import { DescribedModel } from './model_description.js';
+import { DescribedModel, describeModel } from './model_description.js';
+import { chooseDevice } from '../gpu/device.js';
+import { openGpuModel } from '../gpu/gpu_model.js';
+import { unsupportedWeights } from '../gpu/gpu_weights.js';
 
-export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS } = {}) {
-  const engine = await loadEngine({ threads: await resolveThreads(threads) });
-  const { model, tokenizer } = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
-  return new LocalModel(model, tokenizer);
+export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
+  const choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
+  let loaded;
+  try {
+    const engine = await loadEngine({ threads: await resolveThreads(threads) });
+    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
+  } catch (error) {
+    choice.gpu?.destroy();
+    throw error;
+  }
+  const { model, tokenizer } = loaded;
+  const placed = await placeModel(model, choice, device);
+  return new LocalModel(placed.model, tokenizer, placed);
+}
+
+// The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
+// A model the GPU cannot run goes to the CPU under 'auto' (deviceReason says why) and is an error under 'webgpu'.
+async function placeModel(model, choice, requested) {
+  const { adapterInfo = null } = choice;
+  if (choice.device === 'wasm') {
+    return { model, device: 'wasm', adapterInfo, deviceReason: requested === 'wasm' ? null : choice.reason };
+  }
+  let reason = unsupportedWeights(model);
+  if (!reason) {
+    try {
+      return { model: await openGpuModel(model, choice.gpu, adapterInfo), device: 'webgpu', adapterInfo, deviceReason: null };
+    } catch (error) {
+      reason = error.message;
+    }
+  }
+  choice.gpu.destroy();
+  if (requested === 'webgpu') {
+    model.dispose();
+    throw new Error(reason.startsWith('device ') ? reason : `device 'webgpu': ${reason}`);
+  }
+  return { model, device: 'wasm', adapterInfo, deviceReason: reason };
 }
 
 class LocalModel extends DescribedModel {
@@ -19,8 +54,9 @@ class LocalModel extends DescribedModel {
   #pool;
   #tokenizer;
 
-  constructor(engineModel, tokenizer) {
-    super(engineModel);
+  // placement: { device, adapterInfo, deviceReason } (placeModel)
+  constructor(engineModel, tokenizer, { device, adapterInfo, deviceReason }) {
+    super({ ...describeModel(engineModel), device, adapterInfo, deviceReason });
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);
     this.#tokenizer = tokenizer;

@@ -2,9 +2,11 @@
 // threads), taken from the model it stands for: the engine's (LocalModel), the worker's answer to a load
 // (WorkerModel) or a shared model (LeasedModel).
 
-// -> { config, weightBytes, weightTypes, threads } of model: what the engine worker sends of a model it loaded.
-export function describeModel({ config, weightBytes, weightTypes, threads }) {
-  return { config, weightBytes, weightTypes, threads };
+// -> { config, weightBytes, weightTypes, threads, device, adapterInfo, deviceReason } of model: what the engine
+// worker sends of a model it loaded. device: 'webgpu' or 'wasm'; adapterInfo: the WebGPU adapter's description or
+// null; deviceReason: why the model runs on the CPU when that was not asked for, or null.
+export function describeModel({ config, weightBytes, weightTypes, threads, device = 'wasm', adapterInfo = null, deviceReason = null }) {
+  return { config, weightBytes, weightTypes, threads, device, adapterInfo, deviceReason };
 }
 
 // The base of the Model classes: those fields, set once from the model described.
@@ -13,6 +15,9 @@ export class DescribedModel {
   weightBytes;
   weightTypes;
   threads;
+  device;
+  adapterInfo;
+  deviceReason;
 
   constructor(model) {
     Object.assign(this, describeModel(model));

@@ -31,9 +31,9 @@ const controllers = new Map();  // request id -> AbortController
 let nextModelId = 1;
 
 const handlers = {
-  async load({ id, source, weights = 'fp32', threads = 'auto' }) {
+  async load({ id, source, weights = 'fp32', threads = 'auto', device = 'auto' }) {
     const onProgress = (progress) => post({ type: 'progress', id, progress });
-    const model = await loadModelInThisThread(source, { onProgress, signal: controllers.get(id).signal, weights, threads });
+    const model = await loadModelInThisThread(source, { onProgress, signal: controllers.get(id).signal, weights, threads, device });
     const modelId = nextModelId++;
     models.set(modelId, model);
     return { modelId, ...describeModel(model) };

@@ -14,14 +14,14 @@ const registry = new ModelRegistry();  // the models of the default worker
 
 // -> a Model in worker (a WorkerClient of the caller's) or, without one, in the page's default worker, which
 // ends with its last model; models of the default worker are shared through the registry.
-export async function loadModelInWorker(source, { onProgress, signal, worker, weights, threads }) {
+export async function loadModelInWorker(source, { onProgress, signal, worker, weights, threads, device }) {
   if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
   const portable = portableSource(source);
   const load = (loadSignal, loadProgress) => loadModelIn(worker ?? usableDefaultWorker(), portable,
-    { onProgress: loadProgress, signal: loadSignal, weights, threads });
+    { onProgress: loadProgress, signal: loadSignal, weights, threads, device });
   if (worker) return load(signal, onProgress);
   // Only a URL names a model; other sources (files) are loaded for their caller alone.
-  const key = typeof portable === 'string' ? JSON.stringify([portable, weights, threads]) : null;
+  const key = typeof portable === 'string' ? JSON.stringify([portable, weights, threads, device]) : null;
   return registry.acquire(key, load, { onProgress, signal });
 }
 
@@ -30,16 +30,16 @@ function usableDefaultWorker() {
   return defaultWorker;
 }
 
-async function loadModelIn(worker, source, { onProgress, signal, weights, threads }) {
+async function loadModelIn(worker, source, { onProgress, signal, weights, threads, device }) {
   worker.retain();
   let answer;
   try {
-    answer = await worker.request({ type: 'load', source, weights, threads }, { onProgress, signal });
+    answer = await worker.request({ type: 'load', source, weights, threads, device }, { onProgress, signal });
   } catch (error) {
     worker.release();
     throw error;
   }
-  const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads });
+  const model = new WorkerModel(worker, answer.value, { type: 'load', source, weights, threads, device });
   if (signal?.aborted) {  // the load finished before the worker saw the cancel
     model.dispose();
     throw loadAbortedError();

@@ -1,0 +1,67 @@
+// An engine model whose sessions run on the GPU: the weights uploaded once (gpu_weights.js), the kernels compiled
+// once (kernels.js), and sessions that are the engine's recording sessions run by gpu_session.js. It stands where
+// an EngineModel does (SessionPool, LocalModel): the same fields, and createSession.
+import { destroyWeights, uploadWeights } from './gpu_weights.js';
+import { GpuSession } from './gpu_session.js';
+import { createKernels } from './kernels.js';
+
+export class GpuModel {
+  #engineModel;
+  #gpu;  // { device, kernels, weights }
+  config;
+  weightBytes;  // the weights' bytes on the GPU
+  weightTypes;
+  threads;
+  device = 'webgpu';
+  adapterInfo;
+
+  constructor(engineModel, gpu, adapterInfo) {
+    this.#engineModel = engineModel;
+    this.#gpu = gpu;
+    this.config = engineModel.config;
+    this.weightBytes = gpu.weights.bytes;
+    this.weightTypes = engineModel.weightTypes;
+    this.threads = engineModel.threads;
+    this.adapterInfo = adapterInfo;
+  }
+
+  get engine() {
+    return this.#engineModel.engine;
+  }
+
+  readVocabulary() {
+    return this.#engineModel.readVocabulary();
+  }
+
+  // A GPU session keeps an fp32 cache whatever kvCache asks (its kvCache says so).
+  createSession({ useKVCache = true } = {}) {
+    const recording = this.#engineModel.createSession({ useKVCache, kvCache: 'fp32', recording: true });
+    try {
+      return new GpuSession(recording, this.#gpu, this.config, recording.batchRows, () => this.#engineModel.createSession({ useKVCache: true, kvCache: 'fp32' }));
+    } catch (error) {
+      recording.dispose();
+      throw error;
+    }
+  }
+
+  dispose() {
+    destroyWeights(this.#gpu.weights);
+    this.#gpu.device.destroy();
+    this.#engineModel.dispose();
+  }
+}
+
+// engineModel's weights uploaded to device: -> GpuModel. A device that runs out of memory is a one-line error naming
+// the bytes the weights need.
+export async function openGpuModel(engineModel, device, adapterInfo) {
+  // software adapters pay so much for workgroup barriers that they multiply without them
+  const kernels = await createKernels(device, { serialLinear: Boolean(adapterInfo?.software) });
+  device.pushErrorScope('out-of-memory');
+  const weights = uploadWeights(device, engineModel);
+  const error = await device.popErrorScope();
+  if (error) {
+    destroyWeights(weights);
+    throw new Error(`device 'webgpu': out of GPU memory for the model's ${weights.bytes} bytes of weights: ${error.message}`);
+  }
+  return new GpuModel(engineModel, { device, kernels, weights }, adapterInfo);
+}

@@ -1,0 +1,108 @@
+// A model's weights in GPU buffers, uploaded tensor by tensor from the engine's heap (wasm/bindings.cpp's matrix,
+// matrixRows and vector): fp32 matrices as f32 rows, int8 ones as their bytes (4 per u32 word) with the per-row scales.
+// A matrix larger than the device's binding limit is split into parts of whole rows, each its own buffer.
+
+// The formats the GPU kernels multiply (web/lib/gpu/kernels.js); a model with any other matrix runs on the CPU.
+export const GPU_WEIGHT_FORMATS = ['fp32', 'int8'];
+const LAYER_MATRICES = ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj'];
+// Rows copied out of the heap per upload: bounds the staging block the engine keeps.
+const UPLOAD_BYTES = 4 << 20;
+const STORAGE = 0x80 | 0x8;  // GPUBufferUsage.STORAGE | COPY_DST, spelled out: Node has no GPUBufferUsage global
+
+// Why engineModel cannot run on the GPU, or null.
+export function unsupportedWeights(engineModel) {
+  const formats = engineModel.weightTypes.split(', ').filter((f) => !GPU_WEIGHT_FORMATS.includes(f));
+  if (formats.length > 0) return `the GPU kernels run fp32 and int8 weights; this model has ${formats.join(', ')}`;
+  const { n_embd: C } = engineModel.config;
+  if (C % 4 !== 0) return `the GPU kernels need n_embd to be a multiple of 4, got ${C}`;
+  return null;
+}
+
+function createBuffer(device, bytes, label) {
+  // bindings are at least 4 bytes, and writes are whole words
+  return device.createBuffer({ label, size: Math.max(4, Math.ceil(bytes / 4) * 4), usage: STORAGE });
+}
+
+function uploadVector(device, values, label) {
+  const buffer = createBuffer(device, values.byteLength, label);
+  device.queue.writeBuffer(buffer, 0, values);
+  return buffer;
+}
+
+// -> { format, nOut, nIn, parts: [{ weight, scale, o0, nRows }], bias } of one matrix, or the tied head's wte
+function uploadMatrix(device, engineModel, layer, name, maxBindingBytes) {
+  const info = engineModel.call((model) => {
+    const m = model.matrix(layer, name);
+    return m && { format: m.format, nOut: m.nOut, nIn: m.nIn, tied: m.tied, scale: m.scale?.slice(), bias: m.bias?.slice() };
+  });
+  const { format, nOut, nIn } = info;
+  const rowBytes = nIn * (format === 'int8' ? 1 : 4);
+  const rowsPerPart = Math.max(1, Math.min(nOut, Math.floor(maxBindingBytes / rowBytes)));
+  const rowsPerUpload = Math.max(1, Math.floor(UPLOAD_BYTES / rowBytes));
+  const parts = [];
+  for (let o0 = 0; o0 < nOut; o0 += rowsPerPart) {
+    const nRows = Math.min(rowsPerPart, nOut - o0);
+    const weight = createBuffer(device, nRows * rowBytes, `${layer} ${name} rows ${o0}+${nRows}`);
+    for (let r = 0; r < nRows; r += rowsPerUpload) {
+      const count = Math.min(rowsPerUpload, nRows - r);
+      engineModel.call((model) => {
+        const rows = model.matrixRows(layer, name, o0 + r, count);
+        if (!rows) throw new Error(`the engine gave no rows of ${name} (layer ${layer}): out of memory for its staging block`);
+        device.queue.writeBuffer(weight, r * rowBytes, rows);  // copied at once, so the heap view may move
+      });
+    }
+    const scale = format === 'int8' ? uploadVector(device, info.scale.subarray(o0, o0 + nRows), `${name} scales`) : null;
+    parts.push({ weight, scale, o0, nRows });
+  }
+  const bias = info.bias ? uploadVector(device, info.bias, `${layer} ${name} bias`) : null;
+  return { format, nOut, nIn, parts, bias, tied: info.tied };
+}
+
+function uploadNorm(device, engineModel, layer, name) {
+  const get = (part) => engineModel.call((model) => model.vector(layer, `${name}.${part}`).slice());
+  return { weight: uploadVector(device, get('weight'), `${layer} ${name}.weight`), bias: uploadVector(device, get('bias'), `${layer} ${name}.bias`) };
+}
+
+// Every weight of engineModel on device; bytes: what the buffers hold.
+export function uploadWeights(device, engineModel) {
+  const { n_layer } = engineModel.config;
+  const limits = device.limits;
+  const maxBindingBytes = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+  const matrix = (layer, name) => uploadMatrix(device, engineModel, layer, name, maxBindingBytes);
+  const wte = matrix(-1, 'wte');
+  const head = engineModel.call((model) => model.matrix(-1, 'lm_head').tied) ? wte : matrix(-1, 'lm_head');
+  const layers = [];
+  for (let l = 0; l < n_layer; l++) {
+    const layer = { ln_1: uploadNorm(device, engineModel, l, 'ln_1'), ln_2: uploadNorm(device, engineModel, l, 'ln_2') };
+    for (const name of LAYER_MATRICES) layer[name] = matrix(l, name);
+    layers.push(layer);
+  }
+  const wpe = uploadVector(device, engineModel.call((model) => model.vector(-1, 'wpe').slice()), 'wpe');
+  const weights = { wte, wpe, layers, ln_f: uploadNorm(device, engineModel, -1, 'ln_f'), lm_head: head };
+  weights.bytes = bufferBytes(weights);
+  return weights;
+}
+
+function bufferBytes(weights) {
+  const seen = new Set();
+  let bytes = 0;
+  const visit = (value) => {
+    if (!value || typeof value !== 'object' || seen.has(value)) return;
+    seen.add(value);
+    if (typeof value.size === 'number' && typeof value.destroy === 'function') bytes += value.size;
+    else for (const inner of Object.values(value)) visit(inner);
+  };
+  visit(weights);
+  return bytes;
+}
+
+export function destroyWeights(weights) {
+  const seen = new Set();
+  const visit = (value) => {
+    if (!value || typeof value !== 'object' || seen.has(value)) return;
+    seen.add(value);
+    if (typeof value.destroy === 'function') value.destroy();
+    else for (const inner of Object.values(value)) visit(inner);
+  };
+  visit(weights);
+}
