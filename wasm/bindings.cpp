@@ -13,11 +13,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <vector>
 
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
+#include "model/forward.h"
 #include "model/forward_ops.h"
 #include "model/thread_pool.h"
 #include "model/weights.h"
@@ -202,6 +204,30 @@ val WasmSession::window() const {
     return session_ ? heap_view(size_t(model_->config().n_ctx), session_->window()) : val::null();
 }
 
+bool WasmSession::run_on_cpu() {
+    if (!session_ || !session_->recording() || session_->n_cached() == 0) return false;
+    const bool fresh = !cpu_host_;
+    if (fresh) {
+        std::string error;
+        cpu_host_.reset(new (std::nothrow) gpt2::RunState());
+        if (!cpu_host_ || !gpt2::create_run_state(model_->config(), gpt2::KvCacheFormat::fp32, false, cpu_host_.get(), &error)) {
+            cpu_host_.reset();
+            session_->report_error(gpt2::ErrorKind::memory, error.empty() ? "out of memory: the CPU run state" : error);
+            return false;
+        }
+    }
+    float* logits = session_->host_logits();
+    if (fresh) {  // the GPU's cache is gone: the window's positions from scratch
+        gpt2::forward(*model_, cpu_host_.get(), session_->window(), session_->n_cached(), 0, nullptr);
+        std::memcpy(logits, cpu_host_->logits, sizeof(float) * n_vocab_);
+        return true;
+    }
+    int n = 0;
+    const gpt2::GpuCommand* commands = session_->recorded_commands(&n);
+    gpt2::replay(*model_, cpu_host_.get(), commands, n, session_->window(), session_->recorded_all_logits(), logits);
+    return true;
+}
+
 val WasmSession::host_logits() { return session_ ? heap_view(n_vocab_, session_->host_logits()) : val::null(); }
 
 // gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
@@ -352,6 +378,7 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("commands", &WasmSession::commands)
         .function("window", &WasmSession::window)
         .function("hostLogits", &WasmSession::host_logits)
+        .function("runOnCpu", &WasmSession::run_on_cpu)
         .function("score", &WasmSession::score)
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)

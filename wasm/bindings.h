@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpt2.h"
+#include "model/forward.h"
 
 // What a failed call returns from error(). kind: "config", "file", "memory" or "input" (gpt2::ErrorKind).
 struct BindingError {
@@ -132,6 +133,10 @@ class WasmSession {
     emscripten::val commands() const;
     emscripten::val window() const;
     emscripten::val host_logits();
+    // Runs the last recorded pass on the CPU (gpt2::replay) and writes its logits for sample(): the host for a
+    // recording session whose GPU was lost. The first time, the window is fed from scratch into a CPU cache, which
+    // then follows the session's passes. false (error() set) when its run state cannot be allocated.
+    bool run_on_cpu();
     emscripten::val score(const emscripten::val& ids, int top_k);
     emscripten::val distribution(int32_t token, int top_k);
     void reset() {
@@ -148,6 +153,7 @@ class WasmSession {
    private:
     std::shared_ptr<const gpt2::Model> model_;  // the session's weights, kept alive as long as it
     std::unique_ptr<gpt2::Session> session_;
+    std::unique_ptr<gpt2::RunState> cpu_host_;  // run_on_cpu's activations and KV cache, once it has run
     size_t n_vocab_ = 0;
     BindingError constructor_error_;  // why session_ is null
 };

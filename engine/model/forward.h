@@ -80,8 +80,9 @@ void forward(const Model& model, RunState* state, const int32_t* tokens, int n, 
 // Runs a recording session's commands (Session::recorded_commands) on the CPU in s, a run state that is not recording
 // and plays the host: it keeps the activations and the KV cache between passes. window: the session's tokens
 // (Session::window()); all_logits: the pass's every-row logits (Session::recorded_all_logits()) or null; logits
-// (n_vocab): receives the last token's (Session::host_logits()). This is what any host's executor computes; the tests
-// pin recording to it (a replayed pass gives the running session's logits bit for bit).
+// (n_vocab): receives the last token's (Session::host_logits()). This is what any host's executor computes: the tests
+// pin recording to it (a replayed pass gives the running session's logits bit for bit), and a session whose GPU was
+// lost goes on with it (wasm/bindings.cpp run_on_cpu).
 void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_commands, const int32_t* window,
             float* all_logits, float* logits);
 

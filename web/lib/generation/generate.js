@@ -68,6 +68,8 @@ export function createStats(contextSize) {
     contextSize,
     kvCacheBytes: 0,
     kvCache: null,  // the cache's storage, 'int8' or 'fp32'
+    device: null,  // where the passes run, 'webgpu' or 'wasm'
+    deviceLost: null,  // why a GPU session went on on the CPU, if its device was lost
     stopReason: null,  // 'eos' | 'stop' | 'length' | 'abort' | 'error' once finished
   };
 }
@@ -194,6 +196,9 @@ function updateContextStats(stats, session) {
   stats.contextUsed = session.nCached;
   stats.kvCacheBytes = session.kvCacheBytes;
   stats.kvCache = session.kvCache;
+  // a GPU session goes on on the CPU when its device is lost (gpu_session.js)
+  stats.device = session.device ?? 'wasm';
+  stats.deviceLost = session.deviceLost ?? null;
 }
 
 // A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the

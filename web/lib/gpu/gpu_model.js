@@ -5,6 +5,9 @@ import { destroyWeights, uploadWeights } from './gpu_weights.js';
 import { GpuSession } from './gpu_session.js';
 import { createKernels } from './kernels.js';
 
+// How long a failed GPU call waits for the device's lost promise before it counts as an error of its own.
+const LOST_WAIT_MS = 1000;
+
 export class GpuModel {
   #engineModel;
   #gpu;  // { device, kernels, weights }
@@ -18,6 +21,15 @@ export class GpuModel {
   constructor(engineModel, gpu, adapterInfo) {
     this.#engineModel = engineModel;
     this.#gpu = gpu;
+    gpu.lost = null;  // why the device was lost, once it was
+    gpu.device.lost.then((info) => {
+      gpu.lost = `the GPU device was lost (${info.reason ?? 'unknown'}${info.message ? `: ${info.message}` : ''})`;
+    });
+    // error: what a GPU call threw; -> whether the device is lost (its lost promise settles just after)
+    gpu.whenLost = async () => {
+      await Promise.race([gpu.device.lost, new Promise((resolve) => setTimeout(resolve, LOST_WAIT_MS))]);
+      return gpu.lost !== null;
+    };
     this.config = engineModel.config;
     this.weightBytes = gpu.weights.bytes;
     this.weightTypes = engineModel.weightTypes;
@@ -33,8 +45,10 @@ export class GpuModel {
     return this.#engineModel.readVocabulary();
   }
 
-  // A GPU session keeps an fp32 cache whatever kvCache asks (its kvCache says so).
-  createSession({ useKVCache = true } = {}) {
+  // A GPU session keeps an fp32 cache whatever kvCache asks (its kvCache says so). Once the GPU is lost, sessions
+  // are the CPU engine's, over the same weights.
+  createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
+    if (this.#gpu.lost) return this.#engineModel.createSession({ useKVCache, kvCache });
     const recording = this.#engineModel.createSession({ useKVCache, kvCache: 'fp32', recording: true });
     try {
       return new GpuSession(recording, this.#gpu, this.config, recording.batchRows, () => this.#engineModel.createSession({ useKVCache: true, kvCache: 'fp32' }));
@@ -44,10 +58,25 @@ export class GpuModel {
     }
   }
 
-  dispose() {
+  // 'webgpu', or 'wasm' once the GPU was lost (deviceLost says why)
+  get currentDevice() {
+    return this.#gpu.lost ? 'wasm' : 'webgpu';
+  }
+
+  get deviceLost() {
+    return this.#gpu.lost;
+  }
+
+  // Frees the GPU's side (weights, device) and -> the engine model, which lives on: the model then runs on the CPU.
+  releaseGpu() {
     destroyWeights(this.#gpu.weights);
+    this.#gpu.kernels.destroy();
     this.#gpu.device.destroy();
-    this.#engineModel.dispose();
+    return this.#engineModel;
+  }
+
+  dispose() {
+    this.releaseGpu().dispose();
   }
 }
 

@@ -28,7 +28,8 @@ export class GpuSession {
   #makeScorer;
   #scorer = null;
 
-  // recording: an EngineSession made with { recording: true }; gpu: the model's GPU resources; makeScorer: -> a CPU
+  // recording: an EngineSession made with { recording: true }; gpu: the model's GPU resources (gpu_model.js's
+  // { device, kernels, weights, lost, whenLost }); makeScorer: -> a CPU
   // EngineSession of the same weights, which score() runs on
   constructor(recording, gpu, config, batchRows, makeScorer) {
     this.#recording = recording;
@@ -109,7 +110,31 @@ export class GpuSession {
     this.#readback.destroy();
   }
 
+  // 'webgpu', or 'wasm' once the GPU was lost and the session went on on the CPU (deviceLost then says why)
+  get device() {
+    return this.#gpu.lost ? 'wasm' : 'webgpu';
+  }
+
+  get deviceLost() {
+    return this.#gpu.lost;
+  }
+
+  // A lost GPU (a driver reset, GPUDevice.destroy()) does not end the generation: the engine runs the pass on the
+  // CPU from the same window, the sampler keeps its state, and so a seeded run goes on with the text it would have
+  // had on the CPU from the start.
   async #runAndSample() {
+    if (!this.#gpu.lost) {
+      try {
+        await this.#runOnGpu();
+      } catch (error) {
+        if (!(await this.#gpu.whenLost(error))) throw error;
+      }
+    }
+    if (this.#gpu.lost) this.#recording.checkedCall((session) => session.runOnCpu(), (ran) => !ran);
+    return this.#recording.checkedCall((session) => session.sample(), (token) => token < 0);
+  }
+
+  async #runOnGpu() {
     const { device, kernels } = this.#gpu;
     const commands = this.#recording.call((session) => session.commands().slice());
     const window = this.#recording.call((session) => session.window());
@@ -134,7 +159,6 @@ export class GpuSession {
     // the heap view is fetched after the wait: nothing may have moved the heap in between, but a view is cheap
     this.#recording.call((session) => session.hostLogits().set(logits));
     this.#readback.unmap();
-    return this.#recording.checkedCall((session) => session.sample(), (token) => token < 0);
   }
 
   // Encodes one command; -> the logits row a head writes, else -1.

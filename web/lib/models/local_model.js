@@ -8,6 +8,7 @@ import { loadModelIntoEngine } from '../loading/loader.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
 import { DescribedModel, describeModel } from './model_description.js';
 import { chooseDevice } from '../gpu/device.js';
+import { probeFasterDevice, probeReason } from '../gpu/device_probe.js';
 import { openGpuModel } from '../gpu/gpu_model.js';
 import { unsupportedWeights } from '../gpu/gpu_weights.js';
 
@@ -35,9 +36,15 @@ async function placeModel(model, choice, requested) {
   }
   let reason = unsupportedWeights(model);
   if (!reason) {
+    let gpuModel = null;
     try {
-      return { model: await openGpuModel(model, choice.gpu, adapterInfo), device: 'webgpu', adapterInfo, deviceReason: null };
+      gpuModel = await openGpuModel(model, choice.gpu, adapterInfo);
+      if (requested === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
+      const probe = await probeFasterDevice(gpuModel, model, adapterInfo);
+      if (probe.device === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
+      return { model: gpuModel.releaseGpu(), device: 'wasm', adapterInfo, deviceReason: probeReason(probe) };
     } catch (error) {
+      if (gpuModel) gpuModel.releaseGpu();
       reason = error.message;
     }
   }

@@ -1,0 +1,46 @@
+// A GPU that goes away while a model runs on it (webgpu project: Chromium on SwiftShader): the generation goes on
+// on the CPU engine with the text it would have had there, the stats say what happened, and the model keeps
+// working.
+import { expect, test } from './under_csp.js';
+
+const BUNDLED = '/models/tiny-shakespeare/';
+
+test('a device destroyed mid-generation: the seeded run ends on the CPU with the CPU engine\'s text', async ({ page }) => {
+  await page.goto('/');
+  const result = await page.evaluate(async (url) => {
+    // the page's own WebGPU device, caught on its way to the engine, as a driver reset would take it away
+    const devices = [];
+    const requestDevice = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = async function (...args) {
+      const device = await requestDevice.apply(this, args);
+      devices.push(device);
+      return device;
+    };
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    const options = { temperature: 0.9, topK: 40, seed: 7, maxNewTokens: 40, stopAtEndOfText: false };
+    const text = async (model, destroyAfter = Infinity) => {
+      let out = '';
+      let count = 0;
+      const run = model.generate('ROMEO:', options);
+      for await (const piece of run) {
+        out += piece.text;
+        if (++count === destroyAfter) devices[0].destroy();
+      }
+      return { text: out, stats: run.stats };
+    };
+    const gpu = await loadModel(url, { device: 'webgpu', useWorker: false });
+    const lost = await text(gpu, 10);
+    const after = await text(gpu);  // a new run on the same model, now on the CPU
+    gpu.dispose();
+    const wasm = await loadModel(url, { device: 'wasm', useWorker: false });
+    const expected = await text(wasm);
+    wasm.dispose();
+    return { lost, after, expected };
+  }, BUNDLED);
+  expect(result.lost.text).toBe(result.expected.text);
+  expect(result.lost.stats.device).toBe('wasm');
+  expect(result.lost.stats.deviceLost).toMatch(/^the GPU device was lost \(destroyed/);
+  expect(result.lost.stats.generatedTokens).toBe(40);
+  expect(result.after.text).toBe(result.expected.text);
+  expect(result.after.stats.device).toBe('wasm');
+});

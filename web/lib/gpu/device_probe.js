@@ -1,0 +1,73 @@
+// 'auto' on a hardware adapter: which of the GPU and the CPU decodes this model faster on this machine (small
+// models can be slower on a GPU, whose every pass costs a submit and a readback), measured once with a few steps
+// of each and remembered per adapter and model in the Cache API, so that later loads pay nothing.
+
+const CHOICES_CACHE = 'gpt2-wasm-device-choices-v1';
+// Cache API keys are http(s) requests: a name that is never fetched.
+const CHOICE_URL = 'https://device-choice.gpt2-wasm.invalid/';
+const PROMPT = [0, 1, 2, 3];  // ids every vocabulary has
+const WARM_UP_STEPS = 1;
+const TIMED_STEPS = 4;
+
+// -> { device: 'webgpu' | 'wasm', gpuMs, wasmMs, remembered } for models (GpuModel and the engine model of the same
+// weights) on adapterInfo's adapter.
+export async function probeFasterDevice(gpuModel, engineModel, adapterInfo, cacheStorage = globalThis.caches) {
+  const key = choiceKey(gpuModel, adapterInfo);
+  const cache = await openChoices(cacheStorage);
+  const stored = await readChoice(cache, key);
+  if (stored) return { ...stored, remembered: true };
+  const gpuMs = await msPerStep(gpuModel);
+  const wasmMs = await msPerStep(engineModel);
+  const choice = { device: gpuMs < wasmMs ? 'webgpu' : 'wasm', gpuMs, wasmMs };
+  await cache?.put(new Request(`${CHOICE_URL}?key=${encodeURIComponent(key)}`), new Response(JSON.stringify(choice)));
+  return { ...choice, remembered: false };
+}
+
+// The median time of a decode step of model's session (GPU steps are promises, the CPU's numbers).
+async function msPerStep(model) {
+  const session = model.createSession({ useKVCache: true, kvCache: 'fp32' });
+  try {
+    session.setSampling({ temperature: 0 });
+    let token = await session.prefill(PROMPT);
+    for (let i = 0; i < WARM_UP_STEPS; i++) token = await session.step(token);
+    const times = [];
+    for (let i = 0; i < TIMED_STEPS; i++) {
+      const started = performance.now();
+      token = await session.step(token);
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)];
+  } finally {
+    session.dispose();
+  }
+}
+
+function choiceKey(model, { vendor, architecture, device, description }) {
+  return JSON.stringify([vendor, architecture, device, description, model.config, model.weightTypes, model.weightBytes]);
+}
+
+async function openChoices(cacheStorage) {
+  try {
+    return cacheStorage ? await cacheStorage.open(CHOICES_CACHE) : null;
+  } catch {
+    return null;  // storage disabled: measured at every load
+  }
+}
+
+async function readChoice(cache, key) {
+  try {
+    const response = await cache?.match(`${CHOICE_URL}?key=${encodeURIComponent(key)}`);
+    const choice = response && await response.json();
+    const valid = choice && ['webgpu', 'wasm'].includes(choice.device) && Number.isFinite(choice.gpuMs) && Number.isFinite(choice.wasmMs);
+    return valid ? choice : null;
+  } catch {
+    return null;
+  }
+}
+
+// How deviceReason says the probe chose the CPU.
+export function probeReason({ gpuMs, wasmMs, remembered }) {
+  const measured = `${wasmMs.toFixed(1)} ms a token against ${gpuMs.toFixed(1)} ms on the GPU`;
+  return `the CPU decodes this model faster here (${measured}${remembered ? ', measured at an earlier load' : ''})`;
+}
