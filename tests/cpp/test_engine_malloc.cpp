@@ -3,6 +3,7 @@
 // operator new counter of alloc_counter.cpp alone would not notice an Eigen temporary in engine/kernels/ops.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 
@@ -111,4 +112,28 @@ TEST(Session, NoMallocInPrefillReusing) {
         EXPECT_EQ(session->reused_tokens(), 40);
         EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
     }
+}
+
+TEST(Session, NoMallocPerTokenInARecordingSession) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 16;  // slides the window below
+    auto model = gpt2_test::make_model(spec);
+    ASSERT_TRUE(model);
+    std::string error;
+    auto session = gpt2::Session::create_recording(*model, true, &error);
+    ASSERT_TRUE(session) << error;
+    const int32_t prompt[5] = {1, 2, 3, 4, 5};
+    // the host's half (running the commands, writing the logits) is elsewhere: the logits stay these
+    std::fill(session->host_logits(), session->host_logits() + spec.n_vocab, 0.0f);
+    const long before = g_engine_mallocs;
+    ASSERT_TRUE(session->feed_prompt(prompt, 5, true));
+    int next = session->sample();
+    for (int i = 0; i < 40 && next >= 0; i++) {
+        ASSERT_TRUE(session->feed_step(next)) << session->error();
+        int n = 0;
+        EXPECT_TRUE(session->recorded_commands(&n) && n > 0);
+        next = session->sample();
+    }
+    EXPECT_GE(next, 0) << session->error();
+    EXPECT_EQ(g_engine_mallocs - before, 0) << "recording a pass allocated";
 }
