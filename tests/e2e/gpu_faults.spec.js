@@ -44,3 +44,29 @@ test('a device destroyed mid-generation: the seeded run ends on the CPU with the
   expect(result.after.text).toBe(result.expected.text);
   expect(result.after.stats.device).toBe('wasm');
 });
+
+test('a GPU out of memory for the weights is one line naming the model and their bytes, and the page can still load the model on the CPU', async ({ page }) => {
+  await page.goto('/');
+  const result = await page.evaluate(async (url) => {
+    // the device's answer when its memory runs out during the upload, as a full GPU gives it
+    const popErrorScope = GPUDevice.prototype.popErrorScope;
+    GPUDevice.prototype.popErrorScope = async function () {
+      await popErrorScope.call(this);
+      return { message: 'Out of memory allocating a buffer' };
+    };
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    let message = null;
+    try {
+      await loadModel(url, { device: 'webgpu', useWorker: false });
+    } catch (error) {
+      message = error.message;
+    }
+    GPUDevice.prototype.popErrorScope = popErrorScope;
+    const cpu = await loadModel(url, { device: 'wasm', useWorker: false });
+    const placed = cpu.device;
+    cpu.dispose();
+    return { message, placed };
+  }, BUNDLED);
+  expect(result.message).toMatch(new RegExp(`^device 'webgpu': out of GPU memory for ${BUNDLED}: its weights need \\d+ bytes: Out of memory allocating a buffer$`));
+  expect(result.placed).toBe('wasm');
+});

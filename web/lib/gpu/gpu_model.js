@@ -81,8 +81,8 @@ export class GpuModel {
 }
 
 // engineModel's weights uploaded to device: -> GpuModel. A device that runs out of memory is a one-line error naming
-// the bytes the weights need.
-export async function openGpuModel(engineModel, device, adapterInfo) {
+// the model (name) and the bytes its weights need.
+export async function openGpuModel(engineModel, device, adapterInfo, name = 'the model') {
   // software adapters pay so much for workgroup barriers that they multiply without them
   const kernels = await createKernels(device, { serialLinear: Boolean(adapterInfo?.software) });
   device.pushErrorScope('out-of-memory');
@@ -90,7 +90,7 @@ export async function openGpuModel(engineModel, device, adapterInfo) {
   const error = await device.popErrorScope();
   if (error) {
     destroyWeights(weights);
-    throw new Error(`device 'webgpu': out of GPU memory for the model's ${weights.bytes} bytes of weights: ${error.message}`);
+    throw new Error(`device 'webgpu': out of GPU memory for ${name}: its weights need ${weights.bytes} bytes: ${error.message}`);
   }
   return new GpuModel(engineModel, { device, kernels, weights }, adapterInfo);
 }

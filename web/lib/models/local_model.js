@@ -23,13 +23,13 @@ export async function loadModelInThisThread(source, { onProgress, signal, weight
     throw error;
   }
   const { model, tokenizer } = loaded;
-  const placed = await placeModel(model, choice, device);
+  const placed = await placeModel(model, choice, device, sourceName(source));
   return new LocalModel(placed.model, tokenizer, placed);
 }
 
 // The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
 // A model the GPU cannot run goes to the CPU under 'auto' (deviceReason says why) and is an error under 'webgpu'.
-async function placeModel(model, choice, requested) {
+async function placeModel(model, choice, requested, name) {
   const { adapterInfo = null } = choice;
   if (choice.device === 'wasm') {
     return { model, device: 'wasm', adapterInfo, deviceReason: requested === 'wasm' ? null : choice.reason };
@@ -38,7 +38,7 @@ async function placeModel(model, choice, requested) {
   if (!reason) {
     let gpuModel = null;
     try {
-      gpuModel = await openGpuModel(model, choice.gpu, adapterInfo);
+      gpuModel = await openGpuModel(model, choice.gpu, adapterInfo, name);
       if (requested === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
       const probe = await probeFasterDevice(gpuModel, model, adapterInfo);
       if (probe.device === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
@@ -54,6 +54,13 @@ async function placeModel(model, choice, requested) {
     throw new Error(reason.startsWith('device ') ? reason : `device 'webgpu': ${reason}`);
   }
   return { model, device: 'wasm', adapterInfo, deviceReason: reason };
+}
+
+// How an error names the model: its URL or Hub id, or its files' names.
+function sourceName(source) {
+  if (typeof source === 'string' || source instanceof URL) return String(source);
+  const files = Array.isArray(source) ? source : Array.from(source?.length !== undefined ? source : [source]);
+  return files.map((file) => file?.name ?? 'a file').join(', ');
 }
 
 class LocalModel extends DescribedModel {
