@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "kernels/block_formats.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/forward_ops.h"
@@ -121,16 +122,24 @@ val WasmModel::matrix(int layer, const std::string& name) const {
 
 val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_rows) const {
     const gpt2::Linear* m = model_ ? named_matrix(model_->weights(), layer, name) : nullptr;
-    const bool fp32 = m && m->format == gpt2::WeightFormat::fp32, int8 = m && m->format == gpt2::WeightFormat::int8;
-    if (!(fp32 || int8) || row0 < 0 || n_rows < 1 || row0 > m->n_out - n_rows) return val::null();
-    const size_t element = fp32 ? sizeof(float) : 1, bytes = size_t(n_rows) * size_t(m->n_in) * element;
+    if (!m || row0 < 0 || n_rows < 1 || row0 > m->n_out - n_rows) return val::null();
+    const bool fp32 = m->format == gpt2::WeightFormat::fp32, int8 = m->format == gpt2::WeightFormat::int8;
+    const gpt2::BlockFormat* block = gpt2::block_format(m->format);
+    if (!(fp32 || int8 || block)) return val::null();
+    const size_t row_bytes = block ? size_t(m->n_in) / block->values_per_block * block->bytes_per_block
+                                   : size_t(m->n_in) * (fp32 ? sizeof(float) : 1);
+    const size_t bytes = size_t(n_rows) * row_bytes;
     if (bytes > rows_bytes_) {
         rows_.reset(new (std::nothrow) uint8_t[bytes]);
         rows_bytes_ = rows_ ? bytes : 0;
         if (!rows_) return val::null();
     }
+    if (block) {
+        block->file_rows(rows_.get(), m->weight, m->n_out, m->n_in, row0, n_rows);
+        return heap_view(bytes, rows_.get());
+    }
     for (int r = 0; r < n_rows; r++) {
-        uint8_t* out = rows_.get() + size_t(r) * size_t(m->n_in) * element;
+        uint8_t* out = rows_.get() + size_t(r) * row_bytes;
         if (fp32) gpt2::unpack_row(reinterpret_cast<float*>(out), static_cast<const float*>(m->weight), m->n_out, m->n_in, row0 + r);
         else gpt2::unpack_row(reinterpret_cast<int8_t*>(out), static_cast<const int8_t*>(m->weight), m->n_out, m->n_in, row0 + r);
     }

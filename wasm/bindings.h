@@ -89,9 +89,12 @@ class WasmModel {
     // "mlp_fc", "mlp_proj" or "lm_head" (layer -1 for wte and the head): { format, nOut, nIn, tied (the head is
     // wte), scale: Float32Array (nOut) or null, bias: Float32Array (nOut) or null }, or null for a name it lacks.
     emscripten::val matrix(int layer, const std::string& name) const;
-    // Rows [row0, row0 + n_rows) of that matrix in plain row-major order, fp32 as a Float32Array and int8 as an
-    // Int8Array (n_rows, nIn), in a staging block the model keeps; null for the other formats or a range outside.
-    // Both views: valid until the next call into the module.
+    // Rows [row0, row0 + n_rows) of that matrix, in a staging block the model keeps: fp32 as a Float32Array and
+    // int8 as an Int8Array (n_rows, nIn), plain row-major; a GGUF block format (f16, q8_0, q4_0, q4_1, q5_0, q5_1,
+    // q4_k, q5_k, q6_k) as a Uint8Array of the file's own ggml blocks (n_rows, nIn / values per block) blocks
+    // (ggml-common.h's block_q8_0 etc., bit for bit what the file stored: gpt2::BlockFormat::file_rows), f16 as
+    // (n_rows, nIn) halves. null for a range outside or a staging block that cannot be allocated. Views: valid
+    // until the next call into the module.
     emscripten::val matrix_rows(int layer, const std::string& name, int row0, int n_rows) const;
     // A fp32 vector as a Float32Array: "ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias" of a layer, and
     // "ln_f.weight", "ln_f.bias", "wpe" (n_ctx, n_embd) with layer -1; null for a name it lacks.

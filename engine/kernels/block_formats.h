@@ -35,6 +35,10 @@ struct BlockFormat {
     // n_in / values_per_block blocks, back to back), into its storage (storage_bytes). Called with consecutive
     // row ranges from row 0 on; every range but the last is a multiple of kPanelRows rows.
     void (*store_rows)(void* storage, int n_out, int n_in, int row0, int n_rows, const uint8_t* file_rows);
+    // store_rows's exact inverse: rows [row0, row0 + n_rows) of the storage written back into file_rows in the
+    // file's own ggml block layout (n_rows rows of n_in / values_per_block blocks of bytes_per_block, back to back),
+    // bit for bit the bytes store_rows took. Any row range; a GPU host uploads the blocks as the file had them.
+    void (*file_rows)(uint8_t* file_rows, const void* storage, int n_out, int n_in, int row0, int n_rows);
     // Row `row` dequantized to fp32 (n_in values), bit for bit as ggml's dequantize_row_* (the embedding lookup).
     void (*dequantize_row)(float* out, const void* storage, int n_out, int n_in, int row);
     // multiply_linear (linear.h) for this format: out[t][o] for the tokens [t0, t0 + n_tok) and the outputs

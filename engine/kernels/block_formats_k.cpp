@@ -184,6 +184,21 @@ void store_rows(void* storage, int n_out, int n_in, int row0, int n_rows, const 
     }
 }
 
+// store_rows's inverse (block_formats.h's file_rows): each row's super-blocks as the file had them.
+template <typename Format>
+void file_rows(uint8_t* file_rows, const void* storage, int n_out, int n_in, int row0, int n_rows) {
+    (void)n_out;
+    const int n_sb = n_in / kSuperBlock;
+    for (int i = 0; i < n_rows; i++) {
+        const int row = row0 + i;
+        const uint8_t* panel = static_cast<const uint8_t*>(storage) +
+                               size_t(row / kPanelRows) * n_sb * Format::kPanelBlockBytes;
+        for (int s = 0; s < n_sb; s++)
+            Format::unstore(file_rows + (size_t(i) * n_sb + s) * Format::kFileBlockBytes,
+                         panel + size_t(s) * Format::kPanelBlockBytes, row % kPanelRows);
+    }
+}
+
 template <typename Format>
 void dequantize_row(float* out, const void* storage, int n_out, int n_in, int row) {
     (void)n_out;
@@ -251,6 +266,26 @@ struct KQuant {
             if (HighBits) std::memcpy(block + kQh + pair_offset(j, r), file + kFileQh + 4 * j, 4);
             for (int c = 0; c < 4; c++)
                 std::memcpy(block + kQs + c * kChunkBytes + pair_offset(j, r), file + kFileQs + 32 * c + 4 * j, 4);
+        }
+    }
+
+    // store's inverse: the file block of row r, its 12 bytes of scales and mins packed back as get_scale_min_k4
+    // reads them.
+    static void unstore(uint8_t* file, const uint8_t* block, int r) {
+        put_f16(file, load_f32(block + kD + 4 * r));
+        put_f16(file + 2, load_f32(block + kDmin + 4 * r));
+        const auto scale = [&](int j) { return block[kScale + 4 * j + r]; };
+        const auto min = [&](int j) { return block[kMin + 4 * j + r]; };
+        uint8_t* q = file + kFileScales;
+        for (int j = 0; j < 4; j++) {
+            q[j] = uint8_t(scale(j) | (scale(j + 4) >> 4) << 6);
+            q[j + 4] = uint8_t(min(j) | (min(j + 4) >> 4) << 6);
+            q[j + 8] = uint8_t((scale(j + 4) & 0x0F) | (min(j + 4) & 0x0F) << 4);
+        }
+        for (int j = 0; j < 8; j++) {
+            if (HighBits) std::memcpy(file + kFileQh + 4 * j, block + kQh + pair_offset(j, r), 4);
+            for (int c = 0; c < 4; c++)
+                std::memcpy(file + kFileQs + 32 * c + 4 * j, block + kQs + c * kChunkBytes + pair_offset(j, r), 4);
         }
     }
 
@@ -398,6 +433,21 @@ struct Q6K {
         return u >= 32 ? u - 64 : u;
     }
 
+    // store's inverse: value v's low 4 bits into ql, its top 2 into qh (file_value's places).
+    static void unstore(uint8_t* file, const uint8_t* block, int r) {
+        std::memset(file, 0, kFileBlockBytes);
+        for (int b = 0; b < kBlocksPerSuperBlock; b++)
+            for (int f = 0; f < 4; f++)
+                for (int k = 0; k < 8; k++) {
+                    const int v = 32 * b + 8 * f + k, q = stored_value(block, b, f, k, r) + 32;
+                    const int half = v / 128, kk = v % 128 / 32, l = v % 32;
+                    file[kFileQl + 64 * half + 32 * (kk % 2) + l] |= uint8_t(kk < 2 ? q & 0x0F : (q & 0x0F) << 4);
+                    file[kFileQh + 32 * half + l] |= uint8_t((q >> 4) << (2 * kk));
+                }
+        for (int j = 0; j < 16; j++) file[kFileScales + j] = block[kScale + 4 * j + r];
+        put_f16(file + kFileD, load_f32(block + kD + 4 * r));
+    }
+
     // ggml's dequantize_row_q6_K: y = d * scale * (q - 32), evaluated (d * scale) * (q - 32).
     static void dequantize(float* y, const uint8_t* block, int r) {
         const float d = load_f32(block + kD + 4 * r);
@@ -456,6 +506,7 @@ constexpr BlockFormat make_format(const char* name) {
                        uint32_t(Format::kFileBlockBytes),
                        &storage_bytes<Format>,
                        &store_rows<Format>,
+                       &file_rows<Format>,
                        &dequantize_row<Format>,
                        &multiply<Format>};
 }

@@ -83,6 +83,10 @@ inline int regrouped_nibble(const uint8_t* q, int j) {
     const int byte = q[2 * (j % 8) + j / 16];
     return (j / 8) % 2 ? byte >> 4 : byte & 15;
 }
+// regroup_nibbles's inverse: the file's qs.
+void ungroup_nibbles(uint8_t* qs, const uint8_t* q) {
+    for (int j = 0; j < 16; j++) qs[j] = uint8_t(regrouped_nibble(q, j) | regrouped_nibble(q, j + 16) << 4);
+}
 
 // 32 weights in 4 bit (regroup_nibbles) times x.
 inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
@@ -101,6 +105,13 @@ uint32_t spread_fifth_bits(uint32_t qh) {
     return spread;
 }
 inline int fifth_bit(uint32_t spread, int j) { return int(spread >> fifth_bit_position(j)) & 1; }
+// spread_fifth_bits's inverse: the file's qh.
+uint32_t gather_fifth_bits(uint32_t spread) {
+    uint32_t qh = 0;
+    for (int j = 0; j < kBlock; j++) qh |= uint32_t(fifth_bit(spread, j)) << j;
+    return qh;
+}
+inline void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, sizeof v); }
 
 inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
     // lane g of t is spread << (3 - g): byte k then holds value 4g + k's bit at bit 3, value 16 + 4g + k's at bit
@@ -131,6 +142,10 @@ struct Q8_0 {
         put_float(column + 4 * r, f16_at(block));
         std::memcpy(column + 16 + 32 * r, block + 2, 32);
     }
+    static void unstore(uint8_t* block, const uint8_t* column, int r) {  // store's inverse
+        put_f16(block, float_at(column + 4 * r));
+        std::memcpy(block + 2, column + 16 + 32 * r, 32);
+    }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
         const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * r);
@@ -154,6 +169,10 @@ struct Q4_0 {
         put_float(column + 4 * r, f16_at(block));
         regroup_nibbles(column + 16 + 16 * r, block + 2);
     }
+    static void unstore(uint8_t* block, const uint8_t* column, int r) {
+        put_f16(block, float_at(column + 4 * r));
+        ungroup_nibbles(block + 2, column + 16 + 16 * r);
+    }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
         const uint8_t* qs = column + 16 + 16 * r;
@@ -174,6 +193,11 @@ struct Q4_1 {
         put_float(column + 4 * r, f16_at(block));
         std::memcpy(column + 16 + 2 * r, block + 2, 2);
         regroup_nibbles(column + 24 + 16 * r, block + 4);
+    }
+    static void unstore(uint8_t* block, const uint8_t* column, int r) {
+        put_f16(block, float_at(column + 4 * r));
+        std::memcpy(block + 2, column + 16 + 2 * r, 2);
+        ungroup_nibbles(block + 4, column + 24 + 16 * r);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r), m = f16_at(column + 16 + 2 * r);
@@ -197,6 +221,11 @@ struct Q5_0 {
         const uint32_t spread = spread_fifth_bits(u32_at(block + 2));
         std::memcpy(column + 16 + 4 * r, &spread, 4);
         std::memcpy(column + 32 + 16 * r, block + 6, 16);
+    }
+    static void unstore(uint8_t* block, const uint8_t* column, int r) {
+        put_f16(block, float_at(column + 4 * r));
+        put_u32(block + 2, gather_fifth_bits(u32_at(column + 16 + 4 * r)));
+        std::memcpy(block + 6, column + 32 + 16 * r, 16);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r);
@@ -224,6 +253,12 @@ struct Q5_1 {
         const uint32_t spread = spread_fifth_bits(u32_at(block + 4));
         std::memcpy(column + 24 + 4 * r, &spread, 4);
         std::memcpy(column + 40 + 16 * r, block + 8, 16);
+    }
+    static void unstore(uint8_t* block, const uint8_t* column, int r) {
+        put_f16(block, float_at(column + 4 * r));
+        std::memcpy(block + 2, column + 16 + 2 * r, 2);
+        put_u32(block + 4, gather_fifth_bits(u32_at(column + 24 + 4 * r)));
+        std::memcpy(block + 8, column + 40 + 16 * r, 16);
     }
     static void dequantize(float* out, const uint8_t* column, int r) {
         const float d = float_at(column + 4 * r), m = f16_at(column + 16 + 2 * r);
@@ -268,6 +303,19 @@ void blocks_store_rows(void* storage, int n_out, int n_in, int row0, int n_rows,
         const uint8_t* block = file_rows + size_t(i) * n_blocks * F::kFileBytes;
         for (int b = 0; b < n_blocks; b++, column += F::kColumnBytes, block += F::kFileBytes)
             F::store(column, r, block);
+    }
+}
+
+template <typename F>
+void blocks_file_rows(uint8_t* file_rows, const void* storage, int, int n_in, int row0, int n_rows) {
+    const uint8_t* const base = static_cast<const uint8_t*>(storage);
+    const int n_blocks = n_in / kBlock;
+    const size_t panel = panel_bytes<F>(n_in);
+    for (int i = 0; i < n_rows; i++) {
+        const int row = row0 + i, r = row % kPanelRows;
+        const uint8_t* column = base + size_t(row / kPanelRows) * panel;
+        uint8_t* block = file_rows + size_t(i) * n_blocks * F::kFileBytes;
+        for (int b = 0; b < n_blocks; b++, column += F::kColumnBytes, block += F::kFileBytes) F::unstore(block, column, r);
     }
 }
 
@@ -350,6 +398,7 @@ constexpr BlockFormat legacy_format(const char* name) {
             F::kFileBytes,
             &blocks_storage_bytes<F>,
             &blocks_store_rows<F>,
+            &blocks_file_rows<F>,
             &blocks_dequantize_row<F>,
             &blocks_multiply<F>};
 }
@@ -379,6 +428,20 @@ void f16_store_rows(void* storage, int n_out, int n_in, int row0, int n_rows, co
         for (size_t c = 0; c < n8; c += kChunkF16)
             std::memcpy(panel + 2 * (c * kPanelRows + r * kChunkF16), src + 2 * c, 2 * kChunkF16);
         std::memcpy(panel + 2 * (n8 * kPanelRows + r * tail), src + 2 * n8, 2 * tail);
+    }
+}
+
+void f16_file_rows(uint8_t* file_rows, const void* storage, int, int n_in, int row0, int n_rows) {
+    const uint8_t* const base = static_cast<const uint8_t*>(storage);
+    const size_t row_bytes = size_t(n_in) * 2, n8 = size_t(n_in - n_in % kChunkF16), tail = size_t(n_in) - n8;
+    for (int i = 0; i < n_rows; i++) {
+        const int row = row0 + i;
+        const size_t r = size_t(row % kPanelRows);
+        const uint8_t* panel = base + size_t(row / kPanelRows) * kPanelRows * row_bytes;
+        uint8_t* dst = file_rows + size_t(i) * row_bytes;
+        for (size_t c = 0; c < n8; c += kChunkF16)
+            std::memcpy(dst + 2 * c, panel + 2 * (c * kPanelRows + r * kChunkF16), 2 * kChunkF16);
+        std::memcpy(dst + 2 * n8, panel + 2 * (n8 * kPanelRows + r * tail), 2 * tail);
     }
 }
 
@@ -434,7 +497,8 @@ void f16_multiply(float* out, const Linear& linear, const LinearInput& in, int t
 
 }  // namespace
 
-extern const BlockFormat kF16 = {"F16", 1, 2, &f16_storage_bytes, &f16_store_rows, &f16_dequantize_row, &f16_multiply};
+extern const BlockFormat kF16 = {"F16", 1, 2, &f16_storage_bytes, &f16_store_rows, &f16_file_rows,
+                                   &f16_dequantize_row, &f16_multiply};
 extern const BlockFormat kQ8_0 = legacy_format<Q8_0>("Q8_0");
 extern const BlockFormat kQ4_0 = legacy_format<Q4_0>("Q4_0");
 extern const BlockFormat kQ4_1 = legacy_format<Q4_1>("Q4_1");

@@ -36,6 +36,26 @@ inline float f16_to_float(uint16_t h) {
     return bits_to_float(sign | ((113u - shift) << 23) | ((mantissa & 0x3FFu) << 13));
 }
 
+// The half whose value f is, for every f that f16_to_float returned: its exact inverse, NaN payloads included
+// (the storage of the block formats widens the file's fp16 scales, and hands the file's bytes back).
+inline uint16_t f16_bits(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
+    const uint32_t exponent = (bits >> 23) & 0xFFu, mantissa = bits & 0x7FFFFFu;
+    if (exponent == 0xFF) return uint16_t(sign | 0x7C00u | (mantissa >> 13));  // inf, nan
+    if (exponent == 0) return sign;                                              // signed zero
+    if (exponent >= 113) return uint16_t(sign | ((exponent - 112u) << 10) | (mantissa >> 13));
+    // an fp16 subnormal: (1.mantissa) 2^(exponent - 127) = m 2^-24
+    return uint16_t(sign | ((0x800000u | mantissa) >> (126u - exponent)));
+}
+
+inline void put_f16(uint8_t* p, float f) {
+    const uint16_t h = f16_bits(f);
+    p[0] = uint8_t(h);
+    p[1] = uint8_t(h >> 8);
+}
+
 // The little-endian half at p (a block's fp16 scale in a GGUF file) as float32.
 inline float f16_at(const uint8_t* p) { return f16_to_float(uint16_t(p[0] | p[1] << 8)); }
 

@@ -12,7 +12,9 @@ async function installHarness() {
   const adapter = await navigator.gpu.requestAdapter();
   const { maxStorageBufferBindingSize, maxBufferSize } = adapter.limits;
   const device = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize, maxBufferSize } });
-  const kernels = await createKernels(device);
+  const { BLOCK_FORMATS } = await import('/js/lib/gpu/wgsl/blocks.js');
+  // the block formats' variants compiled up front here (createKernels' formats); serialKernels makes its own on use
+  const kernels = await createKernels(device, { formats: Object.keys(BLOCK_FORMATS) });
   // the linear layers of software adapters (createKernels' serialLinear)
   const serialKernels = await createKernels(device, { serialLinear: true });
   // mulberry32: the same data on every run.
@@ -96,6 +98,7 @@ test.beforeAll(async ({ browser }) => {
   await page.goto('/js/lib/gpu/kernels.js');
   adapter = await page.evaluate(installHarness);
   await page.evaluate(installLinearCase);
+  await page.evaluate(installBlocks);
 });
 test.afterAll(async () => page.close());
 test.beforeEach(() => test.info().annotations.push({ type: 'adapter', description: JSON.stringify(adapter) }));
@@ -145,7 +148,7 @@ test('embed writes position plus token rows, from fp32 and int8 tables split in 
     }
     await run((pass) => {
       for (const { n, C, pos0, tokenOffset, int8, parts } of cases) {
-        parts.forEach(({ bound, rowBegin, rowEnd }, i) => bound.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: i === 0 ? 1 : 0, int8 }));
+        parts.forEach(({ bound, rowBegin, rowEnd }, i) => bound.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: i === 0 ? 1 : 0, format: int8 }));
       }
     });
     return Promise.all(cases.map(async ({ name, n, C, x, ref }) =>
@@ -187,12 +190,16 @@ test('layernorm normalises the rows from a row offset and leaves the other rows 
 function installLinearCase() {
   const { randoms, int8s, buffer } = globalThis.gpuTest;
   const gelu = (y) => 0.5 * y * (1 + Math.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)));
-  globalThis.gpuTest.linearCase = ({ n, nIn, nRows, o0 = 5, epilogue, hasBias, int8, inRowOffset = 2, outRowOffset = 1, times = 1, serial = false }) => {
+  // block: a GGUF block format (installBlocks), whose weights are random blocks and their float64 dequantization
+  globalThis.gpuTest.linearCase = ({ n, nIn, nRows, o0 = 5, epilogue, hasBias, int8, block, inRowOffset = 2, outRowOffset = 1, times = 1, serial = false }) => {
     const kernels = serial ? globalThis.gpuTest.serialKernels : globalThis.gpuTest.kernels;
     const nOut = o0 + nRows + 4;
     const outStride = nOut + 3;
     const input = randoms((inRowOffset + n) * nIn); // (inRowOffset + n, nIn) f32
-    const weights = int8 ? int8s(nRows * nIn) : { values: randoms(nRows * nIn) }; // (nRows, nIn) int8 or f32
+    // (nRows, nIn) int8 or f32, or the blocks of (nRows, nIn) values; magnitudes: each value's |terms| (K-quants:
+    // |d scale q| + |dmin min|, which the GPU's f32 dequantization rounds)
+    const weights = block ? globalThis.gpuTest.blocks.random(block, nRows, nIn) : int8 ? int8s(nRows * nIn) : { values: randoms(nRows * nIn) };
+    const weightMagnitudes = weights.magnitudes ?? Float64Array.from(weights.values, Math.abs);
     const scales = randoms(nRows, 0.001, 0.02); // (nRows) f32
     const bias = randoms(nOut); // (nOut) f32
     const before = randoms((outRowOffset + n) * outStride); // (outRowOffset + n, outStride) f32
@@ -206,7 +213,7 @@ function installLinearCase() {
         for (let k = 0; k < nIn; k++) {
           const term = input[(inRowOffset + t) * nIn + k] * weights.values[r * nIn + k];
           y += term;
-          s += Math.abs(term);
+          s += Math.abs(input[(inRowOffset + t) * nIn + k]) * weightMagnitudes[r * nIn + k];
         }
         const scale = int8 ? scales[r] : 1;
         const b = hasBias ? bias[o0 + r] : 0;
@@ -219,12 +226,91 @@ function installLinearCase() {
       }
     }
     const bound = kernels.linear.bind({
-      out, input: buffer(input), weight: buffer(int8 ? weights.packed : weights.values, nRows % 2 ? 0 : 512),
+      out, input: buffer(input), weight: buffer(block ? weights.words : int8 ? weights.packed : weights.values, nRows % 2 ? 0 : 512),
       scale: int8 ? buffer(scales) : undefined, bias: hasBias ? buffer(bias) : null,
     });
-    const name = `linear${serial ? ' serial' : ''} ${int8 ? 'int8' : 'fp32'} n=${n} nIn=${nIn} nRows=${nRows} epilogue ${epilogue}${hasBias ? ' bias' : ''}`;
-    const params = { n, nIn, nRows, o0, outStride, inRowOffset, outRowOffset, epilogue, hasBias, int8 };
-    return { name, bound, params, out, before, ref, bounds: (i) => (nIn + 4) * 2 ** -24 * magnitude[i] + 1e-6, times };
+    const name = `linear${serial ? ' serial' : ''} ${block ?? (int8 ? 'int8' : 'fp32')} n=${n} nIn=${nIn} nRows=${nRows} epilogue ${epilogue}${hasBias ? ' bias' : ''}`;
+    const params = { n, nIn, nRows, o0, outStride, inRowOffset, outRowOffset, epilogue, hasBias, format: block ? globalThis.gpuTest.blocks.codes[block] : int8 };
+    // the block formats' f32 dequantization adds up to 3 roundings a weight (d scale, the product, - dmin min)
+    const roundings = nIn + (block ? 8 : 4);
+    return { name, bound, params, out, before, ref, bounds: (i) => roundings * 2 ** -24 * magnitude[i] + 1e-6, times };
+  };
+}
+
+// Page side: random GGUF blocks (ggml-common.h's layouts) and ggml's dequantize_row_* in float64, as
+// globalThis.gpuTest.blocks: random(format, nRows, nIn) -> { bytes, words (the bytes padded to u32 words), values,
+// magnitudes } (values and magnitudes (nRows, nIn)), codes (kernels.js's FORMAT_CODES). The quants are random
+// bytes; the fp16 scales are random normal halves of magnitude 2^-7 .. 2^-3 (real files' range; an adapter may
+// flush fp16 subnormals).
+async function installBlocks() {
+  const { FORMAT_CODES } = await import('/js/lib/gpu/kernels.js');
+  const { BLOCK_FORMATS } = await import('/js/lib/gpu/wgsl/blocks.js');
+  const { randomInts } = globalThis.gpuTest;
+  const half = (bits) => (bits & 0x8000 ? -1 : 1) * 2 ** (((bits >> 10) & 31) - 15) * (1 + (bits & 1023) / 1024);
+  const halfAt = (b, at) => half(b[at] | (b[at + 1] << 8));
+  const signed = (byte) => (byte << 24) >> 24;
+  // ggml's get_scale_min_k4: sub-block j's 6-bit scale and min from the 12 bytes at q
+  const scaleMin = (b, q, j) => (j < 4 ? [b[q + j] & 63, b[q + j + 4] & 63]
+    : [(b[q + j + 4] & 15) | ((b[q + j - 4] >> 6) << 4), (b[q + j + 4] >> 4) | ((b[q + j] >> 6) << 4)]);
+  // Each: (bytes, byte offset of a block, out, magnitudes, index of its first value) -> writes its values.
+  const DEQUANTIZE = {
+    q8_0(b, at, y, m, i) {
+      for (let j = 0; j < 32; j++) y[i + j] = halfAt(b, at) * signed(b[at + 2 + j]);
+    },
+    q4_0(b, at, y, m, i) {
+      for (let j = 0; j < 16; j++) {
+        y[i + j] = ((b[at + 2 + j] & 15) - 8) * halfAt(b, at);
+        y[i + j + 16] = ((b[at + 2 + j] >> 4) - 8) * halfAt(b, at);
+      }
+    },
+    q4_k(b, at, y, m, i, high = false) {
+      const d = halfAt(b, at), dmin = halfAt(b, at + 2), qs = at + (high ? 48 : 16);
+      for (let j = 0; j < 8; j++) {
+        const [sc, mn] = scaleMin(b, at + 4, j);
+        for (let l = 0; l < 32; l++) {
+          const q = (j % 2 ? b[qs + 32 * (j >> 1) + l] >> 4 : b[qs + 32 * (j >> 1) + l] & 15) + (high && (b[at + 16 + l] >> j) & 1 ? 16 : 0);
+          y[i + 32 * j + l] = d * sc * q - dmin * mn;
+          m[i + 32 * j + l] = Math.abs(d * sc * q) + Math.abs(dmin * mn);
+        }
+      }
+    },
+    q5_k(b, at, y, m, i) {
+      DEQUANTIZE.q4_k(b, at, y, m, i, true);
+    },
+    q6_k(b, at, y, m, i) {
+      const d = halfAt(b, at + 208);
+      for (let v = 0; v < 256; v++) {
+        const h = v >> 7, k = (v % 128) >> 5, l = v % 32;
+        const ql = b[at + 64 * h + 32 * (k % 2) + l];
+        const q = ((k < 2 ? ql & 15 : ql >> 4) | (((b[at + 128 + 32 * h + l] >> (2 * k)) & 3) << 4)) - 32;
+        y[i + v] = d * signed(b[at + 192 + 8 * h + (l >> 4) + 2 * k]) * q;
+      }
+    },
+  };
+  // the offsets of each format's fp16 fields in a block
+  const HALVES = { q8_0: [0], q4_0: [0], q4_k: [0, 2], q5_k: [0, 2], q6_k: [208] };
+  globalThis.gpuTest.blocks = {
+    codes: FORMAT_CODES,
+    random(format, nRows, nIn) {
+      const { values: perBlock, bytes: blockBytes } = BLOCK_FORMATS[format];
+      const nBlocks = nRows * nIn / perBlock;
+      const words = new Uint32Array(Math.ceil(nBlocks * blockBytes / 4));
+      const bytes = new Uint8Array(words.buffer, 0, nBlocks * blockBytes);
+      bytes.set(randomInts(bytes.length, 256));
+      const halves = randomInts(nBlocks * 2, 1 << 16);
+      for (let k = 0; k < nBlocks; k++) {
+        HALVES[format].forEach((offset, h) => {
+          const bits = (halves[2 * k + h] & 0x83ff) | ((8 + (halves[2 * k + h] >> 10) % 5) << 10);
+          bytes[k * blockBytes + offset] = bits & 255;
+          bytes[k * blockBytes + offset + 1] = bits >> 8;
+        });
+      }
+      const values = new Float64Array(nRows * nIn);
+      const magnitudes = new Float64Array(nRows * nIn);
+      for (let k = 0; k < nBlocks; k++) DEQUANTIZE[format](bytes, k * blockBytes, values, magnitudes, k * perBlock);
+      if (!format.endsWith('_k') || format === 'q6_k') magnitudes.set(values.map(Math.abs));
+      return { bytes, words, values, magnitudes };
+    },
   };
 }
 
@@ -259,6 +345,66 @@ test('the serial linear kernel of software adapters matches float64 for both for
     await run((pass) => cases.forEach(({ bound, params }) => bound.encode(pass, params)), serialKernels);
     return Promise.all(cases.map(async ({ name, out, ref, bounds }) => compare(name, await read(out, ref.length), ref, bounds)));
   }));
+});
+
+const BLOCK_FORMAT_NAMES = ['q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k'];
+// nIn per format: 3 blocks of 32 (rows of 102 or 54 bytes: most rows start off a word) or of 256 (Q6_K: 630 bytes)
+const blockNIn = (format) => (format.endsWith('_k') ? 768 : 96);
+
+test('linear dequantizes the GGUF block formats as ggml does: GEMV, GEMM and serial against float64', async () => {
+  // Bound: f32 summation of nIn terms and up to 3 roundings in dequantizing a weight, (nIn + 8) 2^-24 S + 1e-6 with
+  // S the sum of |x| (|d scale q| + |dmin min|) over the row (linearCase).
+  expectWithinBounds(await page.evaluate(async (formats) => {
+    const { linearCase, run, read, compare, serialKernels } = globalThis.gpuTest;
+    const cases = [];
+    const serialCases = [];
+    formats.forEach(({ format, nIn }) => {
+      // n 1, 2: the GEMV; 67: the GEMM (tiles of 32 tokens, 64 rows); 37 and 300 rows: no whole workgroups
+      [[1, 37, 0], [2, 300, 1], [67, 37, 2]].forEach(([n, nRows, epilogue]) =>
+        cases.push(linearCase({ n, nIn, nRows, epilogue, hasBias: (n + epilogue) % 2, block: format })));
+      [[1, 37, 2], [3, 70, 1]].forEach(([n, nRows, epilogue]) =>
+        serialCases.push(linearCase({ n, nIn, nRows, epilogue, hasBias: 1, block: format, serial: true })));
+    });
+    await run((pass) => cases.forEach(({ bound, params }) => bound.encode(pass, params)));
+    await run((pass) => serialCases.forEach(({ bound, params }) => bound.encode(pass, params)), serialKernels);
+    return Promise.all([...cases, ...serialCases].map(async ({ name, out, ref, bounds }) =>
+      compare(name, await read(out, ref.length), ref, bounds)));
+  }, BLOCK_FORMAT_NAMES.map((format) => ({ format, nIn: blockNIn(format) }))));
+});
+
+test('embed looks up token rows of GGUF block tables split in two parts, dequantized as ggml does', async () => {
+  // Bound: one f32 addition to the position row and up to 3 roundings of the value: 1e-6 (1 + |ref|).
+  expectWithinBounds(await page.evaluate(async (formats) => {
+    const { kernels, randoms, randomInts, buffer, run, read, compare, blocks } = globalThis.gpuTest;
+    const vocab = 50, nCtx = 80, n = 37, pos0 = 5, tokenOffset = 3, split = 23;
+    const cases = formats.map(({ format, nIn: C }) => {
+      const table = blocks.random(format, vocab, C);  // (vocab, C) values in blocks
+      const rowBytes = table.bytes.length / vocab;
+      const tokens = randomInts(tokenOffset + n, vocab); // (tokenOffset + n) u32
+      const wpe = randoms(nCtx * C); // (nCtx, C) f32
+      const x = buffer(randoms(n * C), 256); // (n, C) f32
+      const parts = [[0, split], [split, vocab]].map(([rowBegin, rowEnd]) => {
+        // each part its own buffer from its first row, as gpu_weights.js uploads them: (rows, C / values) blocks
+        const rows = new Uint8Array(Math.ceil((rowEnd - rowBegin) * rowBytes / 4) * 4);
+        rows.set(table.bytes.subarray(rowBegin * rowBytes, rowEnd * rowBytes));
+        const bound = kernels.embed.bind({ x, tokens: buffer(tokens), wpe: buffer(wpe), wte: buffer(rows) });
+        return { bound, rowBegin, rowEnd };
+      });
+      const ref = new Float64Array(n * C);
+      for (let t = 0; t < n; t++) {
+        const tok = tokens[tokenOffset + t];
+        for (let c = 0; c < C; c++) ref[t * C + c] = wpe[(pos0 + t) * C + c] + table.values[tok * C + c];
+      }
+      return { name: `embed ${format} n=${n} C=${C} in 2 parts`, C, x, parts, ref, code: blocks.codes[format] };
+    });
+    await run((pass) => {
+      for (const { C, parts, code } of cases) {
+        parts.forEach(({ bound, rowBegin, rowEnd }, i) => bound.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: i === 0 ? 1 : 0, format: code }));
+      }
+    });
+    return Promise.all(cases.map(async ({ name, C, x, ref }) =>
+      compare(name, await read(x, n * C), ref, (i) => 1e-6 * (1 + Math.abs(ref[i])))));
+  }, BLOCK_FORMAT_NAMES.map((format) => ({ format, nIn: blockNIn(format) }))));
 });
 
 test('linear with the accumulate epilogue adds to the output: run twice it adds twice, which once would not match', async () => {

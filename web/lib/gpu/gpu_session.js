@@ -170,8 +170,8 @@ export class GpuSession {
     this.counters.dispatches++;
     switch (op) {
       case OP.embed:
-        this.#bound.embed.forEach(({ bound: part, rowBegin, rowEnd, int8 }, k) => {
-          part.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: k === 0 ? 1 : 0, int8 });
+        this.#bound.embed.forEach(({ bound: part, rowBegin, rowEnd, format }, k) => {
+          part.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: k === 0 ? 1 : 0, format });
         });
         this.counters.dispatches += this.#bound.embed.length - 1;
         return -1;
@@ -182,10 +182,10 @@ export class GpuSession {
         const matrix = bound[MATRICES[which]];
         const target = ACTIVATIONS[out];
         if (ACTIVATIONS[input] !== matrix.input) throw new Error(`the engine multiplies ${MATRICES[which]} with ${ACTIVATIONS[input]}, the GPU binds ${matrix.input}`);
-        matrix.parts.forEach(({ byTarget, o0, nRows, int8 }) => {
+        matrix.parts.forEach(({ byTarget, o0, nRows, format }) => {
           byTarget[target].encode(pass, {
             n, nIn: matrix.nIn, nRows, o0, outStride: matrix.nOut, inRowOffset: row0, outRowOffset: row0,
-            epilogue, hasBias: matrix.hasBias, int8,
+            epilogue, hasBias: matrix.hasBias, format,
           });
         });
         this.counters.dispatches += matrix.parts.length - 1;
@@ -229,7 +229,7 @@ function bindKernels(kernels, weights, buffers, { n_layer: L }) {
     nOut: matrix.nOut,
     hasBias: matrix.bias ? 1 : 0,
     parts: matrix.parts.map(({ weight, scale, o0, nRows }) => ({
-      o0, nRows, int8: matrix.format === 'int8' ? 1 : 0,
+      o0, nRows, format: matrix.formatCode,
       byTarget: Object.fromEntries(targets.map((target) => [target, kernels.linear.bind({
         out: buffers[target], input: buffers[input], weight, scale, bias: matrix.bias,
       })])),
@@ -250,7 +250,7 @@ function bindKernels(kernels, weights, buffers, { n_layer: L }) {
   const head = { ln_f: norm(weights.ln_f), lm_head: linear(weights.lm_head, ['logits'], 'xb') };
   const embed = weights.wte.parts.map(({ weight, scale, o0, nRows }) => ({
     bound: kernels.embed.bind({ x: buffers.x, tokens: buffers.tokens, wte: weight, wteScale: scale, wpe: weights.wpe }),
-    rowBegin: o0, rowEnd: o0 + nRows, int8: weights.wte.format === 'int8' ? 1 : 0,
+    rowBegin: o0, rowEnd: o0 + nRows, format: weights.wte.formatCode,
   }));
   return { layers, head, embed };
 }

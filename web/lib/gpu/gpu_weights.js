@@ -1,9 +1,13 @@
 // A model's weights in GPU buffers, uploaded tensor by tensor from the engine's heap (wasm/bindings.cpp's matrix,
-// matrixRows and vector): fp32 matrices as f32 rows, int8 ones as their bytes (4 per u32 word) with the per-row scales.
+// matrixRows and vector): fp32 matrices as f32 rows, int8 ones as their bytes (4 per u32 word) with the per-row scales,
+// the GGUF block formats as the file's own ggml blocks (wgsl/blocks.js dequantizes them in the kernels).
 // A matrix larger than the device's binding limit is split into parts of whole rows, each its own buffer.
 
+import { FORMAT_CODES } from './kernels.js';
+import { BLOCK_FORMATS } from './wgsl/blocks.js';
+
 // The formats the GPU kernels multiply (web/lib/gpu/kernels.js); a model with any other matrix runs on the CPU.
-export const GPU_WEIGHT_FORMATS = ['fp32', 'int8'];
+export const GPU_WEIGHT_FORMATS = Object.keys(FORMAT_CODES);
 const LAYER_MATRICES = ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj'];
 // Rows copied out of the heap per upload: bounds the staging block the engine keeps.
 const UPLOAD_BYTES = 4 << 20;
@@ -12,7 +16,10 @@ const STORAGE = 0x80 | 0x8;  // GPUBufferUsage.STORAGE | COPY_DST, spelled out: 
 // Why engineModel cannot run on the GPU, or null.
 export function unsupportedWeights(engineModel) {
   const formats = engineModel.weightTypes.split(', ').filter((f) => !GPU_WEIGHT_FORMATS.includes(f));
-  if (formats.length > 0) return `the GPU kernels run fp32 and int8 weights; this model has ${formats.join(', ')}`;
+  if (formats.length > 0) {
+    const known = `${GPU_WEIGHT_FORMATS.slice(0, -1).join(', ')} and ${GPU_WEIGHT_FORMATS.at(-1)}`;
+    return `the GPU kernels run ${known} weights; this model has ${formats.join(', ')}`;
+  }
   const { n_embd: C } = engineModel.config;
   if (C % 4 !== 0) return `the GPU kernels need n_embd to be a multiple of 4, got ${C}`;
   return null;
@@ -29,16 +36,36 @@ function uploadVector(device, values, label) {
   return buffer;
 }
 
-// -> { format, nOut, nIn, parts: [{ weight, scale, o0, nRows }], bias } of one matrix, or the tied head's wte
+// Bytes of one row of a matrix in the upload: f32 values, int8 bytes, or whole ggml blocks.
+function rowBytesOf(format, nIn) {
+  if (format in BLOCK_FORMATS) return nIn / BLOCK_FORMATS[format].values * BLOCK_FORMATS[format].bytes;
+  return nIn * (format === 'int8' ? 1 : 4);
+}
+
+// rows (a typed array) into buffer at byte offset at: writeBuffer takes whole words, and rows of blocks need not
+// be (Q6_K: 210 bytes a block), so the last piece of a part is padded.
+function writeRows(device, buffer, at, rows) {
+  const bytes = new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength);
+  if (bytes.byteLength % 4 === 0) device.queue.writeBuffer(buffer, at, bytes);
+  else {
+    const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+    padded.set(bytes);
+    device.queue.writeBuffer(buffer, at, padded);
+  }
+}
+
+// -> { format, formatCode (kernels.js), nOut, nIn, parts: [{ weight, scale, o0, nRows }], bias } of one matrix, or the
+// tied head's wte
 function uploadMatrix(device, engineModel, layer, name, maxBindingBytes) {
   const info = engineModel.call((model) => {
     const m = model.matrix(layer, name);
     return m && { format: m.format, nOut: m.nOut, nIn: m.nIn, tied: m.tied, scale: m.scale?.slice(), bias: m.bias?.slice() };
   });
   const { format, nOut, nIn } = info;
-  const rowBytes = nIn * (format === 'int8' ? 1 : 4);
+  const rowBytes = rowBytesOf(format, nIn);
   const rowsPerPart = Math.max(1, Math.min(nOut, Math.floor(maxBindingBytes / rowBytes)));
-  const rowsPerUpload = Math.max(1, Math.floor(UPLOAD_BYTES / rowBytes));
+  // 4 rows of any format are whole words, so every upload but a part's last starts and ends on a word
+  const rowsPerUpload = Math.max(4, Math.floor(UPLOAD_BYTES / rowBytes / 4) * 4);
   const parts = [];
   for (let o0 = 0; o0 < nOut; o0 += rowsPerPart) {
     const nRows = Math.min(rowsPerPart, nOut - o0);
@@ -48,14 +75,14 @@ function uploadMatrix(device, engineModel, layer, name, maxBindingBytes) {
       engineModel.call((model) => {
         const rows = model.matrixRows(layer, name, o0 + r, count);
         if (!rows) throw new Error(`the engine gave no rows of ${name} (layer ${layer}): out of memory for its staging block`);
-        device.queue.writeBuffer(weight, r * rowBytes, rows);  // copied at once, so the heap view may move
+        writeRows(device, weight, r * rowBytes, rows);  // copied at once, so the heap view may move
       });
     }
     const scale = format === 'int8' ? uploadVector(device, info.scale.subarray(o0, o0 + nRows), `${name} scales`) : null;
     parts.push({ weight, scale, o0, nRows });
   }
   const bias = info.bias ? uploadVector(device, info.bias, `${layer} ${name} bias`) : null;
-  return { format, nOut, nIn, parts, bias, tied: info.tied };
+  return { format, formatCode: FORMAT_CODES[format], nOut, nIn, parts, bias, tied: info.tied };
 }
 
 function uploadNorm(device, engineModel, layer, name) {

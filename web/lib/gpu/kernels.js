@@ -12,6 +12,8 @@
 import { EMBED_SOURCES, EMBED_WORKGROUP } from './wgsl/embed.js';
 import { LAYERNORM_SOURCE } from './wgsl/layernorm.js';
 import { GEMM_TM, GEMM_TN, GEMV_ROWS, LINEAR_SOURCES, SERIAL_WORKGROUP } from './wgsl/linear.js';
+import { BLOCK_LINEAR_SOURCES } from './wgsl/linear_blocks.js';
+import { BLOCK_FORMATS } from './wgsl/blocks.js';
 import { STORE_KV_SOURCE, STORE_KV_WORKGROUP } from './wgsl/store_kv.js';
 import { ATTENTION_MAX_HEAD_SIZE, ATTENTION_SOURCE } from './wgsl/attention.js';
 
@@ -24,6 +26,17 @@ const GEMV_MAX_TOKENS = 2;
 const DUMMY_BYTES = 256;
 
 const ceilDiv = (a, b) => Math.ceil(a / b);
+
+// The weight formats the kernels multiply, by the code the executor passes as params.format (the engine's names,
+// gpt2::weight_format_name): fp32, int8, then the GGUF block formats of wgsl/blocks.js.
+export const FORMAT_CODES = Object.fromEntries(['fp32', 'int8', ...Object.keys(BLOCK_FORMATS)].map((name, code) => [name, code]));
+const FORMAT_NAMES = Object.keys(FORMAT_CODES);
+
+function formatName(kernel, code) {
+  const name = FORMAT_NAMES[code ?? 0];
+  if (name === undefined) throw new Error(`${kernel}: unknown weight format code ${code}`);
+  return name;
+}
 
 function checkDimension(name, count) {
   if (count > MAX_WORKGROUPS_PER_DIMENSION) {
@@ -39,10 +52,13 @@ const KERNELS = {
     params: ['n', 'C', 'tokenOffset', 'pos0', 'rowBegin', 'rowEnd', 'first'],
     buffers: [['x', 'write'], ['tokens'], ['wte'], ['wteScale', 'optional'], ['wpe']],
     sources: EMBED_SOURCES,
+    // the block formats' variants are compiled when first used (or by createKernels' formats)
+    lazy: (variant) => variant in BLOCK_FORMATS,
     plan(p) {
-      if (p.int8 && p.C % 4 !== 0) throw new Error(`embed: int8 rows need C % 4 == 0 (C = ${p.C})`);
+      const format = formatName('embed', p.format);
+      if (format !== 'fp32' && p.C % 4 !== 0) throw new Error(`embed: ${format} rows need C % 4 == 0 (C = ${p.C})`);
       checkDimension('embed', p.n);
-      return { variant: p.int8 ? 'int8' : 'f32', groups: [ceilDiv(p.C, EMBED_WORKGROUP), p.n] };
+      return { variant: format === 'fp32' ? 'f32' : format, groups: [ceilDiv(p.C, EMBED_WORKGROUP), p.n] };
     },
   },
   layernorm: {
@@ -57,7 +73,8 @@ const KERNELS = {
   linear: {
     params: ['n', 'nIn', 'nRows', 'o0', 'outStride', 'inRowOffset', 'outRowOffset', 'epilogue', 'hasBias'],
     buffers: [['out', 'write'], ['input'], ['weight'], ['scale', 'optional'], ['bias', 'optional']],
-    sources: LINEAR_SOURCES,
+    sources: { ...LINEAR_SOURCES, ...BLOCK_LINEAR_SOURCES },
+    lazy: (variant) => variant in BLOCK_LINEAR_SOURCES,
     plan: planLinear,
   },
   storeKv: {
@@ -84,22 +101,29 @@ const KERNELS = {
   },
 };
 
+// The variant of shape ('gemv', 'gemm', 'serial') for a weight format: gemvF32, gemvInt8, gemv_q4_k, ...
+function linearVariant(shape, format, nIn) {
+  if (format === 'fp32') return shape === 'serial' && nIn % 4 === 0 ? 'serialF32x4' : `${shape}F32`;
+  return format === 'int8' ? `${shape}Int8` : `${shape}_${format}`;
+}
+
 function planLinear(p, { serialLinear }) {
-  if (p.int8 && p.nIn % 4 !== 0) throw new Error(`linear: int8 rows need nIn % 4 == 0 (nIn = ${p.nIn})`);
+  const format = formatName('linear', p.format);
+  if (format !== 'fp32' && p.nIn % 4 !== 0) throw new Error(`linear: ${format} rows need nIn % 4 == 0 (nIn = ${p.nIn})`);
   if (serialLinear) {
     const groups = [ceilDiv(p.nRows, SERIAL_WORKGROUP), p.n];
     groups.forEach((count) => checkDimension('linear', count));
-    return { variant: p.int8 ? 'serialInt8' : 'serialF32', groups };
+    return { variant: linearVariant('serial', format, p.nIn), groups };
   }
   const gemvGroups = ceilDiv(p.nRows, GEMV_ROWS);
   // Past 65535 GEMV workgroups (262140 rows, far more than GPT-2's LM head) the GEMM's wider tiles still fit
   // in one grid dimension.
   if (p.n <= GEMV_MAX_TOKENS && p.nIn % 4 === 0 && gemvGroups <= MAX_WORKGROUPS_PER_DIMENSION) {
-    return { variant: p.int8 ? 'gemvInt8' : 'gemvF32', groups: [gemvGroups, 1, p.n] };
+    return { variant: linearVariant('gemv', format, p.nIn), groups: [gemvGroups, 1, p.n] };
   }
   const groups = [ceilDiv(p.nRows, GEMM_TN), ceilDiv(p.n, GEMM_TM)];
   groups.forEach((count) => checkDimension('linear', count));
-  return { variant: p.int8 ? 'gemmInt8' : 'gemmF32', groups };
+  return { variant: linearVariant('gemm', format, p.nIn), groups };
 }
 
 // The Params struct of a kernel, and the writer of its fields into a slot.
@@ -120,7 +144,12 @@ function paramsLayout(fields) {
   };
 }
 
-async function compileKernel(device, name, spec) {
+// The variants compiled up front: all but the lazy ones (spec.lazy), and those of the block formats in formats.
+function eagerVariant(spec, variant, formats) {
+  return !spec.lazy?.(variant) || formats.some((format) => variant === format || variant.endsWith(`_${format}`));
+}
+
+async function compileKernel(device, name, spec, formats) {
   const layout = paramsLayout(spec.params);
   const visibility = GPUShaderStage.COMPUTE;
   const bindGroupLayout = device.createBindGroupLayout({
@@ -134,7 +163,8 @@ async function compileKernel(device, name, spec) {
   });
   const pipelineLayout = device.createPipelineLayout({ label: name, bindGroupLayouts: [bindGroupLayout] });
   const pipelines = {};
-  await Promise.all(Object.entries(spec.sources).map(async ([variant, source]) => {
+  const eager = Object.entries(spec.sources).filter(([variant]) => eagerVariant(spec, variant, formats));
+  await Promise.all(eager.map(async ([variant, source]) => {
     const label = `${name}/${variant}`;
     const module = device.createShaderModule({ label, code: layout.wgsl + source });
     try {
@@ -147,7 +177,16 @@ async function compileKernel(device, name, spec) {
       throw new Error(`kernel ${label} failed to compile: ${error.message}\n${messages}`);
     }
   }));
-  return { spec, layout, bindGroupLayout, pipelines };
+  // A lazy variant's pipeline, made on its first encode: createComputePipeline returns at once, the GPU process
+  // compiles it before the dispatch runs (a model compiles the variants of its own formats only).
+  const pipeline = (variant) => {
+    pipelines[variant] ??= device.createComputePipeline({
+      label: `${name}/${variant}`, layout: pipelineLayout,
+      compute: { module: device.createShaderModule({ label: `${name}/${variant}`, code: layout.wgsl + spec.sources[variant] }), entryPoint: 'main' },
+    });
+    return pipelines[variant];
+  };
+  return { spec, layout, bindGroupLayout, pipeline };
 }
 
 // A binding of a bind group entry: a GPUBuffer whole, or { buffer, offset, size }.
@@ -168,7 +207,7 @@ class Bound {
     const { variant, groups } = this.kernel.spec.plan(params, this.kernels.options);
     if (groups.some((count) => count === 0)) return;
     const offset = this.kernels.takeSlot(this.kernel.layout, params);
-    pass.setPipeline(this.kernel.pipelines[variant]);
+    pass.setPipeline(this.kernel.pipeline(variant));
     pass.setBindGroup(0, this.bindGroup, [offset]);
     pass.dispatchWorkgroups(...groups);
   }
@@ -231,10 +270,12 @@ class Kernels {
 }
 
 // Compiles every kernel for device. options: { maxDispatches } (encodes per run, default 4096), { serialLinear }
-// (linear layers by the serial kernel, wgsl/linear.js: for software adapters). Rejects with an
-// Error naming the kernel, with the compiler's messages, when one fails.
+// (linear layers by the serial kernel, wgsl/linear.js: for software adapters), { formats } (block formats, e.g.
+// ['q4_k'], whose variants to compile now; the others' are made on first use). Rejects with an Error naming the
+// kernel, with the compiler's messages, when one fails.
 export async function createKernels(device, options = {}) {
+  const formats = options.formats ?? [];
   const entries = await Promise.all(Object.entries(KERNELS).map(
-    async ([name, spec]) => [name, await compileKernel(device, name, spec)]));
+    async ([name, spec]) => [name, await compileKernel(device, name, spec, formats)]));
   return new Kernels(device, Object.fromEntries(entries), options);
 }

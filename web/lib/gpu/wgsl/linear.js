@@ -16,7 +16,7 @@ export const GEMM_TK = 16;
 
 // tanh's argument is clamped: some implementations compute tanh through exp and return NaN for large inputs;
 // tanh(10) is 1 in f32.
-const EPILOGUE = /* wgsl */ `
+export const EPILOGUE = /* wgsl */ `
 @group(0) @binding(1) var<storage, read_write> out: array<f32>; // (outRowOffset + n, outStride) f32
 @group(0) @binding(4) var<storage, read> scale: array<f32>;     // int8: (nRows) f32; fp32: unused
 @group(0) @binding(5) var<storage, read> bias: array<f32>;      // (n_out) f32, or a dummy when hasBias == 0
@@ -156,13 +156,19 @@ ${int8 ? LOAD_WEIGHTS_INT8 : LOAD_WEIGHTS_F32}
 // the two kernels above. Grid: (ceil(nRows / SERIAL_WORKGROUP), n).
 export const SERIAL_WORKGROUP = 64;
 
-function serialSource(int8) {
+// vec4: rows read as vec4s (n_in % 4 == 0), else one float at a time (fp32 of any n_in).
+function serialSource(int8, vec4) {
+  const weightType = int8 ? 'u32' : vec4 ? 'vec4<f32>' : 'f32';
+  const row = vec4 ? `  let k4 = p.nIn / 4u;
+  for (var k = 0u; k < k4; k++) {
+    acc += dot(${int8 ? 'unpackInt8(weight[r * k4 + k])' : 'weight[r * k4 + k]'}, input[x / 4u + k]);
+  }` : '  for (var k = 0u; k < p.nIn; k++) { acc += input[x + k] * weight[r * p.nIn + k]; }';
   return /* wgsl */ `
 ${UNPACK_INT8}
 const INT8 = ${int8};
 ${EPILOGUE}
-@group(0) @binding(2) var<storage, read> input: array<f32>;   // (inRowOffset + n, nIn) f32
-@group(0) @binding(3) var<storage, read> weight: array<${int8 ? 'u32' : 'f32'}>; // (nRows, nIn${int8 ? '/4' : ''})
+@group(0) @binding(2) var<storage, read> input: array<${vec4 ? 'vec4<f32>' : 'f32'}>; // (inRowOffset + n, nIn) f32
+@group(0) @binding(3) var<storage, read> weight: array<${weightType}>; // (nRows, nIn${int8 || vec4 ? '/4' : ''})
 
 @compute @workgroup_size(${SERIAL_WORKGROUP})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -171,11 +177,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (r >= p.nRows || t >= p.n) { return; }
   let x = (p.inRowOffset + t) * p.nIn;
   var acc = 0.0;
-${int8 ? `  let k4 = p.nIn / 4u;
-  for (var k = 0u; k < k4; k++) {
-    let w = unpackInt8(weight[r * k4 + k]);
-    acc += dot(w, vec4<f32>(input[x + 4u * k], input[x + 4u * k + 1u], input[x + 4u * k + 2u], input[x + 4u * k + 3u]));
-  }` : `  for (var k = 0u; k < p.nIn; k++) { acc += input[x + k] * weight[r * p.nIn + k]; }`}
+${row}
   finish(t, r, acc);
 }
 `;
@@ -186,6 +188,7 @@ export const LINEAR_SOURCES = {
   gemvInt8: gemvSource(true),
   gemmF32: gemmSource(false),
   gemmInt8: gemmSource(true),
-  serialF32: serialSource(false),
-  serialInt8: serialSource(true),
+  serialF32: serialSource(false, false),
+  serialF32x4: serialSource(false, true),
+  serialInt8: serialSource(true, true),
 };

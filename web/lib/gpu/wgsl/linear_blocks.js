@@ -1,0 +1,129 @@
+// linear (./linear.js's contract) for the GGUF block formats of ./blocks.js: the weights stay the file's ggml
+// blocks and each kernel dequantizes the values it reads (weight4). The three shapes of ./linear.js:
+// - GEMV (decode): GEMV_ROWS rows a workgroup, GEMV_LANES invocations a row each reading vec4 groups of the row
+//   (a sub-block's scale is read again per group: it stays in cache), then a shared-memory tree per row.
+// - GEMM (prefill): the GEMM_TM x GEMM_TN tile of ./linear.js, its weight tile dequantized into workgroup memory.
+// - serial: one invocation per output, no workgroup memory, no barriers (software adapters).
+// Every block format has n_in a multiple of its block (32 or 256 values), so rows are whole vec4 groups.
+import { BLOCK_FORMATS, blockSource } from './blocks.js';
+import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP } from './linear.js';
+
+function weightsOf(format) {
+  const { values, bytes } = BLOCK_FORMATS[format];
+  return /* wgsl */ `
+const INT8 = false;
+${EPILOGUE}
+// (nRows, nIn / ${values}) blocks of ${bytes} bytes, read as u32 words
+@group(0) @binding(3) var<storage, read> weight: array<u32>;
+${blockSource(format, 'weight')}`;
+}
+
+function gemvSource(format) {
+  return /* wgsl */ `${weightsOf(format)}
+const LANES = ${GEMV_LANES}u;
+const ROWS = ${GEMV_ROWS}u;
+@group(0) @binding(2) var<storage, read> input: array<vec4<f32>>;  // (inRowOffset + n, nIn / 4) vec4<f32>
+
+var<workgroup> partial: array<f32, LANES * ROWS>;
+
+@compute @workgroup_size(LANES, ROWS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let t = wid.z;
+  let r = wid.x * ROWS + lid.y;
+  let k4 = p.nIn / 4u;
+  var acc = 0.0;
+  if (r < p.nRows) {
+    let x = (p.inRowOffset + t) * k4;
+    for (var k = lid.x; k < k4; k += LANES) { acc += dot(weight4(r, k, p.nIn), input[x + k]); }
+  }
+  let slot = lid.y * LANES + lid.x;
+  partial[slot] = acc;
+  workgroupBarrier();
+  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+    if (lid.x < s) { partial[slot] += partial[slot + s]; }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u && r < p.nRows) { finish(t, r, partial[slot]); }
+}
+`;
+}
+
+function gemmSource(format) {
+  return /* wgsl */ `${weightsOf(format)}
+const TM = ${GEMM_TM}u;
+const TN = ${GEMM_TN}u;
+const TK = ${GEMM_TK}u;
+const THREADS = 256u;
+@group(0) @binding(2) var<storage, read> input: array<f32>;  // (inRowOffset + n, nIn) f32
+
+var<workgroup> As: array<f32, TK * TM>; // (TK, TM): input columns k0.. of token rows m0..
+var<workgroup> Bs: array<f32, TK * TN>; // (TK, TN): dequantized weight columns k0.. of rows n0..
+
+// As ./linear.js's GEMM: invocation (x, y) computes token rows m0 + y + 16 i (i < 2) by weight rows n0 + x + 16 j.
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let n0 = wid.x * TN;
+  let m0 = wid.y * TM;
+  var acc: array<f32, 8>; // [i * 4 + j]
+  for (var k0 = 0u; k0 < p.nIn; k0 += TK) {
+    for (var e = li; e < TM * TK; e += THREADS) {
+      let m = e / TK;
+      let k = e % TK;
+      var a = 0.0;
+      if (m0 + m < p.n) { a = input[(p.inRowOffset + m0 + m) * p.nIn + k0 + k]; }
+      As[k * TM + m] = a;
+    }
+    for (var e = li; e < TN * TK / 4u; e += THREADS) {
+      let r = e / (TK / 4u);
+      let q = e % (TK / 4u);
+      var b = vec4<f32>(0.0);
+      if (n0 + r < p.nRows) { b = weight4(n0 + r, k0 / 4u + q, p.nIn); }
+      for (var i = 0u; i < 4u; i++) { Bs[(4u * q + i) * TN + r] = b[i]; }
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < TK; k++) {
+      let a0 = As[k * TM + lid.y];
+      let a1 = As[k * TM + lid.y + 16u];
+      for (var j = 0u; j < 4u; j++) {
+        let b = Bs[k * TN + lid.x + 16u * j];
+        acc[j] += a0 * b;
+        acc[4u + j] += a1 * b;
+      }
+    }
+    // The next step overwrites the tiles.
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 2u; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      let m = m0 + lid.y + 16u * i;
+      let r = n0 + lid.x + 16u * j;
+      if (m < p.n && r < p.nRows) { finish(m, r, acc[i * 4u + j]); }
+    }
+  }
+}
+`;
+}
+
+function serialSource(format) {
+  return /* wgsl */ `${weightsOf(format)}
+@group(0) @binding(2) var<storage, read> input: array<vec4<f32>>;  // (inRowOffset + n, nIn / 4) vec4<f32>
+
+@compute @workgroup_size(${SERIAL_WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = gid.x;
+  let t = gid.y;
+  if (r >= p.nRows || t >= p.n) { return; }
+  let k4 = p.nIn / 4u;
+  let x = (p.inRowOffset + t) * k4;
+  var acc = 0.0;
+  for (var k = 0u; k < k4; k++) { acc += dot(weight4(r, k, p.nIn), input[x + k]); }
+  finish(t, r, acc);
+}
+`;
+}
+
+// gemv_<format>, gemm_<format>, serial_<format> for each block format (the engine's names: q8_0, q4_k, ...).
+export const BLOCK_LINEAR_SOURCES = Object.fromEntries(Object.keys(BLOCK_FORMATS).flatMap((format) => [
+  [`gemv_${format}`, gemvSource(format)], [`gemm_${format}`, gemmSource(format)], [`serial_${format}`, serialSource(format)],
+]));
