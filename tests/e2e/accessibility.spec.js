@@ -44,7 +44,7 @@ test('on a 390 px screen each setting\'s help text is folded behind its disclosu
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto('/');
   const disclosures = page.locator('details.help');
-  const summaries = ['About stored models', 'About the weights', 'What the KV cache does', 'About KV cache storage', 'About the seed'];
+  const summaries = ['About stored models', 'About the weights', 'About the device', 'What the KV cache does', 'About KV cache storage', 'About the seed'];
   await expect(disclosures.locator('summary')).toHaveText(summaries);
   for (const summary of summaries) {
     const disclosure = disclosures.filter({ has: page.getByText(summary, { exact: true }) });
@@ -57,4 +57,5 @@ test('on a 390 px screen each setting\'s help text is folded behind its disclosu
   }
   // The controls keep their descriptions while folded: assistive technology reads them from the select.
   await expect(page.getByLabel('Weights')).toHaveAccessibleDescription(/int8 quantizes the weights while loading/);
+  await expect(page.getByLabel('Device')).toHaveAccessibleDescription(/^Where the model runs\. Auto takes the GPU through WebGPU/);
 });

@@ -141,6 +141,33 @@ test('the Weights menu shows what the model runs: a GGUF file\'s own type, int8 
   await expect(weights.locator('option')).toHaveText(['fp32 (exact)', 'int8 (¼ of the memory, faster)']);
 });
 
+test('the Device menu starts at Auto, which says why it runs on the CPU; GPU is then a one-line error, and CPU reloads and is remembered', async ({ page }) => {
+  await openPageWithModel(page);
+  const device = page.getByRole('combobox', { name: 'Device' });
+  const { alert, generate } = controls(page);
+  await expect(device.locator('option')).toHaveText(['Auto', 'GPU (WebGPU)', 'CPU (WebAssembly)']);
+  await expect(device).toHaveValue('auto');
+  // This project's Chromium runs with --disable-gpu: navigator.gpu exists, but no adapter.
+  const onTheCpu = / · on the CPU \(WebAssembly\) because WebGPU gave no adapter$/;
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · /)).toHaveText(onTheCpu);
+
+  await device.selectOption({ label: 'GPU (WebGPU)' });
+  await expect(alert).toHaveText("Could not load Tiny Shakespeare (bundled, offline): device 'webgpu': WebGPU gave no adapter");
+  // the model in use stays, and still says where it runs
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · /)).toHaveText(onTheCpu);
+  await expect(generate).toBeEnabled();
+
+  await device.selectOption({ label: 'CPU (WebAssembly)' });
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(alert).toBeEmpty();
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
+  expect(await generateText(page)).toBe(await nodeGreedyText(BUNDLED_GGUF_FILE));
+
+  await page.reload();
+  await expect(device).toHaveValue('wasm');
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+});
+
 test('Stop ends a long generation within a moment', async ({ page }) => {
   await openPageWithModel(page);
   // Without the cache every step reprocesses the whole context, so this run would take many seconds.

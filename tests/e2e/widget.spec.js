@@ -133,6 +133,33 @@ for (const isolation of Object.keys(HOST_HEADERS)) {
   });
 }
 
+test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device is the mount error naming the devices', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/basic.html`);
+  await page.waitForFunction(() => window.GPT2Widget);
+  const badMount = await page.evaluate(() => {
+    document.body.insertAdjacentHTML('beforeend', `
+      <section id="cpu"><div data-gpt2-widget data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="8" data-temperature="0"></div></section>
+      <section id="bad"><div data-gpt2-widget data-device="gpu"></div></section>`);
+    window.GPT2Widget.mountAll(document.getElementById('cpu'));
+    try {
+      window.GPT2Widget.mountAll(document.getElementById('bad'));
+      return null;
+    } catch (error) {
+      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
+    }
+  });
+  expect(badMount).toEqual({ error: 'RangeError: GPT2Widget.mount: device must be one of auto, webgpu, wasm', rendered: false });
+
+  const onTheCpu = /^Ready · [\d.]+ MB of weights on the CPU \(WebAssembly\), running in your browser$/;
+  const cpu = widgetControls(page.locator('#cpu [data-gpt2-widget]'));
+  await expect(cpu.status).toHaveText(onTheCpu, { timeout: MODEL_READY_TIMEOUT });
+  // the tag's own widget asks for auto, which finds no WebGPU adapter in this Chromium
+  await expect(widgetControls(page.locator('gpt2-widget')).status).toHaveText(onTheCpu, { timeout: MODEL_READY_TIMEOUT });
+  expect(await generateAndWait(cpu)).toBe(await nodeGreedyText('ROMEO:', 8));
+  expect(errors).toEqual([]);
+});
+
 test('on another origin the widget is one script request: the rest is the wasm files and the model', async ({ page }) => {
   await page.goto(`${hosts.isolated.origin}/basic.html`);
   await generateAndWait(widgetControls(page.locator('gpt2-widget')));

@@ -107,9 +107,10 @@ describe('flags', () => {
     const options = { maxNewTokens: 24, temperature: 0.8, topK: 20, topP: 0.9, repetitionPenalty: 1.3, seed: 7, stop: ['zz', 'qq'], stopAtEndOfText: false, kvCache: 'fp32' };
     const { stdout } = await cli([
       '--max-new-tokens', '24', '--temperature', '0.8', '--top-k', '20', '--top-p', '0.9', '--repetition-penalty', '1.3',
-      '--seed', '7', '--stop', 'zz', '--stop=qq', '--ignore-eos', '--kv-cache', 'fp32', '--weights', 'int8', '--threads', '1', 'ROMEO:',
+      '--seed', '7', '--stop', 'zz', '--stop=qq', '--ignore-eos', '--kv-cache', 'fp32', '--weights', 'int8', '--threads', '1',
+      '--device', 'wasm', 'ROMEO:',
     ]);
-    expect(stdout).toBe(`${await apiText('ROMEO:', options, { weights: 'int8' })}\n`);
+    expect(stdout).toBe(`${await apiText('ROMEO:', options, { weights: 'int8', device: 'wasm' })}\n`);
   });
 
   test('each --stop ends the text before it', async () => {
@@ -139,6 +140,8 @@ describe('flags', () => {
     [['--top-alternatives', '-1', 'p'], '--top-alternatives: expected an integer >= 0, got "-1"'],
     [['--weights', 'q4', 'p'], '--weights: expected "fp32" or "int8", got "q4"'],
     [['--threads', 'many', 'p'], '--threads: expected "auto" or an integer from 1 to 256, got "many"'],
+    [['--device', 'bogus', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "bogus"'],
+    [['--device=GPU', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "GPU"'],
     [['p', '-n'], '-n: missing value'],
     [['--no-cache=yes', 'p'], '--no-cache: takes no value, got "yes"'],
     [['-ROMEO'], 'unknown option -R (a prompt that starts with - goes after --)'],
@@ -166,6 +169,34 @@ describe('flags', () => {
     const flags = [...new Set(USAGE.match(/(?<=\s)--?[a-z][a-z-]*/g))];
     expect(flags.length).toBeGreaterThanOrEqual(19);
     for (const flag of flags) expect(() => parseCliArguments([flag, '1'])).not.toThrow(/unknown option/);
+  });
+});
+
+describe('device', () => {
+  const greedy = ['-n', '8', '--temperature', '0', 'ROMEO:'];
+
+  test('--device wasm, --device auto and no --device all run on the CPU here and print the API\'s text; the stats say wasm', async () => {
+    const expected = `${await apiText('ROMEO:', { maxNewTokens: 8, temperature: 0 }, { device: 'wasm' })}\n`;
+    for (const device of [['--device', 'wasm'], ['--device', 'auto'], []]) {
+      const { stdout, stderr } = await cli([...device, ...greedy]);
+      expect(stdout).toBe(expected);
+      expect(stderr).toMatch(/; 1 thread; device: wasm\]\n$/);
+    }
+  });
+
+  test('--device webgpu in a Node without WebGPU (no webgpu package) fails with the API\'s one line and exit status 1', async () => {
+    await expect(import('webgpu')).rejects.toThrow(/Cannot find (module|package) 'webgpu'/);  // the optional package is absent here
+    const error = await cliError(['--device', 'webgpu', ...greedy]);
+    expect(error.code).toBe(1);
+    expect(error.stdout).toBe('');
+    expect(error.stderr).toBe("gpt2-wasm: device 'webgpu': WebGPU is not available here (no navigator.gpu)\n");
+  });
+
+  test('a bad --device is a usage error: one line naming the flag and the value, and exit status 1', async () => {
+    const error = await cliError(['--device', 'gpu', ...greedy]);
+    expect(error.code).toBe(1);
+    expect(error.stdout).toBe('');
+    expect(error.stderr).toBe('gpt2-wasm: --device: expected "auto", "webgpu" or "wasm", got "gpu"\n');
   });
 });
 

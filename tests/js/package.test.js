@@ -143,7 +143,7 @@ test('the installed gpt2-wasm command generates the repository\'s text from --mo
   const { text } = await repositoryGeneration(GREEDY);
   const { stdout, stderr } = await run(installedCli, ['--model', modelDir, ...CLI_GREEDY], { cwd: project });
   expect(stdout).toBe(`${text}\n`);
-  expect(stderr).toMatch(/^\n\[\d+ prompt tokens .*stop: length; 1 thread\]\n$/);
+  expect(stderr).toMatch(/^\n\[\d+ prompt tokens .*stop: length; 1 thread; device: wasm\]\n$/);
 });
 
 describe('without --model', () => {

@@ -3,6 +3,7 @@
 // Each `@ts-expect-error` line is a wrong use the declarations must reject: tsc fails if it is accepted.
 import {
   ModelLoadError,
+  type AdapterInfo,
   configure,
   createEngineWorker,
   deleteCachedModel,
@@ -30,9 +31,10 @@ export async function generateAndScore(signal: AbortSignal): Promise<string> {
     signal,
     weights: 'int8',
     threads: 'auto',
+    device: 'auto',
   });
   const { n_ctx, n_vocab } = model.config;
-  console.log(n_ctx, n_vocab, model.weightBytes, model.weightTypes.split(', '), model.threads);
+  console.log(n_ctx, n_vocab, model.weightBytes, model.weightTypes.split(', '), model.threads, describeDevice(model));
 
   const run: Generation = model.generate('ROMEO:', {
     maxNewTokens: 64, temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, seed: 42,
@@ -73,10 +75,20 @@ async function firstPiece(generation: Generation): Promise<Piece | undefined> {
 
 function describeStats(stats: GenerationStats): string {
   const { promptTokens, reusedTokens, generatedTokens, prefillMs, decodeTokensPerSecond, contextUsed, contextSize,
-    kvCacheBytes, kvCache } = stats;
+    kvCacheBytes, kvCache, device, deviceLost } = stats;
   console.log(promptTokens, reusedTokens, generatedTokens, prefillMs, decodeTokensPerSecond, contextUsed, contextSize,
-    kvCacheBytes, kvCache?.toUpperCase());
+    kvCacheBytes, kvCache?.toUpperCase(), device === 'webgpu' ? 'GPU' : 'CPU', deviceLost?.length ?? 0);
   return stats.stopReason === null ? 'running' : describeStopReason(stats.stopReason);
+}
+
+// Where a model runs, as a status line says it.
+function describeDevice({ device, adapterInfo, deviceReason }: Model): string {
+  const adapter = (info: AdapterInfo): string => `${info.description || info.vendor} (${info.architecture})${info.software ? ', software' : ''}`;
+  switch (device) {
+    case 'webgpu': return `on the GPU: ${adapterInfo === null ? 'unknown' : adapter(adapterInfo)}`;
+    case 'wasm': return `on the CPU${deviceReason === null ? '' : ` because ${deviceReason.toLowerCase()}`}${adapterInfo?.isFallbackAdapter ? ' (fallback adapter)' : ''}`;
+    default: return unreachable(device);
+  }
 }
 
 function describeStopReason(reason: StopReason): string {
@@ -106,8 +118,8 @@ export async function loadInOwnWorker(files: FileList, gguf: File, vocabJson: st
   try {
     const models = [
       await loadModel(files, { worker }),
-      await loadModel(gguf, { worker, threads: 4 }),
-      await loadModel(new URL('https://example.com/gpt2.Q4_K_M.gguf'), { useWorker: false }),
+      await loadModel(gguf, { worker, threads: 4, device: 'webgpu' }),
+      await loadModel(new URL('https://example.com/gpt2.Q4_K_M.gguf'), { useWorker: false, device: 'wasm' }),
       await loadModel({ config: '{}', weights: new ArrayBuffer(8), vocab: vocabJson, merges: new Blob(['']) }),
     ];
     return models;
@@ -144,7 +156,7 @@ export function tokenize(vocab: Record<string, number>, merges: string, ggufToke
 export function embed(element: HTMLElement): void {
   const widget = GPT2Widget.mount(element, {
     model: 'https://example.com/gpt2.Q4_K_M.gguf', prompt: 'ROMEO:', maxNewTokens: 60, temperature: 0.8, topK: 40,
-    topP: 1, repetitionPenalty: 1, seed: 7, stop: ['\n\n'], autoGenerate: true, lazy: false, theme: 'dark',
+    topP: 1, repetitionPenalty: 1, seed: 7, stop: ['\n\n'], autoGenerate: true, lazy: false, theme: 'dark', device: 'wasm',
   });
   void widget.generate().then(() => widget.stop());
   console.log(widget.element === element);
@@ -167,16 +179,28 @@ export function wrongUses(model: Model, element: HTMLElement, stats: GenerationS
   void model.score('text', { kvCache: 'fp16' });
   // @ts-expect-error weights are 'fp32' or 'int8'
   void loadModel('models/tiny-shakespeare/', { weights: 'int4' });
+  // @ts-expect-error the devices are 'auto', 'webgpu' and 'wasm'
+  void loadModel('models/tiny-shakespeare/', { device: 'gpu' });
+  // @ts-expect-error a model runs on 'webgpu' or 'wasm': 'auto' is only what one asks for
+  if (model.device === 'auto') console.log('never');
+  // @ts-expect-error the adapter may be null (no WebGPU, or the CPU asked for)
+  console.log(model.adapterInfo.vendor);
+  // @ts-expect-error the model's device is read-only
+  model.device = 'wasm';
   // @ts-expect-error a progress callback, not a flag
   void loadModel('models/tiny-shakespeare/', { onProgress: true });
   // @ts-expect-error a stored model is deleted by its URL, not by its listing
   void listCachedModels().then(([first]) => deleteCachedModel(first));
   // @ts-expect-error the asset folder is a URL, not a list of files
   configure({ assetBase: ['gpt2.wasm'] });
+  // @ts-expect-error a run's passes run on 'webgpu' or 'wasm'
+  if (stats.device === 'auto') console.log('never');
   // @ts-expect-error no such stop reason
   if (stats.stopReason === 'done') console.log('never');
   // @ts-expect-error widget themes are auto, light and dark
   GPT2Widget.mount(element, { theme: 'blue' });
   // @ts-expect-error the widget has no such option
   GPT2Widget.mount(element, { kvCache: 'fp32' });
+  // @ts-expect-error widget devices are auto, webgpu and wasm
+  GPT2Widget.mount(element, { device: 'cpu' });
 }

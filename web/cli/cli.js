@@ -15,7 +15,8 @@
 // model out (package.json "files"), so an installed gpt2-wasm runs GPT-2 itself from the Hugging Face Hub
 // instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
 // a progress bar when stderr is a terminal. On a terminal, control characters in the text are shown escaped
-// (cli_output.js).
+// (cli_output.js). Node has no WebGPU of its own: --device webgpu or auto finds one only where the optional npm
+// package webgpu (Dawn) is installed, and the stats line says where the model ran.
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +25,7 @@ import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js'
 import { textWriter } from './cli_output.js';
 import { progressBar } from './cli_progress.js';
 import { loadModel } from '../lib/gpt2.js';
+import { adapterName } from '../lib/gpu/device.js';
 import { MODEL_FILES } from '../lib/loading/model_files.js';
 
 const BUNDLED_MODEL = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
@@ -31,12 +33,21 @@ const HUB_DEFAULT_MODEL = 'openai-community/gpt2';
 const writeOut = textWriter(process.stdout);
 const writeError = textWriter(process.stderr);
 
-function formatStats(stats, threads) {
+function formatStats(stats, model) {
+  const { threads } = model;
   return (
     `\n[${stats.promptTokens} prompt tokens (${stats.reusedTokens} reused), prefill ${stats.prefillMs.toFixed(1)} ms; ` +
     `${stats.generatedTokens} generated, ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s; ` +
-    `context ${stats.contextUsed}/${stats.contextSize}; stop: ${stats.stopReason}; ${threads} ${threads === 1 ? 'thread' : 'threads'}]\n`
+    `context ${stats.contextUsed}/${stats.contextSize}; stop: ${stats.stopReason}; ${threads} ${threads === 1 ? 'thread' : 'threads'}; ` +
+    `device: ${stats.deviceLost ? `wasm (${stats.deviceLost}: the run went on on the CPU)` : formatDevice(model)}]\n`
   );
+}
+
+// "webgpu (its adapter)" or "wasm"; with why auto kept the CPU where Node has a WebGPU to consider (the webgpu
+// package) and turned it down. Without one, the CPU is simply what Node runs on, not worth a reason every line.
+function formatDevice({ device, adapterInfo, deviceReason }) {
+  if (device === 'webgpu') return `webgpu (${adapterInfo ? adapterName(adapterInfo) : 'unknown adapter'})`;
+  return globalThis.navigator?.gpu && deviceReason ? `wasm (${deviceReason.replace(/^device 'webgpu': /, '')})` : 'wasm';
 }
 
 // Streams the continuation of prompt (a text or token ids) to stdout, then the stats to stderr; -> the generated
@@ -50,7 +61,7 @@ async function continueText(model, prompt, options) {
     if (Number.isInteger(piece.token)) tokens.push(piece.token);
   }
   if (!(options.topAlternatives > 0)) writeOut('\n');
-  writeError(formatStats(generation.stats, model.threads));
+  writeError(formatStats(generation.stats, model));
   return tokens;
 }
 
@@ -106,9 +117,25 @@ async function loadCliModel(text, load) {
   }
 }
 
+// Node's WebGPU from the optional npm package webgpu (Dawn), where it is installed; without it (or where it does not
+// load) there is none, and --device webgpu says so as in any context without navigator.gpu.
+async function provideWebGpu() {
+  if (globalThis.navigator?.gpu) return;
+  try {
+    const { create, globals } = await import('webgpu');
+    const gpu = create([]);
+    Object.assign(globalThis, globals);
+    globalThis.navigator ??= {};
+    globalThis.navigator.gpu = gpu;
+  } catch {
+    // not installed, or its native part does not load here: no WebGPU
+  }
+}
+
 async function main(args) {
   const parsed = parseCliArguments(args);
   if (parsed.help) return void writeOut(`${USAGE}\n`);
+  if (parsed.load.device !== 'wasm') await provideWebGpu();
   const model = await loadCliModel(parsed.model, parsed.load);
   try {
     if (parsed.score) await printScores(model, parsed.prompt, parsed.options);

@@ -4,6 +4,7 @@
 // taken from the API's own check, so the command line and the API never disagree on what a value may be.
 import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
+import { checkDevice } from '../lib/gpu/device.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
@@ -18,6 +19,9 @@ model:
                              $GPT2_WASM_CACHE_DIR or the platform's cache folder (HF_ENDPOINT: another Hub)
   --weights fp32|int8        int8 quantizes a safetensors model on load (default fp32)
   --threads N|auto           engine threads (default 1)
+  --device auto|webgpu|wasm  where the model runs (default auto: a hardware WebGPU adapter, else the CPU);
+                             webgpu: the GPU, an error where there is none (Node has WebGPU only with the
+                             optional npm package webgpu installed); wasm: the CPU
 generation:
   -n, --max-new-tokens N     tokens to generate (default 64)
   --temperature T            0 = greedy (default 1)
@@ -44,6 +48,7 @@ const VALUE_FLAGS = {
   model: { load: 'model', parse: String },
   weights: { load: 'weights', parse: String, check: checkWeights },
   threads: { load: 'threads', parse: (text) => (text === 'auto' ? text : parseNumber(text)), check: checkThreads },
+  device: { load: 'device', parse: String, check: checkDevice, expected: '"auto", "webgpu" or "wasm"' },
   'max-new-tokens': { short: 'n', option: 'maxNewTokens', parse: parseNumber },
   temperature: { option: 'temperature', parse: parseNumber },
   'top-k': { option: 'topK', parse: parseNumber },
@@ -76,7 +81,7 @@ function checkWeights(weights) {
   if (weights !== 'fp32' && weights !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${weights}`);
 }
 
-// -> { help } | { model (null: the default), load: { weights?, threads? }, options (generate's), prompt (null
+// -> { help } | { model (null: the default), load: { weights?, threads?, device? }, options (generate's), prompt (null
 // with -i), interactive, score }
 export function parseCliArguments(args) {
   const { tokens } = parseArgs({ args, options: PARSE_ARGS_OPTIONS, allowPositionals: true, strict: false, tokens: true });
@@ -108,7 +113,7 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
   const parsedValue = flag.parse(value);
   if (flag.load === 'model') parsed.model = parsedValue;
   else if (flag.load) {
-    checked(rawName, value, () => flag.check(parsedValue));
+    checked(rawName, value, () => flag.check(parsedValue), flag.expected);
     parsed.load[flag.load] = parsedValue;
   } else {
     if (!SCORE_OPTIONS.has(flag.option)) generateFlags.push(rawName);

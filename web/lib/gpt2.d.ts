@@ -30,6 +30,24 @@ export type WeightFormat = 'fp32' | 'int8';
 
 export type KvCacheFormat = 'int8' | 'fp32';
 
+/**
+ * Where the forward pass runs: 'auto' takes a hardware WebGPU adapter where it decodes the model faster (never a
+ * software one, such as SwiftShader) and otherwise the CPU; 'webgpu' the GPU, a one-line error ("device 'webgpu': …")
+ * where there is no adapter or the model's weights do not run there; 'wasm' the CPU.
+ */
+export type Device = 'auto' | 'webgpu' | 'wasm';
+
+/** The WebGPU adapter a model found (its GPUAdapterInfo, and whether it renders in software). */
+export interface AdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  isFallbackAdapter: boolean;
+  /** a software renderer (SwiftShader, lavapipe, llvmpipe), which 'auto' never uses */
+  software: boolean;
+}
+
 export interface LoadOptions {
   onProgress?: (event: LoadProgress) => void;
   /** Cancels the load (an AbortError). */
@@ -42,6 +60,8 @@ export interface LoadOptions {
   weights?: WeightFormat;
   /** 'auto' (the default in browsers) or a count from 1 to 256 (the default in Node: 1). */
   threads?: 'auto' | number;
+  /** 'auto' */
+  device?: Device;
 }
 
 /** One progress event of the file being read, at most one per 100 ms, and one at its start and end. */
@@ -139,6 +159,10 @@ export interface GenerationStats {
   kvCacheBytes: number;
   /** null until the prompt is read */
   kvCache: KvCacheFormat | null;
+  /** where the passes run: the model's device, or 'wasm' once a lost GPU made the run go on on the CPU; null until the prompt is read */
+  device: 'webgpu' | 'wasm' | null;
+  /** why the GPU was lost, if it was during this run; else null */
+  deviceLost: string | null;
   /** null until finished */
   stopReason: StopReason | null;
 }
@@ -188,6 +212,12 @@ export interface Model {
   readonly weightTypes: string;
   /** the threads it got */
   readonly threads: number;
+  /** where it runs: the GPU or the CPU */
+  readonly device: 'webgpu' | 'wasm';
+  /** the WebGPU adapter it found, also when it runs on the CPU; null where there was none or the CPU was asked for */
+  readonly adapterInfo: AdapterInfo | null;
+  /** why it runs on the CPU when that was not asked for ('auto'), else null */
+  readonly deviceReason: string | null;
   generate(prompt: Prompt, options?: GenerateOptions): Generation;
   score(text: string, options?: ScoreOptions): Promise<ScoreResult>;
   encode(text: string): Promise<number[]>;

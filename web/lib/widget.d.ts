@@ -30,6 +30,8 @@ declare namespace GPT2Widget {
     lazy?: boolean;
     /** 'auto' */
     theme?: 'auto' | 'light' | 'dark';
+    /** where the model runs, as loadModel's device option: 'auto' (a hardware GPU, else the CPU) */
+    device?: 'auto' | 'webgpu' | 'wasm';
   }
 
   interface Widget {

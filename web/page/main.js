@@ -1,11 +1,12 @@
 // The page (public/index.html): its parts wired to its elements. Model choice and download progress
-// (model_menu.js), the stored models (stored_models.js), the settings (settings.js), the Generate mode
-// (generate_panel.js) and the Analyze text mode (analyze_panel.js), the token tooltip of both (tooltip.js).
+// (model_menu.js; the Weights and Device settings reload the model), the stored models (stored_models.js), the
+// settings (settings.js), the Generate mode (generate_panel.js) and the Analyze text mode (analyze_panel.js), the
+// token tooltip of both (tooltip.js).
 import { analyze } from './analyze_panel.js';
 import { reloadAfterFailedRecovery } from './crash_recovery.js';
 import { continueGeneration, generate, stopGeneration } from './generate_panel.js';
 import { MODEL_CHOICES, choiceFromUrlParameter } from './model_choices.js';
-import { fillModelSelect, onLocalFilesChosen, onModelSelected, onWeightsChanged, restoreModelSelection, switchModel } from './model_menu.js';
+import { fillModelSelect, onLocalFilesChosen, onLoadSettingChanged, onModelSelected, restoreModelSelection, switchModel } from './model_menu.js';
 import { elements, showError, state } from './page_state.js';
 import { PERSISTED_INPUTS, restoreSettings, saveSettings } from './settings.js';
 import { refreshStoredModels } from './stored_models.js';
@@ -40,7 +41,8 @@ function start() {
   showMode(document.querySelector('input[name="mode"]:checked').value); // a reload may keep the last choice
   elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);
   for (const name of PERSISTED_INPUTS) elements[name].addEventListener('input', saveSettings);
-  elements.weights.addEventListener('change', onWeightsChanged);
+  elements.weights.addEventListener('change', onLoadSettingChanged);
+  elements.device.addEventListener('change', onLoadSettingChanged);
   wireTooltip(elements.output);
   wireTooltip(elements.analysisText);
   document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());

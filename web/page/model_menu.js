@@ -1,6 +1,7 @@
 // The model menu: choosing a model (or local files) loads it, with its download progress, and the status line
-// says what is loaded.
+// says what is loaded and where it runs.
 import { loadModel } from '../lib/gpt2.js';
+import { adapterName } from '../lib/gpu/device.js';
 import { requestPersistentStorage } from '../lib/loading/model_cache.js';
 import { isGgufName } from '../lib/loading/model_files.js';
 import { stopGeneration } from './generate_panel.js';
@@ -75,6 +76,7 @@ export async function switchModel(choice) {
   state.loadingChoice = choice;
   state.failedChoice = null;
   const weights = weightsFor(choice);
+  const device = elements.device.value;
   clearError();
   showWeightsSetting();
   const why = choice.fp32Bytes ? `: its fp32 weights, ${formatBytes(choice.fp32Bytes)}, do not fit in WebAssembly's memory` : '';
@@ -87,7 +89,7 @@ export async function switchModel(choice) {
     showProgress(progress);
   };
   try {
-    const model = await loadModel(choice.source, { signal: controller.signal, onProgress, weights });
+    const model = await loadModel(choice.source, { signal: controller.signal, onProgress, weights, device });
     if (controller.signal.aborted) {
       model.dispose();
       return;
@@ -96,6 +98,7 @@ export async function switchModel(choice) {
     state.model = model;
     state.modelChoice = choice;
     state.modelWeights = weights;
+    state.modelDevice = device;
     state.modelNotCached = notCached;
     state.recovery = null;
     elements.reloadModel.hidden = true;
@@ -123,13 +126,18 @@ export async function switchModel(choice) {
   }
 }
 
-// A new weight format reloads the model being loaded, or the one whose load failed last (a retry), or else the
-// one in use (unless it already runs that format).
-export function onWeightsChanged() {
+// A new weight format or device reloads the model being loaded, or the one whose load failed last (a retry), or
+// else the one in use. A model in use that already loaded with these settings stays: when it is also the one whose
+// load failed (another device, say), going back to its settings is no longer a failure to report.
+export function onLoadSettingChanged() {
   saveSettings();
   const choice = state.loadingChoice ?? state.failedChoice ?? state.modelChoice;
   if (!choice) return;
-  if (choice === state.modelChoice && weightsFor(choice) === state.modelWeights) return;
+  if (choice === state.modelChoice && weightsFor(choice) === state.modelWeights && elements.device.value === state.modelDevice) {
+    if (state.failedChoice) clearError();
+    state.failedChoice = null;
+    return;
+  }
   switchModel(choice);
 }
 
@@ -142,7 +150,14 @@ function describeLoadedModel() {
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
     `${weightTypes} weights${fp32TooLarge}, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
   const kept = state.modelNotCached ? ` · not kept for offline use: ${state.modelNotCached}` : '';
-  return `Ready: ${state.modelChoice.label} · ${details}${kept}`;
+  return `Ready: ${state.modelChoice.label} · ${details} · ${describeDevice(state.model)}${kept}`;
+}
+
+// Where the model runs: the GPU and its adapter, or the CPU and, when the CPU was not asked for, why not the GPU.
+function describeDevice({ device, adapterInfo, deviceReason }) {
+  if (device === 'webgpu') return `on the GPU: ${adapterInfo ? adapterName(adapterInfo) : 'WebGPU'}`;
+  // the API's reasons may carry the prefix of its 'webgpu' errors, which the status line does not need
+  return `on the CPU (WebAssembly)${deviceReason ? ` because ${deviceReason.replace(/^device 'webgpu': /, '')}` : ''}`;
 }
 
 // Called with the loader's progress events (loader.js) for the file being read: { file, loaded, total,

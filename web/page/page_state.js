@@ -34,6 +34,7 @@ export const elements = {
   storedModelsEmpty: $('stored-models-empty'),
   weights: $('weights'),
   weightsReason: $('weights-reason'),
+  device: $('device'),
   kvCache: $('kv-cache'),
   kvStorage: $('kv-storage'),
   temperature: $('temperature'),
@@ -60,7 +61,8 @@ export const state = {
   modelChoice: null, // the choice (with .value and .label) whose model is loaded
   modelWeights: null, // 'fp32' | 'int8' | undefined (a GGUF file): the weights setting the model loaded with
   weightsSetting: 'fp32', // the user's Weights setting, also while the menu shows what a model runs instead
-  failedChoice: null, // the choice whose load failed last, which the Weights menu retries
+  modelDevice: null, // 'auto' | 'webgpu' | 'wasm': the Device setting the model loaded with (model.device: where it runs)
+  failedChoice: null, // the choice whose load failed last, which the Weights and Device menus retry
   modelNotCached: null, // why the Cache API did not keep the model (e.g. a full quota); null: it did, or local files
   loadingChoice: null, // the choice being loaded, if any
   urlChoice: null, // the folder given as ?model=, if any

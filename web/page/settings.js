@@ -1,4 +1,4 @@
-// The settings: the Weights menu, and the inputs kept across visits (localStorage).
+// The settings: the Weights menu, and the inputs kept across visits (localStorage), the Device menu's too.
 import { elements, state } from './page_state.js';
 import { formatBytes } from '../lib/progress_text.js';
 
@@ -55,7 +55,7 @@ export function showWeightsSetting() {
 
 const SETTINGS_KEY = 'gpt2-wasm.settings';
 
-export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'weights'];
+export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'weights', 'device'];
 
 export function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {

@@ -30,10 +30,10 @@ export class GeneratorApi {
     return this.#webAssemblyProblem;
   }
 
-  // -> lease { model: Promise<Model>, release() }; onProgress gets the loader's progress events.
-  acquireModel(url, onProgress) {
+  // -> lease { model: Promise<Model>, release() }; onProgress gets the loader's progress events. device: loadModel's.
+  acquireModel(url, device, onProgress) {
     const controller = new AbortController();
-    const model = loadModel(url, { signal: controller.signal, onProgress });
+    const model = loadModel(url, { signal: controller.signal, onProgress, device });
     const release = () => {
       controller.abort();
       model.then((loaded) => loaded.dispose(), () => {});

@@ -1,5 +1,6 @@
 // The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
 import { resolveAgainstPage } from '../lib/environment.js';
+import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
 // name -> [parser of a data-* attribute value, default]. The generation options are those of
@@ -17,6 +18,7 @@ const OPTIONS = {
   autoGenerate: [parseBoolean, false],
   lazy: [parseBoolean, false],
   theme: [String, 'auto'],
+  device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
 };
 export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'seed', 'stop'];
 const THEMES = ['auto', 'light', 'dark'];
@@ -46,6 +48,7 @@ export function completeOptions(options, defaultModelUrl) {
   }
   const complete = Object.fromEntries(Object.entries(OPTIONS).map(([name, [, fallback]]) => [name, options[name] ?? fallback]));
   if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
+  if (!DEVICES.includes(complete.device)) throw new RangeError(`GPT2Widget.mount: device must be one of ${DEVICES.join(', ')}`);
   complete.model = modelUrl(complete.model === undefined ? defaultModelUrl : resolveAgainstPage(complete.model));
   complete.prompt = String(complete.prompt);
   return complete;

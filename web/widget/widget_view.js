@@ -145,7 +145,7 @@ export class Widget {
   async #loadModel() {
     const { generate, progress, status } = this.#ui;
     let notCached = null;  // why the browser did not keep the model's files (e.g. a full quota), if it did not
-    this.#lease = this.#generator.acquireModel(this.#options.model, (event) => {
+    this.#lease = this.#generator.acquireModel(this.#options.model, this.#options.device, (event) => {
       notCached = event.notCached ?? notCached;
       this.#showProgress(event);
     });
@@ -156,7 +156,8 @@ export class Widget {
     try {
       const model = await this.#lease.model;
       const kept = notCached ? ` · not kept for offline use: ${notCached}` : '';
-      status.textContent = `Ready · ${formatBytes(model.weightBytes)} of weights, running in your browser${kept}`;
+      const device = model.device === 'webgpu' ? 'GPU (WebGPU)' : 'CPU (WebAssembly)';
+      status.textContent = `Ready · ${formatBytes(model.weightBytes)} of weights on the ${device}, running in your browser${kept}`;
       return model;
     } catch (error) {
       if (this.#destroyed) return null;
