@@ -12,10 +12,32 @@ const GREEDY = { temperature: 0, topK: 40, topP: 0.95, maxNewTokens: 8, kvCache:
 const PROMPT = 'ROMEO:';
 const MODEL_READY_TIMEOUT = 90_000;
 
-test('Auto stays on the CPU on SwiftShader and says why; GPU (WebGPU) reloads the model on it, which generates the CPU engine\'s text', async ({ page }) => {
+// Prepended to the engine worker's module: the worker's WebGPU device is destroyed, as a driver reset would take it
+// away, at its 14th readback: the first run's eight (its prompt and seven steps) and six of the second's.
+const LOSE_DEVICE_IN_WORKER = `
+const devices = [];
+const requestDevice = GPUAdapter.prototype.requestDevice;
+GPUAdapter.prototype.requestDevice = async function (...args) {
+  const device = await requestDevice.apply(this, args);
+  devices.push(device);
+  return device;
+};
+let readbacks = 0;
+const mapAsync = GPUBuffer.prototype.mapAsync;
+GPUBuffer.prototype.mapAsync = function (...args) {
+  if (++readbacks === 14) for (const device of devices) device.destroy();
+  return mapAsync.apply(this, args);
+};
+`;
+
+test('Auto stays on the CPU on SwiftShader and says why; GPU (WebGPU) reloads the model on it, which generates the CPU engine\'s text; a GPU lost mid-generation is named and the run ends on the CPU with that text', async ({ page }) => {
   // the Node API's text, computed while the page loads
   const expected = nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY);
   expected.catch(() => {});  // awaited below; a failure is reported there
+  await page.route('**/js/lib/worker/worker.js', async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, body: LOSE_DEVICE_IN_WORKER + await response.text() });
+  });
   await page.goto('/');
   const { alert, generate, output } = controls(page);
   const device = page.getByRole('combobox', { name: 'Device' });
@@ -36,4 +58,12 @@ test('Auto stays on the CPU on SwiftShader and says why; GPU (WebGPU) reloads th
   expect(text).toBe(await expected);
   await expect(alert).toBeEmpty();
   await expect(page.getByText(/ \(fp32\)$/)).toBeVisible();  // the KV cache memory: a GPU session's is fp32
+
+  // the second run loses the device at its sixth readback
+  await generate.click();
+  await expect(alert).toHaveText(/^the GPU device was lost \(destroyed.*\): the run went on on the CPU \(WebAssembly\), where the model now runs\.$/,
+    { timeout: MODEL_READY_TIMEOUT });
+  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  expect((await output.locator('.token').allTextContents()).join('')).toBe(await expected);
 });
+

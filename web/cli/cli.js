@@ -16,7 +16,7 @@
 // instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
 // a progress bar when stderr is a terminal. On a terminal, control characters in the text are shown escaped
 // (cli_output.js). Node has no WebGPU of its own: --device webgpu or auto finds one only where the optional npm
-// package webgpu (Dawn) is installed, and the stats line says where the model ran.
+// package webgpu (Dawn) is installed (web/lib/gpu/device.js), and the stats line says where the model ran.
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -117,25 +117,9 @@ async function loadCliModel(text, load) {
   }
 }
 
-// Node's WebGPU from the optional npm package webgpu (Dawn), where it is installed; without it (or where it does not
-// load) there is none, and --device webgpu says so as in any context without navigator.gpu.
-async function provideWebGpu() {
-  if (globalThis.navigator?.gpu) return;
-  try {
-    const { create, globals } = await import('webgpu');
-    const gpu = create([]);
-    Object.assign(globalThis, globals);
-    globalThis.navigator ??= {};
-    globalThis.navigator.gpu = gpu;
-  } catch {
-    // not installed, or its native part does not load here: no WebGPU
-  }
-}
-
 async function main(args) {
   const parsed = parseCliArguments(args);
   if (parsed.help) return void writeOut(`${USAGE}\n`);
-  if (parsed.load.device !== 'wasm') await provideWebGpu();
   const model = await loadCliModel(parsed.model, parsed.load);
   try {
     if (parsed.score) await printScores(model, parsed.prompt, parsed.options);

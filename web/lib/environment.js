@@ -15,6 +15,12 @@ export function importNodeBuiltin(name) {
   return import(/* @vite-ignore */ /* webpackIgnore: true */ specifier);
 }
 
+// An npm package that may be installed beside this one (Node), imported with a specifier made at run time for the
+// same reason; rejects when it is not there.
+export function importOptionalPackage(name) {
+  return import(/* @vite-ignore */ /* webpackIgnore: true */ `${name}`);
+}
+
 // A URL as given (a string or URL): relative to the page's (or the worker's) address in browsers, absolute in
 // Node. A TypeError when it is not a URL.
 export function resolveAgainstPage(text) {

@@ -47,6 +47,8 @@ async function runGeneration(text, { continuing }) {
       if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
       isFirstPiece = false;
       showStats(run.stats);
+      // a GPU lost mid-run: the run goes on on the CPU (web/lib/gpu/gpu_session.js), and so does the model
+      if (run.stats.deviceLost) showError(`${run.stats.deviceLost}: the run went on on the CPU (WebAssembly), where the model now runs.`);
     }
   } catch (error) {
     if (error.name === 'EngineAbortedError') recoverFromCrash(error);

@@ -1,6 +1,7 @@
 // Finding a WebGPU device for the engine: the adapter, its description, the limits the engine needs (the adapter's
 // own, never assumed), and the rule that a software adapter (SwiftShader, lavapipe, llvmpipe) never runs a model
 // unless it is asked for by name.
+import { IS_NODE, importOptionalPackage } from '../environment.js';
 
 // The devices loadModel() takes: 'auto' picks WebGPU only where it is a hardware adapter, else the CPU.
 export const DEVICES = ['auto', 'webgpu', 'wasm'];
@@ -43,11 +44,25 @@ async function findAdapter(gpu) {
   return { adapter, adapterInfo: describeAdapter(adapter) };
 }
 
+// This realm's WebGPU: navigator.gpu, or in Node the optional npm package webgpu (Dawn) where it is installed (it
+// needs a Vulkan, Metal or D3D12 driver to give an adapter); null without one.
+let nodeGpu;
+async function realmGpu() {
+  if (globalThis.navigator?.gpu || !IS_NODE) return globalThis.navigator?.gpu ?? null;
+  nodeGpu ??= importOptionalPackage('webgpu').then(({ create, globals }) => {
+    Object.assign(globalThis, globals);  // GPUBufferUsage and the other constants the kernels use
+    return create([]);
+  }, () => null);  // not installed, or its native part does not load here
+  return nodeGpu;
+}
+
 // The device the model runs on: { device: 'webgpu', gpu, adapterInfo } or { device: 'wasm', reason } (auto: why it is
-// not the GPU). Asking for 'webgpu' where there is none throws one line.
-export async function chooseDevice(requested, gpu = globalThis.navigator?.gpu) {
+// not the GPU). Asking for 'webgpu' where there is none throws one line. gpu: a navigator.gpu to use instead of
+// this realm's.
+export async function chooseDevice(requested, gpu) {
   checkDevice(requested);
   if (requested === 'wasm') return { device: 'wasm', reason: 'the CPU was asked for' };
+  gpu ??= await realmGpu();
   const { adapter, adapterInfo, reason } = await findAdapter(gpu);
   if (!adapter) {
     if (requested === 'webgpu') throw new Error(`device 'webgpu': ${reason}`);
