@@ -143,6 +143,6 @@ describe('loadModel threads option', () => {
     const { stdout, stderr } = await promisify(execFile)('node',
       [`${ROOT}web/cli/cli.js`, '--threads', '2', '-n', '8', '--temperature', '0', 'ROMEO:'], { encoding: 'utf8', timeout: 60_000 });
     expect(stdout.trim().length).toBeGreaterThan(0);
-    expect(stderr).toMatch(/; 2 threads\]/);
+    expect(stderr).toMatch(/; 2 threads; device: wasm\]/);
   });
 });
