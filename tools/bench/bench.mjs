@@ -9,9 +9,20 @@
 // (tools/bench/chart_svg.mjs). The measurement sequence itself is
 // tools/bench/measure.mjs, shared by all runtimes.
 //
-//   node tools/bench/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort,wllama,llamacpp]
+//   node tools/bench/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort,wllama,llamacpp,webgpu,node-webgpu]
 //                        [--weights fp32,int8,gguf|GGUF types] [--contexts 16,64,256,512,1000] [--runs 5] [--quick]
 //                        [--threads 1,2] [--kv-cache int8,fp32] [--node-llama-cpp DIR]
+//                        [--webgpu-flags 'CHROMIUM FLAGS'] [--node-webgpu DIR]
+//
+// The GPU runtimes (web/lib/gpu/, fp32 and int8 weights, the GPU's fp32 KV cache, one engine thread): webgpu = the
+// engine in a worker of a Chromium page launched with WebGPU (--webgpu-flags, default: the adapter Chromium offers,
+// SwiftShader where there is no GPU driver); node-webgpu = the engine in Node with Dawn, the npm package webgpu (no
+// dependency: --node-webgpu DIR or NODE_WEBGPU names its folder, default tools/bench/node_modules/webgpu; it needs a
+// Vulkan driver). A runtime without an adapter is skipped with the reason, and one on a software adapter is measured
+// only when --runtimes names it. Their records name the adapter, say whether it is software (those figures carry no
+// speed target) and carry the dispatches, submits and readback bytes per decoded token and per prefill; their greedy
+// tokens are checked against the wasm engine's at every context (and cached against uncached, like every runtime).
+// GGUF block types do not run on the GPU: such jobs are recorded as skipped with the reason.
 //
 // GGUF weights (--weights f16,q8_0,q4_k,... or gguf for all of tools/bench/gguf_files.mjs's types): each type is a
 // GGUF file converted from the model's folder on first use (gpt2tools.convert.convert_to_gguf), loaded as such by our
@@ -45,12 +56,13 @@ import os from 'node:os';
 import { join, relative } from 'node:path';
 import { benchChartSvg } from './chart_svg.mjs';
 import { checkBuild, commit, ensureModel, machineInfo, planJobs, prepareGguf, uncachedContexts } from './jobs.mjs';
+import { adapterName } from '../../web/lib/gpu/device.js';
 import { TOKENS_DIFFER } from './measure.mjs';
 import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, REPO, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, targetResults, toRecords } from './records.mjs';
-import { RUNTIMES, closeChromium } from './runtimes.mjs';
-import { bandwidthTable, contextRetentionTable, ggufTables, int8RatioTable, memoryTable, nativeTables, sideBySideTables, speedTable,
+import { RUNTIMES, closeChromium, gpuAdapters } from './runtimes.mjs';
+import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, speedTable,
   speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
 
 async function main() {
@@ -65,6 +77,10 @@ async function main() {
     `${INT8_UNCACHED_MAX_CONTEXT} only; onnxruntime-web, wllama, llama.cpp: none), after a warm-up; greedy\n`);
 
   const modelDirs = Object.fromEntries(options.models.map((name) => [name, ensureModel(name)]));
+  options.gpuAdapters = await gpuAdapters(options.runtimes, options);
+  for (const [runtime, { adapterInfo, reason }] of Object.entries(options.gpuAdapters)) {
+    console.log(`${runtime}: ${adapterInfo ? `adapter ${adapterName(adapterInfo)}${adapterInfo.software ? ' (software)' : ''}` : `no adapter: ${reason}`}`);
+  }
   const { jobs, notes } = planJobs(options, modelDirs);
   for (const note of notes) console.log(`note: ${note}`);
   if (jobs.length === 0) throw new Error('nothing to measure with these --models, --runtimes and --weights');
@@ -73,6 +89,7 @@ async function main() {
   const pools = Object.fromEntries(options.models.map((name) => [name, promptPool(modelDirs[name])]));
   const runs = [];
   const failures = [];
+  const gpuSkips = [];  // GPU jobs whose weights the GPU does not run
   const started = Date.now();
   try {
     for (const job of jobs) {
@@ -96,6 +113,12 @@ async function main() {
         failures.push(failure);
         continue;
       }
+      if (result.unsupported) {
+        log(`skipped: ${result.unsupported}`);
+        notes.push(`skipped ${model} ${runtime} ${weights}: ${result.unsupported}`);
+        gpuSkips.push({ model, runtime, weights, reason: result.unsupported });
+        continue;
+      }
       if (job.runtime !== 'ort' && result.threads !== threads) {
         throw new Error(`${model} on ${runtime}: the engine ran on ${result.threads} threads, not ${threads}`);
       }
@@ -108,7 +131,8 @@ async function main() {
   }
 
   const records = runs.flatMap((run) => run.records);
-  const skipped = runs.flatMap(({ model, runtime, weights, result }) => result.contexts.filter((c) => c.skipped).map((c) => ({ model, runtime, weights, context: c.context, reason: c.skipped })));
+  const skipped = [...runs.flatMap(({ model, runtime, weights, result }) => result.contexts.filter((c) => c.skipped).map((c) => ({ model, runtime, weights, context: c.context, reason: c.skipped }))),
+    ...gpuSkips.map((skip) => ({ ...skip, context: null }))];
   const ceilings = runs.map(({ model, runtime, weights, result, decodeBytes }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeBytes }));
   const memory = memoryRecords(runs);
   machine.loadAverageAtEnd = os.loadavg().map((load) => Number(load.toFixed(2)));
@@ -130,6 +154,11 @@ async function main() {
     `prefill is the same batched code path in both modes; the uncached mode prefills once per context. ${decodeBytesNote}. ` +
     `A context whose decoding would pass n_ctx gets a shorter prompt (n_ctx − ${plan.decodeSteps}).\n`);
   console.log(`## KV-cache speed-up: uncached ÷ cached ms/token, median (range over interleaved run pairs)\n\n${speedupTable(runs, plan.contexts)}\n`);
+  const gpu = gpuTable(runs, gpuSkips);
+  if (gpu) {
+    console.log(`## GPU runtimes\n\n${gpu}\n\nper decoded token and per prefill: session.counters' deltas (compute dispatches, ` +
+      'queue submits, bytes read back); a software adapter runs the GPU\'s work on the CPU and its figures carry no speed target.\n');
+  }
   const int8Ratios = int8RatioTable(runs, plan.contexts);
   if (int8Ratios) console.log(`## int8 ÷ fp32 cached decode speed (tokens/s, medians)\n\n${int8Ratios}\n`);
   const retention = contextRetentionTable(runs, plan.contexts);

@@ -3,10 +3,14 @@
 // local objects, which the loader reads in pieces and does not copy into the Cache API (a 500 MB cache write would
 // only slow the run down); the Blobs live outside the wasm heap (Chromium keeps large ones on disk, so a 3 GB GPT-2
 // 1.5B file loads too, which one ArrayBuffer cannot hold), so the heap figures are the engine's alone.
+// device 'webgpu' (the webgpu runtime) runs the same model's passes on the GPU (gpu_driver.mjs), in this worker like
+// loadModel's default in a page. A { probe: true } message answers which adapter WebGPU gives this worker:
+// { adapterInfo } (web/lib/gpu/device.js's description) or { reason }.
 import { loadEngine } from '/public/js/lib/engine/engine.js';
 import { loadModelIntoEngine } from '/public/js/lib/loading/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
+import { openGpuDriver } from './gpu_driver.mjs';
 
 async function fetchBlob(url) {
   const response = await fetch(url);
@@ -26,17 +30,49 @@ async function loadModelFrom(engine, modelUrl, format) {
   return loadModelIntoEngine(engine, { config, weights }, { withTokenizer: false, weights: format });
 }
 
-onmessage = async ({ data: { modelUrl, weights: format, plan, threads = 1 } }) => {
+async function gpuModules() {
+  const [{ chooseDevice }, { openGpuModel }, { unsupportedWeights }] = await Promise.all(['device', 'gpu_model', 'gpu_weights'].map((name) =>
+    import(`/public/js/lib/gpu/${name}.js`)));
+  return { chooseDevice, openGpuModel, unsupportedWeights };
+}
+
+async function probeAdapter() {
+  try {
+    const adapter = navigator.gpu ? await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }) : null;
+    if (adapter) return { adapterInfo: (await import('/public/js/lib/gpu/device.js')).describeAdapter(adapter) };
+    return { reason: navigator.gpu ? 'WebGPU gave no adapter' : 'no navigator.gpu in the worker (Chromium without WebGPU: see --webgpu-flags)' };
+  } catch (error) {
+    return { reason: `requestAdapter failed: ${error.message}` };
+  }
+}
+
+onmessage = async ({ data: { probe, modelUrl, weights: format, plan, threads = 1, device = 'wasm' } }) => {
+  if (probe) {
+    postMessage(await probeAdapter());
+    return;
+  }
   try {
     const start = performance.now();
     const engine = await loadEngine({ threads });
     const { model } = await loadModelFrom(engine, modelUrl, format);
+    let driver;
+    let gpuModel = null;
+    if (device === 'webgpu') {
+      const opened = await openGpuDriver(engine, model, await gpuModules(), navigator.gpu);
+      if (opened.unsupported) {
+        model.dispose();
+        postMessage({ type: 'result', result: { unsupported: opened.unsupported } });
+        return;
+      }
+      ({ driver, gpuModel } = opened);
+    } else {
+      driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }), plan.kvCache);
+    }
     const loadMs = performance.now() - start;
     postMessage({ type: 'log', text: `model loaded in ${(loadMs / 1000).toFixed(1)} s` });
-    const driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }), plan.kvCache);
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));
     driver.dispose();
-    model.dispose();
+    (gpuModel ?? model).dispose();
     postMessage({ type: 'result', result: { ...result, loadMs } });
   } catch (error) {
     postMessage({ type: 'error', message: error?.stack ?? String(error) });

@@ -5,7 +5,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { ensureGguf, ggufDecodeBytes, isGguf } from './gguf_files.mjs';
-import { BENCH_PACKAGES, INT8_UNCACHED_MAX_CONTEXT, MODELS, ONNX_EXPORT_COMMAND, OTHER_ENGINES, OTHER_KV_CACHES, RANDOM_MODEL_MODULE,
+import { adapterName } from '../../web/lib/gpu/device.js';
+import { GPU_KV_CACHE } from './gpu_driver.mjs';
+import { BENCH_PACKAGES, GPU_RUNTIMES, INT8_UNCACHED_MAX_CONTEXT, MODELS, ONNX_EXPORT_COMMAND, OTHER_ENGINES, OTHER_KV_CACHES, RANDOM_MODEL_MODULE,
   REPO } from './options.mjs';
 import { runPython } from './python_tools.mjs';
 import { CHROMIUM } from './runtimes.mjs';
@@ -26,7 +28,7 @@ export function machineInfo(runtimes) {
     cores: os.availableParallelism?.() ?? os.cpus().length,
     memoryBytes: os.totalmem(),
     node: process.version,
-    chromium: runtimes.some((runtime) => ['chromium', 'wllama'].includes(runtime)) ? execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() : null,
+    chromium: runtimes.some((runtime) => ['chromium', 'wllama', 'webgpu'].includes(runtime)) ? execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() : null,
     loadAverage: os.loadavg().map((load) => Number(load.toFixed(2))),
   };
 }
@@ -36,7 +38,8 @@ export function checkBuild(runtimes, threads) {
     chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js'],
     ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
     wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
-    llamacpp: ['build/native/gpt2_bandwidth'] };
+    llamacpp: ['build/native/gpt2_bandwidth'], webgpu: ['public/js/lib/engine/engine.js', 'public/js/lib/gpu/gpu_model.js'],
+    'node-webgpu': ['public/wasm/gpt2.wasm'] };
   if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) {
@@ -56,7 +59,8 @@ export function ensureModel(name) {
 
 // Every (model, runtime, weights, threads) to measure, in order, and notes on the combinations left out. An explicitly
 // requested ort whose ONNX export is missing is an error before anything runs; llamacpp without node-llama-cpp is
-// skipped with a note.
+// skipped with a note, and so is a GPU runtime without an adapter (options.gpuAdapters: runtimes.mjs's gpuAdapters()),
+// or on a software one unless --runtimes names it (as loadModel's 'auto' never picks one).
 export function planJobs(options, modelDirs) {
   const jobs = [];
   const notes = [];
@@ -77,9 +81,10 @@ export function planJobs(options, modelDirs) {
         notes.push(`skipped ${model} ${runtime}: ${skipped}`);
         continue;
       }
-      // onnxruntime-web runs one thread only
-      const threadCounts = runtime === 'ort' ? [1] : options.threads;
-      const kvCaches = supported ? [OTHER_KV_CACHES[runtime]] : options.kvCaches;
+      const gpu = GPU_RUNTIMES.includes(runtime);
+      // onnxruntime-web runs one thread only; so does the engine under the GPU, whose passes are not the CPU's
+      const threadCounts = runtime === 'ort' || gpu ? [1] : options.threads;
+      const kvCaches = supported ? [OTHER_KV_CACHES[runtime]] : gpu ? [GPU_KV_CACHE] : options.kvCaches;
       for (const weights of weightsList) {
         for (const kvCache of kvCaches) {
           for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, kvCache, defaultKv: kvCache === kvCaches[0], modelDir: modelDirs[model] });
@@ -100,6 +105,14 @@ function skipReason(runtime, model, options) {
     const message = `${onnx} is missing; create it with ${ONNX_EXPORT_COMMAND} (PyTorch)`;
     if (options.runtimesGiven) throw new Error(`${model} ort: ${message}`);
     return message;
+  }
+  if (GPU_RUNTIMES.includes(runtime)) {
+    const { adapterInfo, reason } = options.gpuAdapters[runtime];
+    if (!adapterInfo) return `unavailable: ${reason}`;
+    if (adapterInfo.software && !options.runtimesGiven) {
+      return `the adapter ${adapterName(adapterInfo)} is a software renderer: measured only when --runtimes names ${runtime}`;
+    }
+    return null;
   }
   if (runtime === 'llamacpp') {
     if (!options.nodeLlamaCpp) return 'node-llama-cpp is not a dependency; name its folder with --node-llama-cpp DIR or NODE_LLAMA_CPP=DIR';

@@ -8,6 +8,9 @@
 //   streamWeights(repeats)  -> [ms of each streaming read over a buffer of weightBytes]
 //   memory()                -> runtime-specific byte counts (wasm heap, native RSS)
 //   releaseUncached()       -> frees the uncached session, so the last memory figure is one cached session's
+// A GPU driver (tools/bench/gpu_driver.mjs) also answers, and is checked against:
+//   prefill and step        -> { token, ms, counters: { dispatches, submits, readbackBytes } } of that call
+//   referenceTokens(ids, n) -> the wasm engine's greedy tokens after ids: the prefill's, then n steps'
 // A runtime without an uncached mode (onnxruntime-web) is only given plans whose uncachedContexts is empty.
 // Times are measured inside the runtime around the engine call alone.
 
@@ -89,14 +92,17 @@ async function measureContext(driver, config, context, plan) {
   if (plan.uncachedContexts.includes(context)) {
     const uncachedPrefill = await driver.prefill('uncached', prompt);
     uncached = { prefillMs: [uncachedPrefill.ms], msPerToken: [], tokens: [uncachedPrefill.token] };
+    count(uncached, 'prefill', uncachedPrefill.counters);
   }
   const cached = { prefillMs: [], msPerToken: [], tokens: null };
   for (let run = 0; run < plan.runs; run++) {
     const first = await driver.prefill('cached', prompt);
+    count(cached, 'prefill', first.counters);
     const tokens = [first.token];
     let decodeMs = 0;
     for (let i = 0; i < plan.decodeSteps; i++) {
       const next = await driver.step('cached', tokens.at(-1));
+      count(cached, 'decode', next.counters);
       tokens.push(next.token);
       decodeMs += next.ms;
     }
@@ -108,8 +114,18 @@ async function measureContext(driver, config, context, plan) {
     }
     if (!uncached) continue;
     const next = await driver.step('uncached', uncached.tokens.at(-1));
+    count(uncached, 'decode', next.counters);
     uncached.tokens.push(next.token);
     uncached.msPerToken.push(next.ms);
+  }
+  if (driver.referenceTokens) {
+    const reference = await driver.referenceTokens(prompt, plan.decodeSteps);
+    if (reference.join() !== cached.tokens.join()) {
+      const at = reference.findIndex((token, i) => token !== cached.tokens[i]);
+      throw new Error(`${TOKENS_DIFFER}: context ${context}: the GPU generated [${cached.tokens}] but the wasm engine [${reference}] ` +
+        `(first difference at token ${at})`);
+    }
+    cached.referenceChecked = true;
   }
   if (!uncached) return { context, promptLength: length, cached, uncached };
   const expected = cached.tokens.slice(0, uncached.tokens.length);
@@ -117,6 +133,16 @@ async function measureContext(driver, config, context, plan) {
     throw new Error(`${TOKENS_DIFFER}: context ${context}: cached [${expected}], uncached [${uncached.tokens}]`);
   }
   return { context, promptLength: length, cached, uncached };
+}
+
+// Sums a GPU call's counters into mode.counters[kind] ({ calls, dispatches, submits, readbackBytes }); CPU drivers
+// have none.
+function count(mode, kind, counters) {
+  if (!counters) return;
+  mode.counters ??= {};
+  const sum = (mode.counters[kind] ??= { calls: 0, dispatches: 0, submits: 0, readbackBytes: 0 });
+  sum.calls++;
+  for (const name of ['dispatches', 'submits', 'readbackBytes']) sum[name] += counters[name];
 }
 
 export function median(values) {

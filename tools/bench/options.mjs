@@ -27,6 +27,20 @@ export const ONNX_EXPORT_COMMAND = 'PYTHONPATH=tools/python /usr/bin/python3 -m 
 // Runtimes of other engines (cached decoding only), and the weights each runs.
 export const OTHER_ENGINES = { ort: ['fp32'], wllama: GGUF_TYPES, llamacpp: GGUF_TYPES };
 
+// Runtimes of our engine with its passes on the GPU (web/lib/gpu/): the webgpu runtime in Chromium, node-webgpu in
+// Node with Dawn (the npm package webgpu). They run one engine thread and the GPU's fp32 KV cache, whatever --threads
+// and --kv-cache say; weights the GPU does not run (the GGUF block types) are left out with a note.
+export const GPU_RUNTIMES = ['webgpu', 'node-webgpu'];
+
+// Chromium's flags for the webgpu runtime (--webgpu-flags replaces them): WebGPU on Linux, and the adapter Chromium
+// offers, a hardware one where there is a Vulkan driver, else its own SwiftShader. --webgpu-flags
+// '--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader' pins SwiftShader, as the Playwright webgpu project does.
+const DEFAULT_WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan'];
+
+// Where node-webgpu looks for the webgpu package when neither --node-webgpu nor NODE_WEBGPU names a folder. It is no
+// dependency of tools/bench/package.json: it is large (Dawn for every platform) and runs only with a Vulkan driver.
+const DEFAULT_NODE_WEBGPU = 'tools/bench/node_modules/webgpu';
+
 const WEIGHTS = ['fp32', 'int8', ...GGUF_TYPES];
 
 // The GGUF types are measured when --weights names them.
@@ -46,7 +60,8 @@ export const OTHER_KV_CACHES = { ort: 'fp32', wllama: 'f16', llamacpp: 'f16' };
 // runtimeNames: the runtimes --runtimes may name (the default: all of them).
 export function parseArgs(argv, runtimeNames) {
   const options = { models: ['tiny', '124m'], runtimes: runtimeNames, weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
-    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null };
+    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null,
+    webgpuFlags: DEFAULT_WEBGPU_FLAGS, nodeWebgpu: process.env.NODE_WEBGPU || join(REPO, DEFAULT_NODE_WEBGPU) };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
     const n = Number(item);
@@ -69,7 +84,12 @@ export function parseArgs(argv, runtimeNames) {
     else if (flag === '--threads') options.threads = positiveIntegers(flag, value());
     else if (flag === '--kv-cache') options.kvCaches = [...new Set(list(value()))];
     else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
-    else throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, --node-llama-cpp)`);
+    else if (flag === '--webgpu-flags') options.webgpuFlags = value().split(/\s+/).filter(Boolean);
+    else if (flag === '--node-webgpu') options.nodeWebgpu = value();
+    else {
+      throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, ` +
+        '--node-llama-cpp, --webgpu-flags, --node-webgpu)');
+    }
   }
   if (options.quick && !runsGiven) options.runs = 3;
   for (const model of options.models) if (!MODELS[model]) throw new Error(`--models: unknown model "${model}" (${Object.keys(MODELS).join(', ')})`);

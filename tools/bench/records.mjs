@@ -1,5 +1,6 @@
 // The benchmark's results as records (bench-results.json): speeds per context and mode, memory per run, and the
 // GGUF types' speed targets; and the look-ups of one run's figures that the tables share.
+import { adapterName } from '../../web/lib/gpu/device.js';
 import { GGUF_TYPES } from './gguf_files.mjs';
 import { median } from './measure.mjs';
 
@@ -18,6 +19,22 @@ export function decodeWeightBytes(config, weights) {
 export const tokensPerSecond = (tokens, ms) => (1000 * tokens) / ms;
 
 export const range = (values) => [Math.min(...values), Math.max(...values)];
+
+// A GPU run's figures for one context and mode: the adapter, and the work per decoded token and per prefill pass
+// (session.counters' deltas over the timed calls). No speed target is set for the GPU; a software adapter's figures
+// (SwiftShader: the GPU's work on the CPU) never carry one.
+function gpuFields(adapter, counters) {
+  const per = (sum) => sum && { dispatches: sum.dispatches / sum.calls, submits: sum.submits / sum.calls, readback_bytes: sum.readbackBytes / sum.calls };
+  return {
+    adapter: adapterName(adapter),
+    adapter_info: adapter,
+    software: adapter.software,
+    speed_target: null,
+    speed_target_note: adapter.software ? 'software adapter: figures carry no speed target' : 'no GPU speed target is set',
+    per_decoded_token: per(counters?.decode),
+    per_prefill: per(counters?.prefill),
+  };
+}
 
 export function toRecords({ model, runtime, weights, kvCache, threads, result, decodeBytes }) {
   const ceilingBytesPerSecond = tokensPerSecond(result.weightBytes, median(result.ceilingMs));
@@ -45,6 +62,8 @@ export function toRecords({ model, runtime, weights, kvCache, threads, result, d
           prefill_tok_s: range(prefillMs.map((ms) => tokensPerSecond(context.promptLength, ms))),
           decode_tok_s: range(msPerToken.map((ms) => tokensPerSecond(1, ms))),
         },
+        ...(result.adapter ? gpuFields(result.adapter, context[mode].counters) : {}),
+        ...(result.adapter && mode === 'cached' ? { greedy_tokens_equal_wasm: Boolean(context.cached.referenceChecked) } : {}),
       });
     }
   }
@@ -95,13 +114,13 @@ export function targetResults(runs) {
 export function memoryRecords(runs) {
   return runs.map(({ model, runtime, weights, kvCache, result }) => {
     const { steady } = result.memory;
-    const [wasm, page] = ['heapBytes' in steady, 'pageBytes' in steady];
+    const [wasm, page, gpu] = ['heapBytes' in steady, 'pageBytes' in steady, Boolean(steady.gpu)];
     const steadyBytes = page ? steady.pageBytes : wasm ? steady.heapUsedBytes : steady.rssBytes;
     const pagePeak = () => Math.max(...Object.values(result.memory).map((figures) => figures.pageBytes));
     return {
       model, runtime, weights, kv_cache: kvCache,
       load_s: result.loadMs === undefined ? null : result.loadMs / 1000,
-      measure: page ? 'page (Chromium)' : wasm ? 'wasm heap' : 'process RSS',
+      measure: page ? 'page (Chromium)' : gpu ? 'wasm heap (GPU buffers: weights + KV)' : wasm ? 'wasm heap' : 'process RSS',
       weight_bytes: result.weightBytes,
       kv_cache_bytes: result.kvCacheBytes,
       peak_bytes: page ? pagePeak() : wasm ? steady.heapBytes : steady.peakRssBytes,

@@ -1,8 +1,10 @@
 // The benchmark's runtimes: each returns measure.mjs's result for one job ({ modelDir, weights, threads, kvCache,
 // onnxPath?, gguf? }). Native over a pipe to build/native/gpt2 --bench; Node, onnxruntime-web and llama.cpp each in
-// a Node process of their own; our engine and wllama in pages of one headless Chromium.
+// a Node process of their own; our engine and wllama in pages of one headless Chromium. The GPU runtimes: webgpu in a
+// page of a second Chromium, launched with WebGPU (and without --disable-gpu), node-webgpu in a Node process with
+// Dawn; gpuAdapters() says beforehand which adapter each would run on, or why it cannot run.
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { measureModel } from './measure.mjs';
@@ -15,6 +17,9 @@ export const CHROMIUM = '/usr/bin/chromium';
 // at once instead of at the next garbage collection.
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--disable-quic', '--no-first-run', '--enable-blink-features=ForceEagerMeasureMemory'];
+
+// The webgpu runtime's Chromium: the same, with the GPU process and options.webgpuFlags.
+const gpuChromiumArgs = (options) => [...CHROMIUM_ARGS.filter((arg) => arg !== '--disable-gpu'), ...options.webgpuFlags];
 
 // The model's hyper-parameters in measure.mjs's names, from its Hugging Face config.json (a GGUF file converted
 // from the folder has the same).
@@ -97,6 +102,11 @@ function runOrt({ modelDir, onnxPath }, plan, log) {
   return runNodeScript(['--expose-gc', join(REPO, 'tools/bench/ort_runner.mjs'), modelDir, onnxPath, JSON.stringify(plan)], log);
 }
 
+// node-webgpu: the wasm engine with Dawn in a Node process of its own (tools/bench/node_webgpu_runner.mjs).
+function runNodeWebgpu(job, plan, log, options) {
+  return runNodeScript([join(REPO, 'tools/bench/node_webgpu_runner.mjs'), options.nodeWebgpu, modelSource(job), job.weights, JSON.stringify(plan)], log);
+}
+
 // Runs a runner script (arguments after node's) that prints measure.mjs's result as JSON on stdout.
 async function runNodeScript(args, log) {
   const script = relative(REPO, args.find((arg) => arg.endsWith('.mjs')));
@@ -113,21 +123,24 @@ async function runNodeScript(args, log) {
   return JSON.parse(stdout);
 }
 
-let chromium = null;  // { browser, server }, started on first use
+let chromium = null;  // { server, browsers: Map(arguments -> browser) }, each started on first use
 
-// A new page of the bench's Chromium at path (under the repository root, which the server serves cross-origin
-// isolated, so workers can run threaded builds); run(page, origin) -> its result. One page per job, so every job
-// starts from fresh wasm heaps.
-async function inChromiumPage(path, log, run) {
+// A new page at path (under the repository root, which the server serves cross-origin isolated, so workers can run
+// threaded builds) of the bench's Chromium launched with args; run(page, origin) -> its result. One page per job, so
+// every job starts from fresh wasm heaps.
+async function inChromiumPage(path, log, run, args = CHROMIUM_ARGS) {
   if (!chromium) {
-    const { chromium: launcher } = await import('@playwright/test');
     // The bench's own pages run inline modules: not under the site's policy.
     const server = await startServer({ port: 0, root: REPO, contentSecurityPolicy: null });
-    const browser = await launcher.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
-    chromium = { server, browser };
+    chromium = { server, browsers: new Map() };
+  }
+  const key = args.join(' ');
+  if (!chromium.browsers.has(key)) {
+    const { chromium: launcher } = await import('@playwright/test');
+    chromium.browsers.set(key, await launcher.launch({ executablePath: CHROMIUM, args }));
   }
   const origin = `http://127.0.0.1:${chromium.server.address().port}`;
-  const page = await chromium.browser.newPage();
+  const page = await chromium.browsers.get(key).newPage();
   page.on('console', (message) => log(message.text()));
   page.setDefaultTimeout(0);
   try {
@@ -145,6 +158,47 @@ function runChromium(job, plan, log) {
     window.runBench(url, format, workerPlan, workerThreads), [`${origin}/${source}`, job.weights, plan, job.threads]));
 }
 
+// Our engine with its passes on the GPU, in a worker of tools/bench/browser.html in the WebGPU Chromium.
+function runWebgpu(job, plan, log, options) {
+  const source = job.gguf ? relative(REPO, job.gguf.file) : `${relative(REPO, job.modelDir)}/`;
+  return inChromiumPage('tools/bench/browser.html', log, (page, origin) => page.evaluate(([url, format, workerPlan]) =>
+    window.runBench(url, format, workerPlan, 1, 'webgpu'), [`${origin}/${source}`, job.weights, plan]), gpuChromiumArgs(options));
+}
+
+// The adapter each GPU runtime among runtimes would run on: { [runtime]: { adapterInfo } | { reason } }.
+export async function gpuAdapters(runtimes, options) {
+  const adapters = {};
+  if (runtimes.includes('webgpu')) {
+    adapters.webgpu = await inChromiumPage('tools/bench/browser.html', () => {}, (page) => page.evaluate(() => window.gpuAdapter()),
+      gpuChromiumArgs(options));
+  }
+  if (runtimes.includes('node-webgpu')) adapters['node-webgpu'] = await nodeWebgpuAdapter(options.nodeWebgpu);
+  return adapters;
+}
+
+// node-webgpu's adapter, asked in a process of its own; Dawn says on stderr why it has none (no Vulkan loader or
+// driver, a driver it cannot use), which the reason then quotes.
+async function nodeWebgpuAdapter(dir) {
+  if (!existsSync(join(dir, 'package.json'))) {
+    const where = dir.startsWith(`${REPO}/`) ? relative(REPO, dir) : dir;
+    return { reason: `the npm package webgpu is not installed in ${where} (it is no dependency: npm install --no-save ` +
+      'webgpu in tools/bench, or name its folder with --node-webgpu DIR or NODE_WEBGPU=DIR)' };
+  }
+  const child = spawn(process.execPath, [join(REPO, 'tools/bench/node_webgpu_runner.mjs'), '--probe', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const status = await new Promise((resolve) => child.on('close', resolve));
+  const why = stderr.split('\n').map((line) => line.trim()).find((line) => line && !line.startsWith('at ') && !line.startsWith('- '));
+  let answer;
+  try {
+    answer = JSON.parse(stdout);
+  } catch {
+    return { reason: `tools/bench/node_webgpu_runner.mjs --probe failed (status ${status})${why ? `: ${why}` : ''}` };
+  }
+  return answer.reason && why ? { reason: `${answer.reason}: ${why}` } : answer;
+}
+
 // wllama in tools/bench/wllama.html, on the job's GGUF file; its prompts are the text of the prompt pool's words.
 function runWllama({ modelDir, gguf, threads, promptWords }, plan, log) {
   return inChromiumPage('tools/bench/wllama.html', log, (page, origin) => page.evaluate((bench) => window.runWllamaBench(bench),
@@ -153,9 +207,10 @@ function runWllama({ modelDir, gguf, threads, promptWords }, plan, log) {
 
 export async function closeChromium() {
   if (!chromium) return;
-  await chromium.browser.close();
+  for (const browser of chromium.browsers.values()) await browser.close();
   await new Promise((resolve) => chromium.server.close(resolve));
   chromium = null;
 }
 
-export const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort: runOrt, wllama: runWllama, llamacpp: runLlamaCpp };
+export const RUNTIMES = { native: runNative, node: runNode, chromium: runChromium, ort: runOrt, wllama: runWllama, llamacpp: runLlamaCpp,
+  webgpu: runWebgpu, 'node-webgpu': runNodeWebgpu };

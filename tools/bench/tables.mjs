@@ -16,9 +16,14 @@ function contextLabel(context, promptTokens) {
   return promptTokens === context ? String(context) : `${context} (prompt ${promptTokens})`;
 }
 
+// A GPU run's runtime says when its adapter is a software one.
+const runtimeLabel = ({ runtime, result }) => (result.adapter?.software ? `${runtime} (software adapter)` : runtime);
+
 export function speedTable(runs) {
   const rows = [];
-  for (const { model, runtime, weights, result, records } of runs) {
+  for (const run of runs) {
+    const { model, weights, result, records } = run;
+    const runtime = runtimeLabel(run);
     for (const context of result.contexts) {
       if (context.skipped) {
         rows.push([model, runtime, weights, '—', String(context.context), `skipped: ${context.skipped}`, '', '', '', '']);
@@ -34,6 +39,26 @@ export function speedTable(runs) {
   }
   return table(['model', 'runtime', 'weights', 'mode', 'context', 'prefill tok/s (min–max)', 'decode tok/s (min–max)', 'ms/token',
     'weight bandwidth / ceiling', 'runs'], rows);
+}
+
+// The GPU runs: per context, the adapter, the speeds and the work per decoded token (cached and uncached) and per
+// prefill pass, and whether its greedy tokens were the wasm engine's; then the weights the GPU does not run.
+// skips: [{ model, runtime, weights, reason }].
+export function gpuTable(runs, skips) {
+  const rows = [];
+  for (const run of runs.filter((r) => r.result.adapter)) {
+    for (const record of run.records) {
+      const work = (figures) => (figures ? `${fixed(figures.dispatches)} / ${fixed(figures.submits)} / ${fixed(figures.readback_bytes / 1024)} KiB` : '—');
+      rows.push([run.model, run.runtime, `${record.adapter}${record.software ? ', software' : ''}`, run.weights, record.mode,
+        contextLabel(record.context, record.prompt_tokens), fixed(record.prefill_tok_s), fixed(record.decode_tok_s, 2),
+        work(record.per_decoded_token), work(record.per_prefill),
+        record.mode === 'cached' ? (record.greedy_tokens_equal_wasm ? 'equal' : 'not checked') : 'equal to cached',
+        record.software ? 'none (software)' : 'none set']);
+    }
+  }
+  for (const { model, runtime, weights, reason } of skips) rows.push([model, runtime, '—', weights, '—', '—', reason, '', '', '', '', '']);
+  return rows.length ? table(['model', 'runtime', 'adapter', 'weights', 'mode', 'context', 'prefill tok/s', 'decode tok/s',
+    'per decoded token: dispatches / submits / readback', 'per prefill', 'greedy tokens vs wasm engine', 'speed target'], rows) : null;
 }
 
 // Uncached ÷ cached ms/token: the median ratio, and the range over the interleaved run pairs.
