@@ -240,8 +240,8 @@ function installLinearCase() {
 // Page side: random GGUF blocks (ggml-common.h's layouts) and ggml's dequantize_row_* in float64, as
 // globalThis.gpuTest.blocks: random(format, nRows, nIn) -> { bytes, words (the bytes padded to u32 words), values,
 // magnitudes } (values and magnitudes (nRows, nIn)), codes (kernels.js's FORMAT_CODES). The quants are random
-// bytes; the fp16 scales are random normal halves of magnitude 2^-7 .. 2^-3 (real files' range; an adapter may
-// flush fp16 subnormals).
+// bytes; the fp16 scales and mins, and F16's values (blocks of one), are random normal halves of magnitude 2^-7 ..
+// 2^-3 (real files' range of scales; an adapter may flush fp16 subnormals).
 async function installBlocks() {
   const { FORMAT_CODES } = await import('/js/lib/gpu/kernels.js');
   const { BLOCK_FORMATS } = await import('/js/lib/gpu/wgsl/blocks.js');
@@ -253,7 +253,21 @@ async function installBlocks() {
   const scaleMin = (b, q, j) => (j < 4 ? [b[q + j] & 63, b[q + j + 4] & 63]
     : [(b[q + j + 4] & 15) | ((b[q + j - 4] >> 6) << 4), (b[q + j + 4] >> 4) | ((b[q + j] >> 6) << 4)]);
   // Each: (bytes, byte offset of a block, out, magnitudes, index of its first value) -> writes its values.
+  // values 4q .. : the low nibbles of qs[j] (j < 16), then the high ones; fifth: bit j of qh (a u32) adds 16
+  const nibble = (b, qs, j) => (j < 16 ? b[qs + j] & 15 : b[qs + j - 16] >> 4);
+  const fifth = (b, qh, j) => (((b[qh] | (b[qh + 1] << 8) | (b[qh + 2] << 16) | (b[qh + 3] << 24)) >>> j) & 1) * 16;
+  // Q4_1, Q5_1: y = q d + m, magnitudes |q d| + |m|
+  const withMin = (b, at, y, m, i, q) => {
+    const d = halfAt(b, at), min = halfAt(b, at + 2);
+    for (let j = 0; j < 32; j++) {
+      y[i + j] = q(j) * d + min;
+      m[i + j] = Math.abs(q(j) * d) + Math.abs(min);
+    }
+  };
   const DEQUANTIZE = {
+    f16(b, at, y, m, i) {
+      y[i] = halfAt(b, at);
+    },
     q8_0(b, at, y, m, i) {
       for (let j = 0; j < 32; j++) y[i + j] = halfAt(b, at) * signed(b[at + 2 + j]);
     },
@@ -262,6 +276,15 @@ async function installBlocks() {
         y[i + j] = ((b[at + 2 + j] & 15) - 8) * halfAt(b, at);
         y[i + j + 16] = ((b[at + 2 + j] >> 4) - 8) * halfAt(b, at);
       }
+    },
+    q4_1(b, at, y, m, i) {
+      withMin(b, at, y, m, i, (j) => nibble(b, at + 4, j));
+    },
+    q5_0(b, at, y, m, i) {
+      for (let j = 0; j < 32; j++) y[i + j] = (nibble(b, at + 6, j) + fifth(b, at + 2, j) - 16) * halfAt(b, at);
+    },
+    q5_1(b, at, y, m, i) {
+      withMin(b, at, y, m, i, (j) => nibble(b, at + 8, j) + fifth(b, at + 4, j));
     },
     q4_k(b, at, y, m, i, high = false) {
       const d = halfAt(b, at), dmin = halfAt(b, at + 2), qs = at + (high ? 48 : 16);
@@ -288,7 +311,9 @@ async function installBlocks() {
     },
   };
   // the offsets of each format's fp16 fields in a block
-  const HALVES = { q8_0: [0], q4_0: [0], q4_k: [0, 2], q5_k: [0, 2], q6_k: [208] };
+  const HALVES = { f16: [0], q8_0: [0], q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q4_k: [0, 2], q5_k: [0, 2], q6_k: [208] };
+  // the formats whose dequantization writes its own magnitudes (a product and a min, each rounded)
+  const OWN_MAGNITUDES = ['q4_1', 'q5_1', 'q4_k', 'q5_k'];
   globalThis.gpuTest.blocks = {
     codes: FORMAT_CODES,
     random(format, nRows, nIn) {
@@ -308,7 +333,7 @@ async function installBlocks() {
       const values = new Float64Array(nRows * nIn);
       const magnitudes = new Float64Array(nRows * nIn);
       for (let k = 0; k < nBlocks; k++) DEQUANTIZE[format](bytes, k * blockBytes, values, magnitudes, k * perBlock);
-      if (!format.endsWith('_k') || format === 'q6_k') magnitudes.set(values.map(Math.abs));
+      if (!OWN_MAGNITUDES.includes(format)) magnitudes.set(values.map(Math.abs));
       return { bytes, words, values, magnitudes };
     },
   };
@@ -347,9 +372,10 @@ test('the serial linear kernel of software adapters matches float64 for both for
   }));
 });
 
-const BLOCK_FORMAT_NAMES = ['q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k'];
-// nIn per format: 3 blocks of 32 (rows of 102 or 54 bytes: most rows start off a word) or of 256 (Q6_K: 630 bytes)
-const blockNIn = (format) => (format.endsWith('_k') ? 768 : 96);
+const BLOCK_FORMAT_NAMES = ['f16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k'];
+// nIn per format: 3 blocks of 32 (rows of 102, 54 or 66 bytes: most rows start off a word) or of 256 (Q6_K: 630
+// bytes); F16 100 values, not a multiple of the GEMM's K step (16)
+const blockNIn = (format) => (format === 'f16' ? 100 : format.endsWith('_k') ? 768 : 96);
 
 test('linear dequantizes the GGUF block formats as ggml does: GEMV, GEMM and serial against float64', async () => {
   // Bound: f32 summation of nIn terms and up to 3 roundings in dequantizing a weight, (nIn + 8) 2^-24 S + 1e-6 with

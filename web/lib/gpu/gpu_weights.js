@@ -1,12 +1,14 @@
 // A model's weights in GPU buffers, uploaded tensor by tensor from the engine's heap (wasm/bindings.cpp's matrix,
 // matrixRows and vector): fp32 matrices as f32 rows, int8 ones as their bytes (4 per u32 word) with the per-row scales,
-// the GGUF block formats as the file's own ggml blocks (wgsl/blocks.js dequantizes them in the kernels).
+// the GGUF types (F16, Q8_0 .. Q6_K) as the file's own ggml blocks, F16 as rows of halves (wgsl/blocks.js dequantizes
+// them in the kernels).
 // A matrix larger than the device's binding limit is split into parts of whole rows, each its own buffer.
 
 import { FORMAT_CODES } from './kernels.js';
 import { BLOCK_FORMATS } from './wgsl/blocks.js';
 
-// The formats the GPU kernels multiply (web/lib/gpu/kernels.js); a model with any other matrix runs on the CPU.
+// The formats the GPU kernels multiply (web/lib/gpu/kernels.js): every one the engine runs (gpt2::WeightFormat).
+// A model with another matrix, or whose n_embd the vec4 kernels cannot take, runs on the CPU.
 export const GPU_WEIGHT_FORMATS = Object.keys(FORMAT_CODES);
 const LAYER_MATRICES = ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj'];
 // Rows copied out of the heap per upload: bounds the staging block the engine keeps.

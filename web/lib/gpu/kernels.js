@@ -28,7 +28,7 @@ const DUMMY_BYTES = 256;
 const ceilDiv = (a, b) => Math.ceil(a / b);
 
 // The weight formats the kernels multiply, by the code the executor passes as params.format (the engine's names,
-// gpt2::weight_format_name): fp32, int8, then the GGUF block formats of wgsl/blocks.js.
+// gpt2::weight_format_name): fp32, int8, then the GGUF types of wgsl/blocks.js (f16, q8_0, ..., q6_k).
 export const FORMAT_CODES = Object.fromEntries(['fp32', 'int8', ...Object.keys(BLOCK_FORMATS)].map((name, code) => [name, code]));
 const FORMAT_NAMES = Object.keys(FORMAT_CODES);
 

@@ -1,14 +1,19 @@
 // The GGUF block formats the GPU multiplies, dequantized inside the kernels: each format's weight4(r, k, nIn), the
 // values 4k .. 4k + 3 of weight row r (nIn values) as ggml's dequantize_row_* computes them, read straight from the
 // file's ggml blocks (ggml-common.h, as wasm/bindings.cpp's matrixRows hands them over) in a buffer of u32 words.
-// Blocks are not 4-byte aligned in every format (Q8_0: 34 bytes, Q4_0: 18, Q6_K: 210), so the bytes are read at
-// any offset (wordAt); the fp16 scales lie at even offsets and are widened with unpack2x16float (no shader-f16).
+// F16 counts as a format of 1-value blocks of 2 bytes (rows of nIn halves). Blocks are not 4-byte aligned in every
+// format (Q8_0: 34 bytes, Q4_0: 18, Q5_0: 22, Q6_K: 210), so the bytes are read at any offset (wordAt); the fp16
+// values and scales lie at even offsets and are widened with unpack2x16float (no shader-f16).
 // `W` stands for the kernel's weight binding: blockSource(format, name) names it.
 
 // The engine's format names (gpt2::weight_format_name) and how many values and bytes a block has.
 export const BLOCK_FORMATS = {
+  f16: { values: 1, bytes: 2 },
   q8_0: { values: 32, bytes: 34 },
   q4_0: { values: 32, bytes: 18 },
+  q4_1: { values: 32, bytes: 20 },
+  q5_0: { values: 32, bytes: 22 },
+  q5_1: { values: 32, bytes: 24 },
   q4_k: { values: 256, bytes: 144 },
   q5_k: { values: 256, bytes: 176 },
   q6_k: { values: 256, bytes: 210 },
@@ -28,6 +33,10 @@ fn halfAt(b: u32) -> f32 { return unpack2x16float(W[b >> 2u] >> ((b & 2u) * 8u))
 // The low nibbles of a word's 4 bytes.
 fn nibbles(w: u32) -> vec4<f32> {
   return vec4<f32>(f32(w & 15u), f32((w >> 8u) & 15u), f32((w >> 16u) & 15u), f32((w >> 24u) & 15u));
+}
+// Bits 0 .. 3 of h, each 16 or 0: the fifth bits of Q5_0 and Q5_1.
+fn fifthBits(h: u32) -> vec4<f32> {
+  return vec4<f32>(f32(h & 1u), f32((h >> 1u) & 1u), f32((h >> 2u) & 1u), f32((h >> 3u) & 1u)) * 16.0;
 }
 fn signedBytes(w: u32) -> vec4<f32> {
   let s = bitcast<i32>(w);
@@ -52,7 +61,19 @@ fn scaleMinK4(sb: u32, j: u32) -> vec2<f32> {
 }
 `;
 
+// The 4-bit values 4q .. 4q + 3 of a 32-value block whose qs[16] start at byte b: value j < 16 in the low nibble
+// of qs[j], j + 16 in its high one (Q4_0, Q4_1, Q5_0, Q5_1).
+const NIBBLES4 = /* wgsl */ `
+fn nibbles4(b: u32, q: u32) -> vec4<f32> { return nibbles(wordAt(b + 4u * (q % 4u)) >> (4u * (q / 4u))); }
+`;
+
 const WEIGHT4 = {
+  // F16: rows of nIn halves (nIn % 4 == 0: each group of 4 is the two words at 8-byte offset r nIn 2 + 8k)
+  f16: /* wgsl */ `
+fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
+  let w = r * (nIn / 2u) + 2u * k;
+  return vec4<f32>(unpack2x16float(W[w]), unpack2x16float(W[w + 1u]));
+}`,
   // block_q8_0: half d; i8 qs[32]. y = qs * d
   q8_0: /* wgsl */ `
 fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
@@ -60,11 +81,33 @@ fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
   return signedBytes(wordAt(block + 2u + 4u * (k % 8u))) * halfAt(block);
 }`,
   // block_q4_0: half d; u8 qs[16], value j < 16 in the low nibble of qs[j], j + 16 in its high one. y = (q - 8) * d
-  q4_0: /* wgsl */ `
+  q4_0: /* wgsl */ `${NIBBLES4}
 fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
   let block = (r * (nIn / 32u) + k / 8u) * 18u;
+  return (nibbles4(block + 2u, k % 8u) - 8.0) * halfAt(block);
+}`,
+  // block_q4_1: half d, m; u8 qs[16] as Q4_0's. y = q * d + m
+  q4_1: /* wgsl */ `${NIBBLES4}
+fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
+  let block = (r * (nIn / 32u) + k / 8u) * 20u;
+  let dm = unpack2x16float(W[block >> 2u]);
+  return nibbles4(block + 4u, k % 8u) * dm.x + dm.y;
+}`,
+  // block_q5_0: half d; u8 qh[4] (bit j of the little-endian u32: 16 added to value j); u8 qs[16] as Q4_0's.
+  // y = (q - 16) * d
+  q5_0: /* wgsl */ `${NIBBLES4}
+fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
+  let block = (r * (nIn / 32u) + k / 8u) * 22u;
   let q = k % 8u;
-  return (nibbles(wordAt(block + 2u + 4u * (q % 4u)) >> (4u * (q / 4u))) - 8.0) * halfAt(block);
+  return (nibbles4(block + 6u, q) + fifthBits(wordAt(block + 2u) >> (4u * q)) - 16.0) * halfAt(block);
+}`,
+  // block_q5_1: half d, m; u8 qh[4] as Q5_0's; u8 qs[16]. y = q * d + m
+  q5_1: /* wgsl */ `${NIBBLES4}
+fn weight4(r: u32, k: u32, nIn: u32) -> vec4<f32> {
+  let block = (r * (nIn / 32u) + k / 8u) * 24u;
+  let q = k % 8u;
+  let dm = unpack2x16float(W[block >> 2u]);
+  return (nibbles4(block + 8u, q) + fifthBits(W[(block + 4u) >> 2u] >> (4u * q))) * dm.x + dm.y;
 }`,
   // block_q4_K: half d, dmin; u8 scales[12]; u8 qs[128]: 64-value chunk c is qs[32c ..] with its first 32 values
   // in the low nibbles, the next 32 in the high ones. y = d * scale * q - dmin * min per sub-block of 32.

@@ -4,7 +4,8 @@
 //   (a sub-block's scale is read again per group: it stays in cache), then a shared-memory tree per row.
 // - GEMM (prefill): the GEMM_TM x GEMM_TN tile of ./linear.js, its weight tile dequantized into workgroup memory.
 // - serial: one invocation per output, no workgroup memory, no barriers (software adapters).
-// Every block format has n_in a multiple of its block (32 or 256 values), so rows are whole vec4 groups.
+// Rows are whole vec4 groups: n_in is a multiple of the block (32 or 256 values), or of 4 for F16 (the planner's
+// rule, kernels.js); the GEMM's K steps (GEMM_TK) may overrun n_in there, and read zeros past it.
 import { BLOCK_FORMATS, blockSource } from './blocks.js';
 import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP } from './linear.js';
 
@@ -71,14 +72,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let m = e / TK;
       let k = e % TK;
       var a = 0.0;
-      if (m0 + m < p.n) { a = input[(p.inRowOffset + m0 + m) * p.nIn + k0 + k]; }
+      if (m0 + m < p.n && k0 + k < p.nIn) { a = input[(p.inRowOffset + m0 + m) * p.nIn + k0 + k]; }
       As[k * TM + m] = a;
     }
     for (var e = li; e < TN * TK / 4u; e += THREADS) {
       let r = e / (TK / 4u);
       let q = e % (TK / 4u);
       var b = vec4<f32>(0.0);
-      if (n0 + r < p.nRows) { b = weight4(n0 + r, k0 / 4u + q, p.nIn); }
+      if (n0 + r < p.nRows && k0 + 4u * q < p.nIn) { b = weight4(n0 + r, k0 / 4u + q, p.nIn); }
       for (var i = 0u; i < 4u; i++) { Bs[(4u * q + i) * TN + r] = b[i]; }
     }
     workgroupBarrier();
