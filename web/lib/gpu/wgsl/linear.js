@@ -94,21 +94,11 @@ const LOAD_WEIGHTS_INT8 = /* wgsl */ `
     for (var i = 0u; i < 4u; i++) { Bs[(4u * q + i) * TN + r] = b[i]; }
   }`;
 
-function gemmSource(int8) {
+// The GEMM's main(): the input's and the weights' tiles staged in workgroup memory (As, Bs: declared by the
+// caller's source), loadWeights filling Bs from the caller's weight layout, then each invocation's 2 x 4 outputs.
+// Every format's GEMM shares it (linear_blocks.js).
+export function gemmMain(loadWeights) {
   return /* wgsl */ `
-${UNPACK_INT8}
-const INT8 = ${int8};
-const TM = ${GEMM_TM}u;
-const TN = ${GEMM_TN}u;
-const TK = ${GEMM_TK}u;
-const THREADS = 256u;
-${EPILOGUE}
-@group(0) @binding(2) var<storage, read> input: array<f32>;   // (inRowOffset + n, nIn) f32
-@group(0) @binding(3) var<storage, read> weight: array<${int8 ? 'u32' : 'f32'}>; // (nRows, nIn${int8 ? '/4' : ''})
-
-var<workgroup> As: array<f32, TK * TM>; // (TK, TM): input columns k0.. of token rows m0..
-var<workgroup> Bs: array<f32, TK * TN>; // (TK, TN): weight columns k0.. of rows n0..
-
 // Invocation (x, y) computes token rows m0 + y + 16 i (i < 2) by weight rows n0 + x + 16 j (j < 4): adjacent
 // invocations store adjacent outputs.
 @compute @workgroup_size(16, 16)
@@ -125,7 +115,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       if (m0 + m < p.n && k0 + k < p.nIn) { a = input[(p.inRowOffset + m0 + m) * p.nIn + k0 + k]; }
       As[k * TM + m] = a;
     }
-${int8 ? LOAD_WEIGHTS_INT8 : LOAD_WEIGHTS_F32}
+${loadWeights}
     workgroupBarrier();
     for (var k = 0u; k < TK; k++) {
       let a0 = As[k * TM + lid.y];
@@ -148,6 +138,24 @@ ${int8 ? LOAD_WEIGHTS_INT8 : LOAD_WEIGHTS_F32}
   }
 }
 `;
+}
+
+function gemmSource(int8) {
+  return /* wgsl */ `
+${UNPACK_INT8}
+const INT8 = ${int8};
+const TM = ${GEMM_TM}u;
+const TN = ${GEMM_TN}u;
+const TK = ${GEMM_TK}u;
+const THREADS = 256u;
+${EPILOGUE}
+@group(0) @binding(2) var<storage, read> input: array<f32>;   // (inRowOffset + n, nIn) f32
+@group(0) @binding(3) var<storage, read> weight: array<${int8 ? 'u32' : 'f32'}>; // (nRows, nIn${int8 ? '/4' : ''})
+
+var<workgroup> As: array<f32, TK * TM>; // (TK, TM): input columns k0.. of token rows m0..
+var<workgroup> Bs: array<f32, TK * TN>; // (TK, TN): weight columns k0.. of rows n0..
+
+${gemmMain(int8 ? LOAD_WEIGHTS_INT8 : LOAD_WEIGHTS_F32)}`;
 }
 
 // Serial: one invocation per output element (token row, weight row), its dot product in one loop, no workgroup

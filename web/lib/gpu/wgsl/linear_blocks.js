@@ -7,7 +7,7 @@
 // Rows are whole vec4 groups: n_in is a multiple of the block (32 or 256 values), or of 4 for F16 (the planner's
 // rule, kernels.js); the GEMM's K steps (GEMM_TK) may overrun n_in there, and read zeros past it.
 import { BLOCK_FORMATS, blockSource } from './blocks.js';
-import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP } from './linear.js';
+import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP, gemmMain } from './linear.js';
 
 function weightsOf(format) {
   const { values, bytes } = BLOCK_FORMATS[format];
@@ -60,49 +60,14 @@ const THREADS = 256u;
 var<workgroup> As: array<f32, TK * TM>; // (TK, TM): input columns k0.. of token rows m0..
 var<workgroup> Bs: array<f32, TK * TN>; // (TK, TN): dequantized weight columns k0.. of rows n0..
 
-// As ./linear.js's GEMM: invocation (x, y) computes token rows m0 + y + 16 i (i < 2) by weight rows n0 + x + 16 j.
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {
-  let n0 = wid.x * TN;
-  let m0 = wid.y * TM;
-  var acc: array<f32, 8>; // [i * 4 + j]
-  for (var k0 = 0u; k0 < p.nIn; k0 += TK) {
-    for (var e = li; e < TM * TK; e += THREADS) {
-      let m = e / TK;
-      let k = e % TK;
-      var a = 0.0;
-      if (m0 + m < p.n && k0 + k < p.nIn) { a = input[(p.inRowOffset + m0 + m) * p.nIn + k0 + k]; }
-      As[k * TM + m] = a;
-    }
+${gemmMain(`
     for (var e = li; e < TN * TK / 4u; e += THREADS) {
       let r = e / (TK / 4u);
       let q = e % (TK / 4u);
       var b = vec4<f32>(0.0);
       if (n0 + r < p.nRows && k0 + 4u * q < p.nIn) { b = weight4(n0 + r, k0 / 4u + q, p.nIn); }
       for (var i = 0u; i < 4u; i++) { Bs[(4u * q + i) * TN + r] = b[i]; }
-    }
-    workgroupBarrier();
-    for (var k = 0u; k < TK; k++) {
-      let a0 = As[k * TM + lid.y];
-      let a1 = As[k * TM + lid.y + 16u];
-      for (var j = 0u; j < 4u; j++) {
-        let b = Bs[k * TN + lid.x + 16u * j];
-        acc[j] += a0 * b;
-        acc[4u + j] += a1 * b;
-      }
-    }
-    // The next step overwrites the tiles.
-    workgroupBarrier();
-  }
-  for (var i = 0u; i < 2u; i++) {
-    for (var j = 0u; j < 4u; j++) {
-      let m = m0 + lid.y + 16u * i;
-      let r = n0 + lid.x + 16u * j;
-      if (m < p.n && r < p.nRows) { finish(m, r, acc[i * 4u + j]); }
-    }
-  }
-}
+    }`)}
 `;
 }
 
