@@ -96,8 +96,11 @@ const gpt2::Linear* named_matrix(const gpt2::Weights& w, int layer, const std::s
     if (layer < 0) return name == "wte" ? &w.wte : name == "lm_head" ? &w.lm_head() : nullptr;
     if (layer >= int(w.layers.size())) return nullptr;
     const gpt2::Layer& l = w.layers[size_t(layer)];
-    return name == "attn_qkv" ? &l.attn_qkv : name == "attn_proj" ? &l.attn_proj : name == "mlp_fc" ? &l.mlp_fc
-           : name == "mlp_proj" ? &l.mlp_proj : nullptr;
+    return name == "attn_qkv"    ? &l.attn_qkv
+           : name == "attn_proj" ? &l.attn_proj
+           : name == "mlp_fc"    ? &l.mlp_fc
+           : name == "mlp_proj"  ? &l.mlp_proj
+                                 : nullptr;
 }
 
 template <typename T>
@@ -140,8 +143,12 @@ val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_r
     }
     for (int r = 0; r < n_rows; r++) {
         uint8_t* out = rows_.get() + size_t(r) * row_bytes;
-        if (fp32) gpt2::unpack_row(reinterpret_cast<float*>(out), static_cast<const float*>(m->weight), m->n_out, m->n_in, row0 + r);
-        else gpt2::unpack_row(reinterpret_cast<int8_t*>(out), static_cast<const int8_t*>(m->weight), m->n_out, m->n_in, row0 + r);
+        if (fp32)
+            gpt2::unpack_row(reinterpret_cast<float*>(out), static_cast<const float*>(m->weight), m->n_out, m->n_in,
+                             row0 + r);
+        else
+            gpt2::unpack_row(reinterpret_cast<int8_t*>(out), static_cast<const int8_t*>(m->weight), m->n_out, m->n_in,
+                             row0 + r);
     }
     const size_t n = size_t(n_rows) * size_t(m->n_in);
     return fp32 ? heap_view(n, reinterpret_cast<const float*>(rows_.get()))
@@ -160,7 +167,9 @@ val WasmModel::vector(int layer, const std::string& name) const {
     }
     if (layer >= int(w.layers.size())) return val::null();
     const gpt2::Layer& l = w.layers[size_t(layer)];
-    const gpt2::LayerNorm* norm = name.rfind("ln_1.", 0) == 0 ? &l.ln_1 : name.rfind("ln_2.", 0) == 0 ? &l.ln_2 : nullptr;
+    const gpt2::LayerNorm* norm = name.rfind("ln_1.", 0) == 0   ? &l.ln_1
+                                  : name.rfind("ln_2.", 0) == 0 ? &l.ln_2
+                                                                : nullptr;
     if (!norm) return val::null();
     const std::string part = name.substr(5);
     return part == "weight" ? heap_view(C, norm->weight) : part == "bias" ? heap_view(C, norm->bias) : val::null();
@@ -174,7 +183,8 @@ WasmSession::WasmSession(const WasmModel& model, bool use_kv_cache, const std::s
     else if (!gpt2::parse_kv_cache_format(kv_cache, &format))
         constructor_error_ = {"input", "kvCache must be \"int8\" or \"fp32\", got \"" + kv_cache + "\""};
     else if (recording && format != gpt2::KvCacheFormat::fp32)
-        constructor_error_ = {"input", "kvCache \"" + kv_cache + "\" runs on the CPU only: a WebGPU session keeps an fp32 cache"};
+        constructor_error_ = {"input", "kvCache \"" + kv_cache +
+                                           "\" runs on the CPU only: a WebGPU session keeps an fp32 cache"};
     else if (!(session_ = recording ? gpt2::Session::create_recording(*model_, use_kv_cache, &error)
                                     : gpt2::Session::create(*model_, use_kv_cache, format, &error)))
         constructor_error_ = {"memory", error};  // creating a session fails only for lack of memory
@@ -219,7 +229,8 @@ bool WasmSession::run_on_cpu() {
     if (fresh) {
         std::string error;
         cpu_host_.reset(new (std::nothrow) gpt2::RunState());
-        if (!cpu_host_ || !gpt2::create_run_state(model_->config(), gpt2::KvCacheFormat::fp32, false, cpu_host_.get(), &error)) {
+        if (!cpu_host_ ||
+            !gpt2::create_run_state(model_->config(), gpt2::KvCacheFormat::fp32, false, cpu_host_.get(), &error)) {
             cpu_host_.reset();
             session_->report_error(gpt2::ErrorKind::memory, error.empty() ? "out of memory: the CPU run state" : error);
             return false;

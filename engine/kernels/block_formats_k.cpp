@@ -195,7 +195,7 @@ void file_rows(uint8_t* file_rows, const void* storage, int n_out, int n_in, int
                                size_t(row / kPanelRows) * n_sb * Format::kPanelBlockBytes;
         for (int s = 0; s < n_sb; s++)
             Format::unstore(file_rows + (size_t(i) * n_sb + s) * Format::kFileBlockBytes,
-                         panel + size_t(s) * Format::kPanelBlockBytes, row % kPanelRows);
+                            panel + size_t(s) * Format::kPanelBlockBytes, row % kPanelRows);
     }
 }
 

@@ -315,7 +315,8 @@ void blocks_file_rows(uint8_t* file_rows, const void* storage, int, int n_in, in
         const int row = row0 + i, r = row % kPanelRows;
         const uint8_t* column = base + size_t(row / kPanelRows) * panel;
         uint8_t* block = file_rows + size_t(i) * n_blocks * F::kFileBytes;
-        for (int b = 0; b < n_blocks; b++, column += F::kColumnBytes, block += F::kFileBytes) F::unstore(block, column, r);
+        for (int b = 0; b < n_blocks; b++, column += F::kColumnBytes, block += F::kFileBytes)
+            F::unstore(block, column, r);
     }
 }
 
@@ -497,8 +498,8 @@ void f16_multiply(float* out, const Linear& linear, const LinearInput& in, int t
 
 }  // namespace
 
-extern const BlockFormat kF16 = {"F16", 1, 2, &f16_storage_bytes, &f16_store_rows, &f16_file_rows,
-                                   &f16_dequantize_row, &f16_multiply};
+extern const BlockFormat kF16 = {
+    "F16", 1, 2, &f16_storage_bytes, &f16_store_rows, &f16_file_rows, &f16_dequantize_row, &f16_multiply};
 extern const BlockFormat kQ8_0 = legacy_format<Q8_0>("Q8_0");
 extern const BlockFormat kQ4_0 = legacy_format<Q4_0>("Q4_0");
 extern const BlockFormat kQ4_1 = legacy_format<Q4_1>("Q4_1");

@@ -44,7 +44,7 @@ inline uint16_t f16_bits(float f) {
     const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
     const uint32_t exponent = (bits >> 23) & 0xFFu, mantissa = bits & 0x7FFFFFu;
     if (exponent == 0xFF) return uint16_t(sign | 0x7C00u | (mantissa >> 13));  // inf, nan
-    if (exponent == 0) return sign;                                              // signed zero
+    if (exponent == 0) return sign;                                            // signed zero
     if (exponent >= 113) return uint16_t(sign | ((exponent - 112u) << 10) | (mantissa >> 13));
     // an fp16 subnormal: (1.mantissa) 2^(exponent - 127) = m 2^-24
     return uint16_t(sign | ((0x800000u | mantissa) >> (126u - exponent)));

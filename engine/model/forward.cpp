@@ -124,8 +124,9 @@ bool create_run_state(const Config& c, KvCacheFormat kv_format, bool recording, 
     const uint64_t bytes = sizes.end();
     if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
         if (error)
-            *error = recording ? "out of memory: need " + std::to_string(bytes) + " bytes for the session's tokens, "
-                                 "logits and commands"
+            *error = recording ? "out of memory: need " + std::to_string(bytes) +
+                                     " bytes for the session's tokens, "
+                                     "logits and commands"
                                : "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
                                      std::to_string(cache_bytes) + ") and activations";
         return false;
@@ -318,12 +319,12 @@ class CpuOps final : public ForwardOps {
     }
     void layernorm(int layer, Norm norm, int row0, int n) override {
         const size_t at = size_t(row0) * c_.n_embd;
-        const LayerNorm& ln = norm == Norm::ln_f ? w_.ln_f : norm == Norm::ln_1 ? w_.layers[layer].ln_1
-                                                                                 : w_.layers[layer].ln_2;
+        const LayerNorm& ln = norm == Norm::ln_f   ? w_.ln_f
+                              : norm == Norm::ln_1 ? w_.layers[layer].ln_1
+                                                   : w_.layers[layer].ln_2;
         layernorm_rows(s_->xb + at, s_->x + at, ln, n, c_.n_embd, c_.layer_norm_epsilon);
     }
-    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0,
-                int n) override {
+    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0, int n) override {
         const Linear& linear = matrix_of(layer, matrix);
         // the residual add sums into x from proj, which keeps the kernels' plain store (and its bits)
         float* result = epilogue == Epilogue::add ? s_->proj : row(out, row0);
@@ -346,9 +347,10 @@ class CpuOps final : public ForwardOps {
     const Linear& matrix_of(int layer, Matrix matrix) const {
         if (matrix == Matrix::lm_head) return w_.lm_head();
         const Layer& l = w_.layers[layer];
-        return matrix == Matrix::attn_qkv ? l.attn_qkv : matrix == Matrix::attn_proj ? l.attn_proj
-                                       : matrix == Matrix::mlp_fc                 ? l.mlp_fc
-                                                                                  : l.mlp_proj;
+        return matrix == Matrix::attn_qkv    ? l.attn_qkv
+               : matrix == Matrix::attn_proj ? l.attn_proj
+               : matrix == Matrix::mlp_fc    ? l.mlp_fc
+                                             : l.mlp_proj;
     }
     float* row(Activation a, int r) const {
         const size_t C = size_t(c_.n_embd);
@@ -376,9 +378,10 @@ class CommandRecorder final : public ForwardOps {
         c.pos0 = pos0;
         c.token_offset = int32_t(tokens - s_->tokens);
     }
-    void layernorm(int layer, Norm norm, int row0, int n) override { add(GpuOp::layernorm, layer, int(norm), n).row0 = row0; }
-    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0,
-                int n) override {
+    void layernorm(int layer, Norm norm, int row0, int n) override {
+        add(GpuOp::layernorm, layer, int(norm), n).row0 = row0;
+    }
+    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0, int n) override {
         GpuCommand& c = add(GpuOp::linear, layer, int(matrix), n);
         c.out = out;
         c.in = in;
@@ -444,8 +447,9 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
     }
     for (int t0 = 0; t0 < n; t0 += s->n_batch) {
         const int chunk = n - t0 < s->n_batch ? n - t0 : s->n_batch;
-        const ChunkLogits logits = all_logits ? ChunkLogits::all : t0 + chunk == n ? ChunkLogits::last
-                                                                                 : ChunkLogits::none;
+        const ChunkLogits logits = all_logits        ? ChunkLogits::all
+                                   : t0 + chunk == n ? ChunkLogits::last
+                                                     : ChunkLogits::none;
         if (s->recording) {
             CommandRecorder ops(s, all_logits ? t0 : -1);
             forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);

@@ -46,9 +46,9 @@ struct RunState {
     // A recording run state (a session whose forward passes a host runs, e.g. on a GPU) holds only tokens, logits
     // and the commands: the activations and the KV cache are the host's, laid out as above (fp32 cache).
     bool recording = false;
-    GpuCommand* commands = nullptr;     // (command_capacity) the last forward pass's operations, in order
+    GpuCommand* commands = nullptr;  // (command_capacity) the last forward pass's operations, in order
     int n_commands = 0;
-    int command_capacity = 0;           // enough for a forward over n_ctx tokens
+    int command_capacity = 0;              // enough for a forward over n_ctx tokens
     float* recorded_all_logits = nullptr;  // where the last recorded pass's logits rows go (its all_logits), or null
 
     void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)

@@ -110,7 +110,9 @@ bool Session::check_prompt(const int32_t* ids, size_t n) {
     return check_ids(ids, n);
 }
 
-int Session::prefill(const int32_t* ids, size_t n) { return refuse_recording("prefill") || !feed_prompt(ids, n, false) ? -1 : sample(); }
+int Session::prefill(const int32_t* ids, size_t n) {
+    return refuse_recording("prefill") || !feed_prompt(ids, n, false) ? -1 : sample();
+}
 
 int Session::prefill_reusing(const int32_t* ids, size_t n) {
     return refuse_recording("prefill_reusing") || !feed_prompt(ids, n, true) ? -1 : sample();
@@ -143,7 +145,7 @@ bool Session::refuse_recording(const char* method) {
     if (!state_->recording) return false;
     error_kind_ = ErrorKind::input;
     error_ = std::string(method) + ": a recording session is fed by feed_step() and feed_prompt(), and its host runs "
-             "the forward pass";
+                                   "the forward pass";
     return true;
 }
 

@@ -30,8 +30,7 @@ class ReplayHost {
         std::string error;
         session_ = gpt2::Session::create_recording(model, use_kv_cache, &error);
         EXPECT_TRUE(session_) << error;
-        EXPECT_TRUE(gpt2::create_run_state(model.config(), gpt2::KvCacheFormat::fp32, false, &state_, &error))
-            << error;
+        EXPECT_TRUE(gpt2::create_run_state(model.config(), gpt2::KvCacheFormat::fp32, false, &state_, &error)) << error;
         session_->set_sampling(gpt2::SamplingSettings{0.0f, 0, 1.0f, 1.0f, 0});
     }
 
@@ -78,8 +77,8 @@ TEST(RecordingSession, ReplayedCommandsGiveTheRunningSessionsLogitsAndTokensBitF
             int got = host.run_and_sample();
             for (int i = 0; i < 30; i++) {
                 ASSERT_EQ(got, expected) << "step " << i << (cached ? " cached" : " uncached");
-                ASSERT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab),
-                                                 logits_of(*running, spec.n_vocab)))
+                ASSERT_TRUE(
+                    gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)))
                     << "step " << i;
                 ASSERT_EQ(host.session().n_cached(), running->n_cached());
                 expected = running->step(expected);
@@ -97,7 +96,8 @@ TEST(RecordingSession, ReplayedCommandsGiveTheRunningSessionsLogitsAndTokensBitF
                 EXPECT_GT(host.session().reused_tokens(), 0);
             }
             EXPECT_EQ(got, expected);
-            EXPECT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)));
+            EXPECT_TRUE(
+                gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)));
         }
     }
 }
@@ -156,8 +156,9 @@ TEST(RecordingSession, RefusesTheCallsThatWouldRunAPassHereAndHoldsNoCache) {
     gpt2::Session& session = host.session();
     const int32_t ids[] = {1, 2, 3};
     EXPECT_EQ(session.prefill(ids, 3), -1);
-    EXPECT_EQ(session.error(),
-              "prefill: a recording session is fed by feed_step() and feed_prompt(), and its host runs the forward pass");
+    EXPECT_EQ(
+        session.error(),
+        "prefill: a recording session is fed by feed_step() and feed_prompt(), and its host runs the forward pass");
     EXPECT_EQ(session.error_kind(), gpt2::ErrorKind::input);
     EXPECT_EQ(session.step(1), -1);
     EXPECT_EQ(session.prefill_reusing(ids, 3), -1);
