@@ -1,6 +1,7 @@
 // The threaded wasm build (public/wasm/gpt2-mt.*, loadModel's `threads` option) in Node: the same logits, bit for
 // bit, and the same tokens as the single-thread build, for prefill and steps, fp32 and int8, cached and uncached;
 // the option's validation and defaults; models sharing the workers; a Node process using threads exits by itself.
+import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -9,6 +10,10 @@ import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { MAX_AUTO_THREADS, MAX_THREADS, resolveThreads } from '../../web/lib/engine/threads.js';
 import { loadModel } from '../../web/lib/gpt2.js';
+
+// Starting a threaded engine starts its Web Workers: seconds on a shared machine (npm test runs the end-to-end
+// webgpu project beside Jest).
+jest.setTimeout(60_000);
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BUNDLED = `${ROOT}public/models/tiny-shakespeare/`;
