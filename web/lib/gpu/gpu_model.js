@@ -25,7 +25,7 @@ export class GpuModel {
     gpu.device.lost.then((info) => {
       gpu.lost = `the GPU device was lost (${info.reason ?? 'unknown'}${info.message ? `: ${info.message}` : ''})`;
     });
-    // error: what a GPU call threw; -> whether the device is lost (its lost promise settles just after)
+    // After a GPU call failed: -> whether that was the device being lost (its lost promise settles just after)
     gpu.whenLost = async () => {
       await Promise.race([gpu.device.lost, new Promise((resolve) => setTimeout(resolve, LOST_WAIT_MS))]);
       return gpu.lost !== null;

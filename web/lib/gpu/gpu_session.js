@@ -17,20 +17,18 @@ const GPU_MAP_READ = 0x1;  // GPUMapMode.READ
 
 export class GpuSession {
   #recording;  // the engine's recording session (embind Session)
-  #gpu;  // { device, kernels, weights }
+  #gpu;  // the model's GPU resources: { device, kernels, weights, lost, whenLost } (gpu_model.js)
   #config;
   #buffers;
   #bound;  // bound kernels, each made once: per layer, and the embedding and head parts
-  #readback;
+  #readback;  // (n_vocab) f32, mappable: the last token's logits
   #logitsBytes;
-  counters = { passes: 0, dispatches: 0, submits: 0, readbackBytes: 0 };
-
   #makeScorer;
-  #scorer = null;
+  #scorer = null;  // the CPU session score() runs on, once it has run
+  counters = { passes: 0, dispatches: 0, submits: 0, readbackBytes: 0 };  // since the session began
 
-  // recording: an EngineSession made with { recording: true }; gpu: the model's GPU resources (gpu_model.js's
-  // { device, kernels, weights, lost, whenLost }); makeScorer: -> a CPU
-  // EngineSession of the same weights, which score() runs on
+  // recording: an EngineSession made with { recording: true }; gpu: the model's GPU resources; batchRows: the
+  // engine's chunk of rows (EngineSession.batchRows); makeScorer: -> a CPU EngineSession of the same weights
   constructor(recording, gpu, config, batchRows, makeScorer) {
     this.#recording = recording;
     this.#makeScorer = makeScorer;
@@ -127,7 +125,7 @@ export class GpuSession {
       try {
         await this.#runOnGpu();
       } catch (error) {
-        if (!(await this.#gpu.whenLost(error))) throw error;
+        if (!(await this.#gpu.whenLost())) throw error;
       }
     }
     if (this.#gpu.lost) this.#recording.checkedCall((session) => session.runOnCpu(), (ran) => !ran);
@@ -156,7 +154,7 @@ export class GpuSession {
     this.counters.readbackBytes += this.#logitsBytes;
     await this.#readback.mapAsync(GPU_MAP_READ);
     const logits = new Float32Array(this.#readback.getMappedRange());
-    // the heap view is fetched after the wait: nothing may have moved the heap in between, but a view is cheap
+    // a heap view taken now: one taken before the wait could have been detached by a memory growth in between
     this.#recording.call((session) => session.hostLogits().set(logits));
     this.#readback.unmap();
   }

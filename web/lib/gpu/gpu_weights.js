@@ -112,26 +112,24 @@ export function uploadWeights(device, engineModel) {
   return weights;
 }
 
-function bufferBytes(weights) {
+// The GPU buffers a weights object holds, each once (a tied head shares wte's).
+function gpuBuffers(weights) {
+  const buffers = new Set();
   const seen = new Set();
-  let bytes = 0;
   const visit = (value) => {
     if (!value || typeof value !== 'object' || seen.has(value)) return;
     seen.add(value);
-    if (typeof value.size === 'number' && typeof value.destroy === 'function') bytes += value.size;
+    if (typeof value.destroy === 'function') buffers.add(value);
     else for (const inner of Object.values(value)) visit(inner);
   };
   visit(weights);
-  return bytes;
+  return [...buffers];
+}
+
+function bufferBytes(weights) {
+  return gpuBuffers(weights).reduce((bytes, buffer) => bytes + buffer.size, 0);
 }
 
 export function destroyWeights(weights) {
-  const seen = new Set();
-  const visit = (value) => {
-    if (!value || typeof value !== 'object' || seen.has(value)) return;
-    seen.add(value);
-    if (typeof value.destroy === 'function') value.destroy();
-    else for (const inner of Object.values(value)) visit(inner);
-  };
-  visit(weights);
+  for (const buffer of gpuBuffers(weights)) buffer.destroy();
 }
