@@ -38,16 +38,11 @@ fn finish(t: u32, r: u32, dotProduct: f32) {
 }
 `;
 
-function gemvSource(int8) {
+// The GEMV's main(): GEMV_LANES invocations per weight row read it as consecutive vec4s, then a shared-memory tree
+// per row. weightAt is the WGSL of vec4 k of weight row r in the caller's layout; every format's GEMV shares it
+// (linear_blocks.js).
+export function gemvMain(weightAt) {
   return /* wgsl */ `
-${UNPACK_INT8}
-const INT8 = ${int8};
-const LANES = ${GEMV_LANES}u;
-const ROWS = ${GEMV_ROWS}u;
-${EPILOGUE}
-@group(0) @binding(2) var<storage, read> input: array<vec4<f32>>;     // (inRowOffset + n, nIn/4) vec4<f32>
-@group(0) @binding(3) var<storage, read> weight: array<${int8 ? 'u32' : 'vec4<f32>'}>; // (nRows, nIn/4)
-
 var<workgroup> partial: array<f32, LANES * ROWS>;
 
 @compute @workgroup_size(LANES, ROWS)
@@ -58,10 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   var acc = 0.0;
   if (r < p.nRows) {
     let x = (p.inRowOffset + t) * k4;
-    let w = r * k4;
-    for (var k = lid.x; k < k4; k += LANES) {
-      acc += dot(${int8 ? 'unpackInt8(weight[w + k])' : 'weight[w + k]'}, input[x + k]);
-    }
+    for (var k = lid.x; k < k4; k += LANES) { acc += dot(${weightAt}, input[x + k]); }
   }
   let slot = lid.y * LANES + lid.x;
   partial[slot] = acc;
@@ -73,6 +65,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   if (lid.x == 0u && r < p.nRows) { finish(t, r, partial[slot]); }
 }
 `;
+}
+
+function gemvSource(int8) {
+  return /* wgsl */ `
+${UNPACK_INT8}
+const INT8 = ${int8};
+const LANES = ${GEMV_LANES}u;
+const ROWS = ${GEMV_ROWS}u;
+${EPILOGUE}
+@group(0) @binding(2) var<storage, read> input: array<vec4<f32>>;     // (inRowOffset + n, nIn/4) vec4<f32>
+@group(0) @binding(3) var<storage, read> weight: array<${int8 ? 'u32' : 'vec4<f32>'}>; // (nRows, nIn/4)
+
+${gemvMain(int8 ? 'unpackInt8(weight[r * k4 + k])' : 'weight[r * k4 + k]')}`;
 }
 
 // Fills Bs (GEMM_TK, GEMM_TN) with weight rows n0.. at columns k0..; zeros past the matrix.

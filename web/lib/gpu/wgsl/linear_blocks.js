@@ -7,7 +7,7 @@
 // Rows are whole vec4 groups: n_in is a multiple of the block (32 or 256 values), or of 4 for F16 (the planner's
 // rule, kernels.js); the GEMM's K steps (GEMM_TK) may overrun n_in there, and read zeros past it.
 import { BLOCK_FORMATS, blockSource } from './blocks.js';
-import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP, gemmMain } from './linear.js';
+import { EPILOGUE, GEMM_TK, GEMM_TM, GEMM_TN, GEMV_LANES, GEMV_ROWS, SERIAL_WORKGROUP, gemmMain, gemvMain } from './linear.js';
 
 function weightsOf(format) {
   const { values, bytes } = BLOCK_FORMATS[format];
@@ -25,28 +25,7 @@ const LANES = ${GEMV_LANES}u;
 const ROWS = ${GEMV_ROWS}u;
 @group(0) @binding(2) var<storage, read> input: array<vec4<f32>>;  // (inRowOffset + n, nIn / 4) vec4<f32>
 
-var<workgroup> partial: array<f32, LANES * ROWS>;
-
-@compute @workgroup_size(LANES, ROWS)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-  let t = wid.z;
-  let r = wid.x * ROWS + lid.y;
-  let k4 = p.nIn / 4u;
-  var acc = 0.0;
-  if (r < p.nRows) {
-    let x = (p.inRowOffset + t) * k4;
-    for (var k = lid.x; k < k4; k += LANES) { acc += dot(weight4(r, k, p.nIn), input[x + k]); }
-  }
-  let slot = lid.y * LANES + lid.x;
-  partial[slot] = acc;
-  workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lid.x < s) { partial[slot] += partial[slot + s]; }
-    workgroupBarrier();
-  }
-  if (lid.x == 0u && r < p.nRows) { finish(t, r, partial[slot]); }
-}
-`;
+${gemvMain('weight4(r, k, p.nIn)')}`;
 }
 
 function gemmSource(format) {
