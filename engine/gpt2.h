@@ -104,6 +104,11 @@ class Model {
     // null when single-threaded
     ThreadPool* thread_pool() const { return thread_pool_.get(); }
     int n_threads() const;  // threads a forward pass uses, the caller included
+    // Frees the weights' storage, for a model whose weights a host holds elsewhere (a GPU): the model keeps its
+    // config, vocabulary and weight types, model_weight_bytes() becomes 0, and from then on only recording
+    // sessions can be made of it (Session::create fails). Nothing may read weights() after it.
+    void release_weights();
+    bool has_weights() const;
 
    private:
     Model() = default;
@@ -199,7 +204,8 @@ bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format);
 // So a position never exceeds n_ctx - 1 (wpe is never indexed past its end).
 class Session {
    public:
-    // nullptr + *error on failure, which can only be for lack of memory (ErrorKind::memory). use_kv_cache =
+    // nullptr + *error on failure: for lack of memory (ErrorKind::memory), or a model whose weights were released
+    // (Model::release_weights). use_kv_cache =
     // false recomputes the whole window from scratch through the batched path at every step (like picoGPT):
     // for verification and benchmarks. kv_cache: the cache's storage (the first form: fp32).
     static std::unique_ptr<Session> create(const Model& model, bool use_kv_cache, std::string* error);
@@ -237,7 +243,7 @@ class Session {
     // The most tokens one chunk of a forward pass feeds (longer feeds run in chunks): a host's activation rows.
     int batch_rows() const;
     // A recording session's last forward pass: *n commands, in order (forward_ops.h), and where its every-row
-    // logits go (null unless a pass asked for them: prefill_logits()).
+    // logits go (null unless a pass asked for them: prefill_logits(), feed_score_pass()).
     const GpuCommand* recorded_commands(int* n) const;
     float* recorded_all_logits() const;
     // (n_vocab) where the host of a recording session writes the last fed token's logits
@@ -273,6 +279,14 @@ class Session {
     // reuse it). Sampling settings play no part.
     static constexpr int kScoreRows = 64;
     bool score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives);
+    // score() pass by pass, for the host of a recording session, which runs each pass itself: begin_score() checks
+    // the arguments as score() does and keeps them (ids, scores and alternatives must outlive the run); then, until
+    // it returns 0, feed_score_pass() feeds the next forward pass (1) and, once the host has run it and written its
+    // rows of logits to recorded_all_logits() (a pass of context only has none), score_fed_pass() scores them.
+    // score() is the same loop with the passes run here. -1 / false and error() on a failure, which ends the run.
+    bool begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives);
+    int feed_score_pass();
+    bool score_fed_pass();
     bool uses_kv_cache() const { return use_kv_cache_; }
 
    private:
@@ -285,8 +299,21 @@ class Session {
                                                    bool recording, std::string* error);
     // true + error() for a recording session, which method cannot serve (its forward passes do not run here)
     bool refuse_recording(const char* method);
-    // Makes ids[0..n) the window and scores ids[from..n) (from >= 1) into scores[0..n - from) (and alternatives).
-    bool score_window(const int32_t* ids, size_t n, int from, int top_k, TokenScore* scores, TokenScore* alternatives);
+    // A score() in progress (begin_score() to the feed_score_pass() that returns 0): the window being scored is
+    // ids[start, end), of which ids[start + from, end) are scored, the first into scores[first_score].
+    struct ScoreRun {
+        const int32_t* ids = nullptr;  // (n) null when no run is in progress
+        size_t n = 0;
+        int top_k = 0;
+        TokenScore* scores = nullptr;        // (n - 1)
+        TokenScore* alternatives = nullptr;  // (n - 1, top_k) or null
+        size_t next_window = 0;              // index of the window after this one
+        size_t start = 0, end = 0;           // the window
+        int from = 0;                        // its first scored row + 1
+        size_t first_score = 0;              // index in scores of ids[start + from]
+        int next_row = 0;                    // the window's first row not yet fed
+        int pass_row0 = 0, pass_rows = 0;    // the rows of logits of the pass fed last (0: context only)
+    };
 
     const Model* model_ = nullptr;
     bool use_kv_cache_ = true;
@@ -295,6 +322,7 @@ class Session {
     int n_cached_ = 0;
     int reused_tokens_ = 0;
     std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
+    ScoreRun score_run_;
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;
 };

@@ -111,7 +111,7 @@ val heap_view(size_t n, const T* data) {
 }  // namespace
 
 val WasmModel::matrix(int layer, const std::string& name) const {
-    const gpt2::Linear* m = model_ ? named_matrix(model_->weights(), layer, name) : nullptr;
+    const gpt2::Linear* m = model_ && model_->has_weights() ? named_matrix(model_->weights(), layer, name) : nullptr;
     if (!m) return val::null();
     val out = val::object();
     out.set("format", std::string(gpt2::weight_format_name(m->format)));
@@ -124,7 +124,7 @@ val WasmModel::matrix(int layer, const std::string& name) const {
 }
 
 val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_rows) const {
-    const gpt2::Linear* m = model_ ? named_matrix(model_->weights(), layer, name) : nullptr;
+    const gpt2::Linear* m = model_ && model_->has_weights() ? named_matrix(model_->weights(), layer, name) : nullptr;
     if (!m || row0 < 0 || n_rows < 1 || row0 > m->n_out - n_rows) return val::null();
     const bool fp32 = m->format == gpt2::WeightFormat::fp32, int8 = m->format == gpt2::WeightFormat::int8;
     const gpt2::BlockFormat* block = gpt2::block_format(m->format);
@@ -156,7 +156,7 @@ val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_r
 }
 
 val WasmModel::vector(int layer, const std::string& name) const {
-    if (!model_) return val::null();
+    if (!model_ || !model_->has_weights()) return val::null();
     const gpt2::Weights& w = model_->weights();
     const size_t C = size_t(model_->config().n_embd);
     if (layer < 0) {
@@ -223,65 +223,99 @@ val WasmSession::window() const {
     return session_ ? heap_view(size_t(model_->config().n_ctx), session_->window()) : val::null();
 }
 
-bool WasmSession::run_on_cpu() {
+val WasmSession::all_logits() const {
+    int n = 0;
+    const gpt2::GpuCommand* commands = session_ ? session_->recorded_commands(&n) : nullptr;
+    size_t rows = 0;
+    for (int i = 0; i < n; i++)
+        if (commands[i].logits_row >= 0) rows = std::max(rows, size_t(commands[i].logits_row + commands[i].n));
+    return rows ? heap_view(rows * n_vocab_, session_->recorded_all_logits()) : val::null();
+}
+
+bool WasmSession::run_on_cpu(const WasmModel& cpu_model) {
     if (!session_ || !session_->recording() || session_->n_cached() == 0) return false;
-    const bool fresh = !cpu_host_;
-    if (fresh) {
+    int n = 0;
+    const gpt2::GpuCommand* commands = session_->recorded_commands(&n);
+    if (!cpu_host_) {
+        const std::shared_ptr<const gpt2::Model> weights = cpu_model.shared();
+        const gpt2::Config &c = model_->config(), *w = weights ? &weights->config() : nullptr;
+        if (!w || !weights->has_weights() || w->n_vocab != c.n_vocab || w->n_ctx != c.n_ctx || w->n_embd != c.n_embd ||
+            w->n_layer != c.n_layer || w->n_head != c.n_head) {
+            session_->report_error(gpt2::ErrorKind::input,
+                                   "run_on_cpu: the CPU model has no weights or another shape than the session's");
+            return false;
+        }
         std::string error;
         cpu_host_.reset(new (std::nothrow) gpt2::RunState());
-        if (!cpu_host_ ||
-            !gpt2::create_run_state(model_->config(), gpt2::KvCacheFormat::fp32, false, cpu_host_.get(), &error)) {
+        if (!cpu_host_ || !gpt2::create_run_state(c, gpt2::KvCacheFormat::fp32, false, cpu_host_.get(), &error)) {
             cpu_host_.reset();
             session_->report_error(gpt2::ErrorKind::memory, error.empty() ? "out of memory: the CPU run state" : error);
             return false;
         }
+        cpu_model_ = weights;
+        // The GPU's cache is gone: the positions before the pass (its embedding's first) from the window.
+        const int pass_pos0 = n > 0 ? commands[0].pos0 : 0;
+        if (pass_pos0 > 0) gpt2::forward(*cpu_model_, cpu_host_.get(), session_->window(), pass_pos0, 0, nullptr);
     }
-    float* logits = session_->host_logits();
-    if (fresh) {  // the GPU's cache is gone: the window's positions from scratch
-        gpt2::forward(*model_, cpu_host_.get(), session_->window(), session_->n_cached(), 0, nullptr);
-        std::memcpy(logits, cpu_host_->logits, sizeof(float) * n_vocab_);
-        return true;
-    }
-    int n = 0;
-    const gpt2::GpuCommand* commands = session_->recorded_commands(&n);
-    gpt2::replay(*model_, cpu_host_.get(), commands, n, session_->window(), session_->recorded_all_logits(), logits);
+    gpt2::replay(*cpu_model_, cpu_host_.get(), commands, n, session_->window(), session_->recorded_all_logits(),
+                 session_->host_logits());
     return true;
 }
 
 val WasmSession::host_logits() { return session_ ? heap_view(n_vocab_, session_->host_logits()) : val::null(); }
 
-// gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
-// logprob, ...] per scored token, top_k pairs likeliest first] }, or null (error() says why).
 val WasmSession::score(const val& ids, int top_k) {
-    if (!session_) return val::null();
+    if (!allocate_scores(ids, top_k)) return val::null();
+    const bool scored =
+        session_->score(score_ids_.get(), n_score_ids_, top_k, scores_.get(), score_alternatives_.get());
+    return scored ? score_result() : val::null();
+}
+
+bool WasmSession::begin_score(const val& ids, int top_k) {
+    return allocate_scores(ids, top_k) &&
+           session_->begin_score(score_ids_.get(), n_score_ids_, top_k, scores_.get(), score_alternatives_.get());
+}
+
+bool WasmSession::allocate_scores(const val& ids, int top_k) {
+    if (!session_) return false;
     const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
-    const size_t n_scored = tokens.size() > 1 ? tokens.size() - 1 : 0;
+    n_score_ids_ = tokens.size();
+    n_scored_ = tokens.size() > 1 ? tokens.size() - 1 : 0;
     // The engine refuses a top_k outside [0, n_vocab]; bounded here too, so that the size cannot overflow
     // (new[] of an overflowing count aborts instead of returning null).
-    const size_t n_alternatives = n_scored * size_t(std::clamp(top_k, 0, int(n_vocab_)));
-    // Not std::vectors: their failed allocation would abort the instance.
-    std::unique_ptr<gpt2::TokenScore[]> scores(new (std::nothrow) gpt2::TokenScore[n_scored + 1]);
-    std::unique_ptr<gpt2::TokenScore[]> alternatives(new (std::nothrow) gpt2::TokenScore[n_alternatives + 1]);
-    if (!scores || !alternatives) {
+    score_top_k_ = std::clamp(top_k, 0, int(n_vocab_));
+    const size_t n_alternatives = n_scored_ * size_t(score_top_k_);
+    score_ids_.reset(new (std::nothrow) int32_t[n_score_ids_ + 1]);
+    scores_.reset(new (std::nothrow) gpt2::TokenScore[n_scored_ + 1]);
+    score_alternatives_.reset(new (std::nothrow) gpt2::TokenScore[n_alternatives + 1]);
+    if (!score_ids_ || !scores_ || !score_alternatives_) {
         session_->report_error(gpt2::ErrorKind::memory,
                                "out of memory: need " +
-                                   std::to_string((n_scored + n_alternatives) * sizeof(gpt2::TokenScore)) +
+                                   std::to_string((n_scored_ + n_alternatives) * sizeof(gpt2::TokenScore)) +
                                    " bytes for the scores");
-        return val::null();
+        return false;
     }
-    if (!session_->score(tokens.data(), tokens.size(), top_k, scores.get(), alternatives.get())) return val::null();
+    std::copy(tokens.begin(), tokens.end(), score_ids_.get());
+    return true;
+}
+
+val WasmSession::score_result() {
     val logprobs = val::array(), ranks = val::array(), alternative_rows = val::array();
-    for (size_t i = 0; i < n_scored; i++) {
-        logprobs.set(i, scores[i].logprob);
-        ranks.set(i, scores[i].rank);
+    for (size_t i = 0; i < n_scored_; i++) {
+        logprobs.set(i, scores_[i].logprob);
+        ranks.set(i, scores_[i].rank);
         val row = val::array();
-        for (int k = 0; k < top_k; k++) {
-            const gpt2::TokenScore& alternative = alternatives[i * size_t(top_k) + size_t(k)];
+        for (int k = 0; k < score_top_k_; k++) {
+            const gpt2::TokenScore& alternative = score_alternatives_[i * size_t(score_top_k_) + size_t(k)];
             row.set(2 * k, alternative.token);
             row.set(2 * k + 1, alternative.logprob);
         }
         alternative_rows.set(i, row);
     }
+    score_ids_.reset();
+    scores_.reset();
+    score_alternatives_.reset();
+    n_score_ids_ = n_scored_ = 0;
     val out = val::object();
     out.set("logprobs", logprobs);
     out.set("ranks", ranks);
@@ -380,7 +414,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("vocabulary", &WasmModel::vocabulary)
         .function("matrix", &WasmModel::matrix)
         .function("matrixRows", &WasmModel::matrix_rows)
-        .function("vector", &WasmModel::vector);
+        .function("vector", &WasmModel::vector)
+        .function("releaseWeights", &WasmModel::release_weights);
 
     emscripten::class_<WasmSession> session("Session");
     session.constructor<const WasmModel&, bool, const std::string&, bool>()
@@ -400,6 +435,11 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("hostLogits", &WasmSession::host_logits)
         .function("runOnCpu", &WasmSession::run_on_cpu)
         .function("score", &WasmSession::score)
+        .function("beginScore", &WasmSession::begin_score)
+        .function("feedScorePass", &WasmSession::feed_score_pass)
+        .function("scoreFedPass", &WasmSession::score_fed_pass)
+        .function("scoreResult", &WasmSession::score_result)
+        .function("allLogits", &WasmSession::all_logits)
         .function("distribution", &WasmSession::distribution)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)

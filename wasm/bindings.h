@@ -84,6 +84,13 @@ class WasmModel {
 
     // Sessions share ownership, so JS may delete the model and its sessions in any order.
     std::shared_ptr<const gpt2::Model> shared() const { return model_; }
+    // gpt2::Model::release_weights: once a GPU holds them, the heap's copy goes, and matrix_rows's staging block
+    // with it; the model then makes only recording sessions, and matrix, matrix_rows and vector give null.
+    void release_weights() {
+        if (model_) model_->release_weights();
+        rows_.reset();
+        rows_bytes_ = 0;
+    }
 
     // The weights as a GPU host uploads them (web/lib/gpu/gpu_weights.js). matrix: "wte", "attn_qkv", "attn_proj",
     // "mlp_fc", "mlp_proj" or "lm_head" (layer -1 for wte and the head): { format, nOut, nIn, tied (the head is
@@ -101,7 +108,7 @@ class WasmModel {
     emscripten::val vector(int layer, const std::string& name) const;
 
    private:
-    std::shared_ptr<const gpt2::Model> model_;
+    std::shared_ptr<gpt2::Model> model_;
     BindingError error_;
     mutable std::unique_ptr<uint8_t[]> rows_;  // (rows_bytes_) matrix_rows's staging block
     mutable size_t rows_bytes_ = 0;
@@ -136,11 +143,24 @@ class WasmSession {
     emscripten::val commands() const;
     emscripten::val window() const;
     emscripten::val host_logits();
-    // Runs the last recorded pass on the CPU (gpt2::replay) and writes its logits for sample(): the host for a
-    // recording session whose GPU was lost. The first time, the window is fed from scratch into a CPU cache, which
-    // then follows the session's passes. false (error() set) when its run state cannot be allocated.
-    bool run_on_cpu();
+    // Float32Array over the rows of logits the last recorded pass writes (a pass with every-row logits, as a score
+    // pass has), where its host writes them; null for a pass with the last token's logits only.
+    emscripten::val all_logits() const;
+    // Runs the last recorded pass on the CPU (gpt2::replay) with cpu_model's weights (the session's model, or the
+    // same model loaded again when its weights were released) and writes its logits for sample(): the host for a
+    // recording session whose GPU was lost. The first time, the window's positions before the pass are fed into a
+    // CPU cache, which then follows the session's passes. false (error() set) when cpu_model has no weights or
+    // another shape, or its run state cannot be allocated.
+    bool run_on_cpu(const WasmModel& cpu_model);
+    // gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
+    // logprob, ...] per scored token, top_k pairs likeliest first] }, or null (error() says why).
     emscripten::val score(const emscripten::val& ids, int top_k);
+    // score() pass by pass, for a recording session's host (gpt2::Session::begin_score): the ids and the scores
+    // are kept here for the run; score_result() is what score() returns, once feed_score_pass() has returned 0.
+    bool begin_score(const emscripten::val& ids, int top_k);
+    int feed_score_pass() { return session_ ? session_->feed_score_pass() : -1; }
+    bool score_fed_pass() { return session_ && session_->score_fed_pass(); }
+    emscripten::val score_result();
     emscripten::val distribution(int32_t token, int top_k);
     void reset() {
         if (session_) session_->reset();
@@ -156,7 +176,17 @@ class WasmSession {
    private:
     std::shared_ptr<const gpt2::Model> model_;  // the session's weights, kept alive as long as it
     std::unique_ptr<gpt2::Session> session_;
-    std::unique_ptr<gpt2::RunState> cpu_host_;  // run_on_cpu's activations and KV cache, once it has run
+    std::unique_ptr<gpt2::RunState> cpu_host_;      // run_on_cpu's activations and KV cache, once it has run
+    std::shared_ptr<const gpt2::Model> cpu_model_;  // the weights run_on_cpu runs with, once it has run
+    // A score run's ids and what it fills, from begin_score (or score) to its result; not std::vectors, whose
+    // failed allocation would abort the instance.
+    std::unique_ptr<int32_t[]> score_ids_;                    // (n_score_ids_)
+    std::unique_ptr<gpt2::TokenScore[]> scores_;              // (n_scored_)
+    std::unique_ptr<gpt2::TokenScore[]> score_alternatives_;  // (n_scored_, score_top_k_)
+    size_t n_score_ids_ = 0, n_scored_ = 0;
+    int score_top_k_ = 0;
+    // a score run's storage for ids (an Array or typed array); false (error() set) if it cannot be allocated
+    bool allocate_scores(const emscripten::val& ids, int top_k);
     size_t n_vocab_ = 0;
     BindingError constructor_error_;  // why session_ is null
 };

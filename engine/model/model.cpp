@@ -1,6 +1,7 @@
 // The Model (gpt2.h): what its weights are and its threads; the names the JS API gives weight formats and error
 // kinds.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "formats/gguf.h"
@@ -13,6 +14,14 @@ namespace gpt2 {
 Model::~Model() = default;
 
 int Model::n_threads() const { return thread_pool_ ? thread_pool_->n_threads() : 1; }
+
+void Model::release_weights() {
+    std::free(weights_->memory);
+    weights_->memory = nullptr;
+    weights_->bytes = 0;
+}
+
+bool Model::has_weights() const { return weights_->memory != nullptr; }
 
 const Config& model_config(const Model& model) { return model.config(); }
 size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }

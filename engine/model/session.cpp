@@ -49,6 +49,10 @@ std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv
                      " bytes for the session";
         return nullptr;
     }
+    if (!recording && !model.has_weights()) {
+        if (error) *error = "the model's weights were released (a GPU holds them): only a recording session runs it";
+        return nullptr;
+    }
     if (!create_run_state(model.config(), kv_cache, recording, session->state_.get(), error)) return nullptr;
     if (!session->sampler_->init(model.config().n_vocab, error)) return nullptr;
     session->model_ = &model;
@@ -165,9 +169,19 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
 }
 
 bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
+    if (refuse_recording("score")) return false;
+    if (!begin_score(ids, n, top_k, scores, alternatives)) return false;
+    for (;;) {
+        const int fed = feed_score_pass();
+        if (fed <= 0) return fed == 0;
+        if (!score_fed_pass()) return false;
+    }
+}
+
+bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
     error_.clear();
     error_kind_ = ErrorKind::none;
-    if (refuse_recording("score")) return false;
+    score_run_ = ScoreRun{};
     const Config& c = model_->config();
     if (n < 2 || c.n_ctx < 2 || top_k < 0 || top_k > c.n_vocab) {
         error_kind_ = ErrorKind::input;
@@ -178,7 +192,6 @@ bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores,
         return false;
     }
     if (!check_ids(ids, n)) return false;
-    if (!alternatives) top_k = 0;
     const int rows = std::min(kScoreRows, c.n_ctx);
     if (!score_logits_) {
         score_logits_.reset(new (std::nothrow) float[size_t(rows) * size_t(c.n_vocab)]);
@@ -190,39 +203,72 @@ bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores,
         }
     }
     reused_tokens_ = 0;
-    const size_t n_ctx = size_t(c.n_ctx), stride = n_ctx / 2;
-    size_t scored_to = 1;  // ids[1..scored_to) are scored
-    for (size_t k = 0; scored_to < n; k++) {
-        const size_t start = n <= n_ctx ? 0 : std::min(k * stride, n - n_ctx);
-        const size_t end = std::min(start + n_ctx, n);
-        if (!score_window(ids + start, end - start, int(scored_to - start), top_k, scores + (scored_to - 1),
-                          alternatives ? alternatives + (scored_to - 1) * size_t(top_k) : nullptr))
-            return false;
-        scored_to = end;
-    }
+    score_run_.ids = ids;
+    score_run_.n = n;
+    score_run_.top_k = alternatives ? top_k : 0;
+    score_run_.scores = scores;
+    score_run_.alternatives = alternatives;
+    // as though a window ids[0, 1) were fed: the first feed_score_pass() begins the first window at ids[1]
+    score_run_.end = 1;
+    score_run_.next_row = 1;
     return true;
 }
 
-bool Session::score_window(const int32_t* ids, size_t n, int from, int top_k, TokenScore* scores,
-                           TokenScore* alternatives) {
-    const int V = model_->config().n_vocab;
-    const int rows = std::min(kScoreRows, model_->config().n_ctx);
+int Session::feed_score_pass() {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    ScoreRun& run = score_run_;
+    if (!run.ids) {
+        error_kind_ = ErrorKind::input;
+        error_ = "feed_score_pass: no score run is in progress (begin_score() starts one)";
+        return -1;
+    }
+    const size_t n_ctx = size_t(model_->config().n_ctx), stride = n_ctx / 2;
     int32_t* tokens = state_->tokens;
-    std::memmove(tokens, ids, sizeof(int32_t) * n);
-    n_cached_ = int(n);
-    // positions before from - 1 only give context; the logits of from - 1 .. n - 1 predict ids[from..n)
-    if (from > 1) forward(*model_, state_.get(), tokens, from - 1, 0, nullptr);
-    for (int r0 = from - 1; r0 < int(n); r0 += rows) {
-        const int count = std::min(rows, int(n) - r0);
-        forward(*model_, state_.get(), tokens + r0, count, r0, score_logits_.get());
-        for (int j = 0; j < count && r0 + j + 1 < int(n); j++) {
-            const int at = r0 + j + 1 - from;  // index of the scored token in scores
-            if (!score_logits(score_logits_.get() + size_t(j) * size_t(V), V, tokens[r0 + j + 1], top_k, scores + at,
-                              alternatives ? alternatives + size_t(at) * size_t(top_k) : nullptr)) {
-                error_kind_ = ErrorKind::file;
-                error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(r0 + j);
-                return false;
-            }
+    if (run.next_row >= int(run.end - run.start)) {  // the window is fed: the next one, if any ids are left
+        const size_t scored_to = run.end;
+        if (scored_to >= run.n) {
+            run.ids = nullptr;
+            return 0;
+        }
+        run.start = run.n <= n_ctx ? 0 : std::min(run.next_window * stride, run.n - n_ctx);
+        run.end = std::min(run.start + n_ctx, run.n);
+        run.from = int(scored_to - run.start);
+        run.first_score = scored_to - 1;
+        run.next_window++;
+        std::memmove(tokens, run.ids + run.start, sizeof(int32_t) * (run.end - run.start));
+        // positions before from - 1 only give context; the logits of from - 1 .. end - 1 predict the scored ids
+        run.next_row = run.from - 1;
+        run.pass_rows = 0;
+        n_cached_ = run.next_row;
+        if (run.from > 1) {
+            forward(*model_, state_.get(), tokens, run.from - 1, 0, nullptr);
+            return 1;
+        }
+    }
+    const int rows = std::min(kScoreRows, int(n_ctx));
+    const int count = std::min(rows, int(run.end - run.start) - run.next_row);
+    forward(*model_, state_.get(), tokens + run.next_row, count, run.next_row, score_logits_.get());
+    run.pass_row0 = run.next_row;
+    run.pass_rows = count;
+    run.next_row += count;
+    n_cached_ = run.next_row;  // the positions whose cache rows are written
+    return 1;
+}
+
+bool Session::score_fed_pass() {
+    const ScoreRun& run = score_run_;
+    const int V = model_->config().n_vocab;
+    const int window = int(run.end - run.start);
+    for (int j = 0; j < run.pass_rows && run.pass_row0 + j + 1 < window; j++) {
+        const int row = run.pass_row0 + j;
+        const size_t at = run.first_score + size_t(row + 1 - run.from);  // index of the scored token in scores
+        if (!score_logits(score_logits_.get() + size_t(j) * size_t(V), V, state_->tokens[row + 1], run.top_k,
+                          run.scores + at, run.alternatives ? run.alternatives + at * size_t(run.top_k) : nullptr)) {
+            error_kind_ = ErrorKind::file;
+            error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(row);
+            score_run_.ids = nullptr;
+            return false;
         }
     }
     return true;

@@ -57,7 +57,8 @@ struct Weights {
 
     const Linear& lm_head() const { return output.weight ? output : wte; }
 
-    float* memory = nullptr;  // one block holding all of the above (the int8 values after the floats)
+    float* memory = nullptr;  // one block holding all of the above (the int8 values after the floats); null once
+                              // released (Model::release_weights), when the pointers above point nowhere
     size_t bytes = 0;
 
     Weights() = default;

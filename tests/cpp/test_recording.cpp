@@ -1,9 +1,10 @@
 // A recording session (gpt2::Session::create_recording) writes its forward passes down for a host (the WebGPU
 // executor in web/lib/gpu/) instead of running them. What it promises: replayed in order on the CPU
 // (gpt2::replay, which plays the host with its own activations and KV cache), the commands give the logits and the
-// tokens of a session that runs its passes, bit for bit, through prefill, steps, a window slide, reuse and
-// every-row logits; each chunk records the embedding, eight operations per layer and the head; and it refuses the
-// calls that would run a pass itself.
+// tokens of a session that runs its passes, bit for bit, through prefill, steps, a window slide, reuse,
+// every-row logits and score(), also with the weights of the same model loaded again once its own were released;
+// each chunk records the embedding, eight operations per layer and the head; and it refuses the calls that would run
+// a pass itself.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -23,10 +24,12 @@ using gpt2::GpuOp;
 using gpt2_test::make_model;
 using gpt2_test::ModelSpec;
 
-// A recording session and the host that runs its commands on the CPU, in a run state of its own.
+// A recording session and the host that runs its commands on the CPU, in a run state of its own, with the
+// weights of model (or of weights: the same model loaded again).
 class ReplayHost {
    public:
-    ReplayHost(const gpt2::Model& model, bool use_kv_cache) : model_(model) {
+    ReplayHost(const gpt2::Model& model, bool use_kv_cache, const gpt2::Model* weights = nullptr)
+        : model_(weights ? *weights : model) {
         std::string error;
         session_ = gpt2::Session::create_recording(model, use_kv_cache, &error);
         EXPECT_TRUE(session_) << error;
@@ -120,6 +123,55 @@ TEST(RecordingSession, EveryRowLogitsOfAPrefillGoWhereTheSessionSays) {
     EXPECT_TRUE(gpt2_test::same_bits(logits_of(host.session(), spec.n_vocab), logits_of(*running, spec.n_vocab)));
 }
 
+TEST(RecordingSession, ScorePassesRunByTheHostGiveScoresScoresBitForBitAndLeaveItsCacheReusable) {
+    ModelSpec spec;
+    spec.n_ctx = 200;  // 330 ids: windows [0, 200), [100, 300) and [130, 330), the later two after a context pass
+    auto model = make_model(spec);
+    std::vector<int32_t> ids(330);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t((i * 13 + 5) % size_t(spec.n_vocab));
+    const int top_k = 3;
+    std::vector<gpt2::TokenScore> expected(ids.size() - 1), got(ids.size() - 1);
+    std::vector<gpt2::TokenScore> expected_alternatives(expected.size() * top_k),
+        got_alternatives(expected.size() * top_k);
+    auto running = gpt2_test::greedy_session(*model, true);
+    ASSERT_TRUE(running->score(ids.data(), ids.size(), top_k, expected.data(), expected_alternatives.data()));
+
+    ReplayHost host(*model, true);
+    gpt2::Session& session = host.session();
+    ASSERT_TRUE(session.begin_score(ids.data(), ids.size(), top_k, got.data(), got_alternatives.data()));
+    int passes = 0, context_passes = 0;
+    for (int fed; (fed = session.feed_score_pass()) != 0; passes++) {
+        ASSERT_EQ(fed, 1) << session.error();
+        if (!session.recorded_all_logits()) context_passes++;
+        host.run();
+        ASSERT_TRUE(session.score_fed_pass()) << session.error();
+    }
+    EXPECT_EQ(context_passes, 2);
+    EXPECT_EQ(passes, 4 + 1 + 2 + 1 + 1);  // 200 rows in chunks of 64; context, 101 rows; context, 31 rows
+    for (size_t i = 0; i < expected.size(); i++) {
+        ASSERT_EQ(got[i].token, expected[i].token) << "id " << i + 1;
+        ASSERT_EQ(got[i].rank, expected[i].rank) << "id " << i + 1;
+        ASSERT_EQ(std::memcmp(&got[i].logprob, &expected[i].logprob, sizeof(double)), 0) << "id " << i + 1;
+    }
+    for (size_t i = 0; i < expected_alternatives.size(); i++) {
+        ASSERT_EQ(got_alternatives[i].token, expected_alternatives[i].token) << "alternative " << i;
+        ASSERT_EQ(std::memcmp(&got_alternatives[i].logprob, &expected_alternatives[i].logprob, sizeof(double)), 0);
+    }
+    EXPECT_EQ(session.feed_score_pass(), -1);
+    EXPECT_EQ(session.error(), "feed_score_pass: no score run is in progress (begin_score() starts one)");
+
+    // The window then holds the last window scored, its cache rows written: a prompt that shares all but its last
+    // token reuses them.
+    std::vector<int32_t> prompt(ids.end() - 200, ids.end() - 1);
+    prompt.push_back(7);
+    const int token = running->prefill_reusing(prompt.data(), prompt.size());
+    ASSERT_TRUE(session.feed_prompt(prompt.data(), prompt.size(), true));
+    EXPECT_EQ(session.reused_tokens(), running->reused_tokens());
+    EXPECT_EQ(session.reused_tokens(), 199);
+    EXPECT_EQ(host.run_and_sample(), token);
+    EXPECT_TRUE(gpt2_test::same_bits(logits_of(session, spec.n_vocab), logits_of(*running, spec.n_vocab)));
+}
+
 TEST(RecordingSession, AChunkIsTheEmbeddingEightOperationsPerLayerAndTheHead) {
     ModelSpec spec;
     spec.n_ctx = 200;
@@ -148,6 +200,33 @@ TEST(RecordingSession, AChunkIsTheEmbeddingEightOperationsPerLayerAndTheHead) {
     EXPECT_EQ(commands[++i].op, GpuOp::linear);
     EXPECT_EQ(commands[i].out, gpt2::Activation::logits);
     EXPECT_EQ(commands[i].logits_row, -1);
+}
+
+TEST(RecordingSession, AModelWhoseWeightsWereReleasedMakesOnlyRecordingSessionsWhichRunOnTheWeightsLoadedAgain) {
+    auto released = make_model(ModelSpec{});
+    auto loaded_again = make_model(ModelSpec{});
+    released->release_weights();
+    EXPECT_FALSE(released->has_weights());
+    EXPECT_TRUE(loaded_again->has_weights());
+    EXPECT_EQ(gpt2::model_weight_bytes(*released), 0u);
+    EXPECT_EQ(gpt2::model_weight_types(*released), gpt2::model_weight_types(*loaded_again));
+    std::string error;
+    EXPECT_EQ(gpt2::Session::create(*released, true, &error), nullptr);
+    EXPECT_EQ(error, "the model's weights were released (a GPU holds them): only a recording session runs it");
+
+    auto running = gpt2_test::greedy_session(*loaded_again, true);
+    ReplayHost host(*released, true, loaded_again.get());
+    const std::vector<int32_t> prompt{3, 14, 15, 9, 2};
+    int expected = running->prefill(prompt.data(), prompt.size());
+    ASSERT_TRUE(host.session().feed_prompt(prompt.data(), prompt.size(), false)) << host.session().error();
+    int got = host.run_and_sample();
+    for (int i = 0; i < 10; i++) {
+        ASSERT_EQ(got, expected) << "step " << i;
+        ASSERT_TRUE(host.session().feed_step(got));
+        got = host.run_and_sample();
+        expected = running->step(expected);
+    }
+    EXPECT_EQ(got, expected);
 }
 
 TEST(RecordingSession, RefusesTheCallsThatWouldRunAPassHereAndHoldsNoCache) {

@@ -1,11 +1,11 @@
 // A GPU that goes away while a model runs on it (webgpu project: Chromium on SwiftShader): the generation goes on
-// on the CPU engine with the text it would have had there, the stats say what happened, and the model keeps
-// working.
+// on the CPU engine with the text it would have had there, the weights loaded again into the heap that had let them
+// go, the stats say what happened, and the model keeps working.
 import { expect, test } from './under_csp.js';
 
 const BUNDLED = '/models/tiny-shakespeare/';
 
-test('a device destroyed mid-generation: the seeded run ends on the CPU with the CPU engine\'s text', async ({ page }) => {
+test('a device destroyed mid-generation: the seeded run ends on the CPU with the CPU engine\'s text, on the weights loaded again', async ({ page }) => {
   await page.goto('/');
   const result = await page.evaluate(async (url) => {
     // the page's own WebGPU device, caught on its way to the engine, as a driver reset would take it away
@@ -17,6 +17,8 @@ test('a device destroyed mid-generation: the seeded run ends on the CPU with the
       return device;
     };
     const { loadModel } = await import('/js/lib/gpt2.js');
+    const engine = await (await import('/js/lib/engine/engine.js')).loadEngine({ threads: 1 });
+    const heap = { empty: engine.heapUsedBytes() };
     const options = { temperature: 0.9, topK: 40, seed: 7, maxNewTokens: 40, stopAtEndOfText: false };
     const text = async (model, destroyAfter = Infinity) => {
       let out = '';
@@ -28,15 +30,25 @@ test('a device destroyed mid-generation: the seeded run ends on the CPU with the
       }
       return { text: out, stats: run.stats };
     };
-    const gpu = await loadModel(url, { device: 'webgpu', useWorker: false });
+    const gpu = await loadModel(url, { device: 'webgpu', useWorker: false, threads: 1 });
+    heap.gpuModel = engine.heapUsedBytes();
     const lost = await text(gpu, 10);
+    heap.afterLoss = engine.heapUsedBytes();
     const after = await text(gpu);  // a new run on the same model, now on the CPU
     gpu.dispose();
-    const wasm = await loadModel(url, { device: 'wasm', useWorker: false });
+    const wasm = await loadModel(url, { device: 'wasm', useWorker: false, threads: 1 });
+    heap.wasmModel = engine.heapUsedBytes();
     const expected = await text(wasm);
+    const weightBytes = wasm.weightBytes;
     wasm.dispose();
-    return { lost, after, expected };
+    return { lost, after, expected, heap, weightBytes };
   }, BUNDLED);
+  const grown = (at) => result.heap[at] - result.heap.empty;
+  console.log(`heap in use: ${grown('gpuModel')} bytes with the model on the GPU, ${grown('wasmModel')} on the CPU ` +
+    `(weights ${result.weightBytes}), ${grown('afterLoss')} once the GPU was lost`);
+  expect(grown('gpuModel')).toBeLessThan(result.weightBytes / 100);
+  expect(grown('wasmModel')).toBeGreaterThan(result.weightBytes);
+  expect(grown('afterLoss')).toBeGreaterThan(result.weightBytes);
   expect(result.lost.text).toBe(result.expected.text);
   expect(result.lost.stats.device).toBe('wasm');
   expect(result.lost.stats.deviceLost).toMatch(/^the GPU device was lost \(destroyed/);

@@ -99,6 +99,73 @@ test('a GPU model with Continue, a window slide and uncached steps keeps the CPU
   expect(result.webgpu.uncached).toEqual(result.wasm.uncached);
 });
 
+test('on the GPU, Stop ends a run at once and Continue reuses its cache, as on the CPU', async ({ page }) => {
+  await page.goto('/');
+  const result = await page.evaluate(async (url) => {
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    const greedy = { temperature: 0, stopAtEndOfText: false };
+    const both = {};
+    for (const device of ['webgpu', 'wasm']) {
+      const model = await loadModel(url, { device, useWorker: false });
+      const controller = new AbortController();
+      const stopped = [];
+      const run = model.generate('ROMEO:', { ...greedy, maxNewTokens: 200, signal: controller.signal });
+      for await (const piece of run) {
+        stopped.push(piece.token);
+        if (stopped.length === 12) controller.abort();  // Stop
+      }
+      const again = model.generate([...await model.encode('ROMEO:'), ...stopped], { ...greedy, maxNewTokens: 8 });
+      const continued = [];
+      for await (const piece of again) continued.push(piece.token);
+      both[device] = { device: model.device, stopped, stopReason: run.stats.stopReason, continued, reused: again.stats.reusedTokens };
+      model.dispose();
+    }
+    return both;
+  }, BUNDLED);
+  const { webgpu: gpu, wasm } = result;
+  expect(gpu.device).toBe('webgpu');
+  expect(gpu.stopReason).toBe('abort');
+  expect(gpu.stopped).toHaveLength(12);
+  expect(gpu.stopped).toEqual(wasm.stopped);
+  expect(gpu.continued).toEqual(wasm.continued);
+  expect(gpu.reused).toBe(wasm.reused);
+  expect(gpu.reused).toBeGreaterThan(10);
+});
+
+// score()'s log-probabilities on the GPU and on the CPU (both with the fp32 cache): the logits differ within
+// LOGITS_BOUND of their rms, and a log-probability by about as much.
+const LOGPROB_BOUND = 1e-3;
+
+test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and alternatives over several windows', async ({ page }) => {
+  await page.route(`**${TINY_RANDOM_GGUF}`, (route) => route.fulfill({ body: readFileSync(TINY_RANDOM_GGUF_PATH), contentType: 'application/octet-stream' }));
+  await page.goto('/');
+  const result = await page.evaluate(async (url) => {
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    const both = {};
+    for (const device of ['webgpu', 'wasm']) {
+      const model = await loadModel(url, { device, useWorker: false });
+      const scored = await model.score('To be, or not to be, that is the question. '.repeat(35), { topAlternatives: 3, kvCache: 'fp32' });
+      both[device] = {
+        device: model.device, contextSize: model.config.n_ctx, logprobs: scored.tokens.map((t) => t.logprob),
+        ranks: scored.tokens.map((t) => t.rank), alternatives: scored.tokens.map((t) => t.alternatives.map((a) => a.token)),
+      };
+      model.dispose();
+    }
+    return both;
+  }, TINY_RANDOM_GGUF);
+  const { webgpu: gpu, wasm } = result;
+  expect(gpu.device).toBe('webgpu');
+  // three windows or more: the later ones begin with a pass of context
+  expect(gpu.logprobs.length).toBeGreaterThan(2 * gpu.contextSize);
+  expect(gpu.logprobs).toHaveLength(wasm.logprobs.length);
+  const gap = Math.max(...gpu.logprobs.map((logprob, i) => Math.abs(logprob - wasm.logprobs[i])));
+  console.log(`score() on the GPU: ${gpu.logprobs.length} tokens, largest log-probability gap to the CPU ${gap.toExponential(2)}`);
+  expect(gap).toBeLessThan(LOGPROB_BOUND);
+  expect(gap).toBeGreaterThan(0);  // f32 sums in another order: the GPU did run the passes
+  expect(gpu.ranks).toEqual(wasm.ranks);
+  expect(gpu.alternatives).toEqual(wasm.alternatives);
+});
+
 // Page side: a random fp32 GPT-2 as local files ({ config, weights, vocab, merges }: config.json and a safetensors
 // file built here, the tokenizer given) with n_embd 6, which the GPU's vec4 kernels cannot take
 // (unsupportedWeights).

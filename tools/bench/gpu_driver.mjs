@@ -116,10 +116,12 @@ export function createGpuDriver({ engine, model, gpuModel, device, adapterInfo }
       }
     },
     streamWeights: (repeats) => gpuStreamReadMs(device, gpuModel.weightBytes, repeats),
-    // The CPU side: the engine keeps the weights in its heap (score() runs there); what the GPU holds is the
-    // weights and KV bytes of info(), which WebGPU gives no way to measure.
+    // The CPU side. The heap holds a copy of the weights that a GPU model of the library frees once it is on the
+    // GPU (GpuModel.releaseHeapWeights) and that this driver keeps for referenceTokens: referenceWeightBytes, which
+    // the steady figure leaves out. What the GPU holds is the weights and KV bytes of info(), which WebGPU gives no
+    // way to measure.
     async memory() {
-      return { heapBytes: engine.heapBytes(), heapUsedBytes: engine.heapUsedBytes(), gpu: true };
+      return { heapBytes: engine.heapBytes(), heapUsedBytes: engine.heapUsedBytes(), referenceWeightBytes: model.weightBytes, gpu: true };
     },
     async releaseUncached() {
       sessions.uncached?.dispose();

@@ -110,12 +110,14 @@ export function targetResults(runs) {
 // Peak and steady memory per job. wasm: the heap's size (it never shrinks, so it is the peak) and what malloc
 // holds; native, onnxruntime-web and llama.cpp: the process's peak RSS (VmHWM) and RSS; wllama: what Chromium
 // measures of the page (its wasm memory never shrinks either: peak = the largest of the three figures). Steady =
-// after generation, with the model and one cached session alive.
+// after generation, with the model and one cached session alive; for a GPU runtime without the copy of the weights
+// that the benchmark keeps for its reference check and a GPU model frees.
 export function memoryRecords(runs) {
   return runs.map(({ model, runtime, weights, kvCache, result }) => {
     const { steady } = result.memory;
     const [wasm, page, gpu] = ['heapBytes' in steady, 'pageBytes' in steady, Boolean(steady.gpu)];
-    const steadyBytes = page ? steady.pageBytes : wasm ? steady.heapUsedBytes : steady.rssBytes;
+    const steadyBytes = page ? steady.pageBytes : gpu ? steady.heapUsedBytes - steady.referenceWeightBytes
+      : wasm ? steady.heapUsedBytes : steady.rssBytes;
     const pagePeak = () => Math.max(...Object.values(result.memory).map((figures) => figures.pageBytes));
     return {
       model, runtime, weights, kv_cache: kvCache,

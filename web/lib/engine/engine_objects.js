@@ -104,6 +104,13 @@ export class EngineModel extends EngineObject {
     return this.call((model) => model.vocabulary());
   }
 
+  // Frees the heap's copy of the weights once a GPU holds them (gpt2::Model::release_weights): the model then makes
+  // only recording sessions.
+  releaseWeights() {
+    this.call((model) => model.releaseWeights());
+    this.weightBytes = 0;
+  }
+
   // kvCache: the cache's storage, 'int8' (a quarter of the bytes; the default) or 'fp32' (engine/gpt2.h KvCacheFormat).
   // recording: a session whose forward passes a host runs (web/lib/gpu/gpu_session.js; fp32 cache).
   createSession({ useKVCache = true, kvCache = 'int8', recording = false } = {}) {
@@ -160,6 +167,12 @@ export class EngineSession extends EngineObject {
     this.checkedCall((session) => session.feedStep(id), (fed) => !fed);
   }
 
+  // Runs the last recorded pass on the CPU with cpuModel's weights (an EngineModel of the same model), for a host
+  // whose GPU was lost.
+  runOnCpu(cpuModel) {
+    this.checkedCall((session) => cpuModel.call((model) => session.runOnCpu(model)), (ran) => !ran);
+  }
+
   get batchRows() {
     return this.call((session) => session.batchRows());
   }
@@ -174,10 +187,28 @@ export class EngineSession extends EngineObject {
   // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
   // window scored.
   score(ids, topK = 0) {
-    for (const id of ids) checkTokenId(id);
-    if (!Number.isInteger(topK) || topK < 0) throw new Error(`score: topK must be an integer >= 0, got ${topK}`);
-    // The engine names a topK over the vocabulary; one past int32 would wrap on its way there.
-    return this.checkedCall((session) => session.score(ids, Math.min(topK, 2 ** 31 - 1)), (result) => result === null);
+    const k = checkScoreArguments(ids, topK);
+    return this.checkedCall((session) => session.score(ids, k), (result) => result === null);
+  }
+
+  // score() pass by pass, for a recording session's host: beginScore, then while feedScorePass() fed a pass, the
+  // host runs it (its rows of logits into allLogits) and scoreFedPass(); then scoreResult() is score()'s result.
+  beginScore(ids, topK = 0) {
+    const k = checkScoreArguments(ids, topK);
+    this.checkedCall((session) => session.beginScore(ids, k), (begun) => !begun);
+  }
+
+  // -> whether a pass was fed (false once every id is scored)
+  feedScorePass() {
+    return this.checkedCall((session) => session.feedScorePass(), (fed) => fed < 0) === 1;
+  }
+
+  scoreFedPass() {
+    this.checkedCall((session) => session.scoreFedPass(), (scored) => !scored);
+  }
+
+  scoreResult() {
+    return this.call((session) => session.scoreResult());
   }
 
   // The model's vocabulary size (n_vocab): the most alternatives a position has.
@@ -225,6 +256,14 @@ export class EngineSession extends EngineObject {
     for (const id of ids) checkTokenId(id);
     return ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
   }
+}
+
+// score's ids and topK checked as far as the engine cannot: -> topK as it crosses into the engine, which names a
+// topK over the vocabulary (one past int32 would wrap on its way there).
+function checkScoreArguments(ids, topK) {
+  for (const id of ids) checkTokenId(id);
+  if (!Number.isInteger(topK) || topK < 0) throw new Error(`score: topK must be an integer >= 0, got ${topK}`);
+  return Math.min(topK, 2 ** 31 - 1);
 }
 
 // Range checks happen in the engine (its message names the range); this only rejects non-integers, which

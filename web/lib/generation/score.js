@@ -37,7 +37,7 @@ export function checkScoreText(text) {
 // perplexity }. <|endoftext|> goes in front of the text, so that its first token is scored too; the tokens'
 // texts join to the text (a character split over tokens is in the text of its last token). An empty text has
 // no tokens: { tokens: [], totalLogprob: 0, perplexity: 1 }.
-export function scoreText({ pool, tokenizer }, text, { topAlternatives, kvCache }) {
+export async function scoreText({ pool, tokenizer }, text, { topAlternatives, kvCache }) {
   checkScoreText(text);
   const ids = tokenizer.encode(text);
   if (ids.length === 0) return { tokens: [], totalLogprob: 0, perplexity: 1 };
@@ -45,8 +45,8 @@ export function scoreText({ pool, tokenizer }, text, { topAlternatives, kvCache 
   const session = pool.acquire(sessionOptions);
   let scores;
   try {
-    // More alternatives than there are tokens is all of them.
-    scores = session.score([tokenizer.eosId, ...ids], Math.min(topAlternatives, session.vocabSize));
+    // More alternatives than there are tokens is all of them. A GPU session's score runs its passes on the GPU.
+    scores = await session.score([tokenizer.eosId, ...ids], Math.min(topAlternatives, session.vocabSize));
   } finally {
     pool.release(session, sessionOptions);
   }

@@ -1,6 +1,7 @@
 // An engine model whose sessions run on the GPU: the weights uploaded once (gpu_weights.js), the kernels compiled
 // once (kernels.js), and sessions that are the engine's recording sessions run by gpu_session.js. It stands where
-// an EngineModel does (SessionPool, LocalModel): the same fields, and createSession.
+// an EngineModel does (SessionPool, LocalModel): the same fields, and createSession. Once the model stays on the GPU,
+// releaseHeapWeights() frees the heap's copy of the weights; a lost GPU then loads them again for the CPU.
 import { destroyWeights, uploadWeights } from './gpu_weights.js';
 import { GpuSession } from './gpu_session.js';
 import { createKernels } from './kernels.js';
@@ -10,7 +11,9 @@ const LOST_WAIT_MS = 1000;
 
 export class GpuModel {
   #engineModel;
-  #gpu;  // { device, kernels, weights }
+  #gpu;  // { device, kernels, weights, lost, whenLost, cpuModel }
+  #reloadOnCpu = null;  // -> Promise of an EngineModel with the weights, once the heap's copy was released
+  #cpuModel = null;  // Promise of the EngineModel a lost GPU's passes run on, once one was lost
   config;
   weightBytes;  // the weights' bytes on the GPU
   weightTypes;
@@ -30,6 +33,8 @@ export class GpuModel {
       await Promise.race([gpu.device.lost, new Promise((resolve) => setTimeout(resolve, LOST_WAIT_MS))]);
       return gpu.lost !== null;
     };
+    // -> Promise of the EngineModel whose weights run the passes of a lost GPU: this one's, or loaded again
+    gpu.cpuModel = () => (this.#cpuModel ??= this.#reloadOnCpu ? this.#reloadOnCpu() : Promise.resolve(engineModel));
     this.config = engineModel.config;
     this.weightBytes = gpu.weights.bytes;
     this.weightTypes = engineModel.weightTypes;
@@ -45,13 +50,12 @@ export class GpuModel {
     return this.#engineModel.readVocabulary();
   }
 
-  // A GPU session keeps an fp32 cache whatever kvCache asks (its kvCache says so). Once the GPU is lost, sessions
-  // are the CPU engine's, over the same weights.
-  createSession({ useKVCache = true, kvCache = 'int8' } = {}) {
-    if (this.#gpu.lost) return this.#engineModel.createSession({ useKVCache, kvCache });
+  // A GPU session keeps an fp32 cache whatever kvCache asks (its kvCache says so). Once the GPU is lost, its
+  // sessions run their passes on the CPU.
+  createSession({ useKVCache = true } = {}) {
     const recording = this.#engineModel.createSession({ useKVCache, kvCache: 'fp32', recording: true });
     try {
-      return new GpuSession(recording, this.#gpu, this.config, recording.batchRows, () => this.#engineModel.createSession({ useKVCache: true, kvCache: 'fp32' }));
+      return new GpuSession(recording, this.#gpu, this.config, recording.batchRows);
     } catch (error) {
       recording.dispose();
       throw error;
@@ -67,16 +71,31 @@ export class GpuModel {
     return this.#gpu.lost;
   }
 
+  // Frees the heap's copy of the weights (gpt2::Model::release_weights), which only a lost GPU would need:
+  // reloadOnCpu() -> Promise of the same model loaded again into the engine, which it then runs on.
+  releaseHeapWeights(reloadOnCpu) {
+    this.#engineModel.releaseWeights();
+    this.#reloadOnCpu = reloadOnCpu;
+  }
+
   // Frees the GPU's side (weights, device) and -> the engine model, which lives on: the model then runs on the CPU.
+  // Only while the heap keeps the weights.
   releaseGpu() {
-    destroyWeights(this.#gpu.weights);
-    this.#gpu.kernels.destroy();
-    this.#gpu.device.destroy();
+    if (this.#reloadOnCpu) throw new Error('releaseGpu: the heap\'s copy of the weights was released');
+    this.#destroyGpu();
     return this.#engineModel;
   }
 
   dispose() {
-    this.releaseGpu().dispose();
+    this.#destroyGpu();
+    this.#engineModel.dispose();
+    if (this.#reloadOnCpu) this.#cpuModel?.then((model) => model.dispose(), () => {});
+  }
+
+  #destroyGpu() {
+    destroyWeights(this.#gpu.weights);
+    this.#gpu.kernels.destroy();
+    this.#gpu.device.destroy();
   }
 }
 

@@ -2,8 +2,7 @@
 // Session::create_recording) keeps the window, the cache policy and the sampler, and writes each pass down as
 // commands (engine/model/forward_ops.h); this runs them as WebGPU dispatches over activations and an fp32 KV cache
 // of its own, allocated once at n_ctx. A pass is one command buffer, one submit and one readback: the last token's
-// logits, which the engine's sampler then reads.
-import { EngineError } from '../errors.js';
+// logits, which the engine's sampler then reads, or for a score pass its rows of logits, which the engine scores.
 
 // engine/model/forward_ops.h, field by field
 const COMMAND_INTS = 11;
@@ -22,21 +21,22 @@ export class GpuSession {
   #buffers;
   #bound;  // bound kernels, each made once: per layer, and the embedding and head parts
   #readback;  // (n_vocab) f32, mappable: the last token's logits
+  #rowsReadback = null;  // (batchRows, n_vocab) f32, mappable: a score pass's rows of logits, once score() has run
+  #batchRows;
   #logitsBytes;
-  #makeScorer;
-  #scorer = null;  // the CPU session score() runs on, once it has run
   counters = { passes: 0, dispatches: 0, submits: 0, readbackBytes: 0 };  // since the session began
 
   // recording: an EngineSession made with { recording: true }; gpu: the model's GPU resources; batchRows: the
-  // engine's chunk of rows (EngineSession.batchRows); makeScorer: -> a CPU EngineSession of the same weights
-  constructor(recording, gpu, config, batchRows, makeScorer) {
+  // engine's chunk of rows (EngineSession.batchRows)
+  constructor(recording, gpu, config, batchRows) {
     this.#recording = recording;
-    this.#makeScorer = makeScorer;
+    this.#batchRows = batchRows;
     this.#gpu = gpu;
     this.#config = config;
+    this.#logitsBytes = config.n_vocab * 4;
+    if (gpu.lost) return;  // every pass runs on the CPU
     this.#buffers = createBuffers(gpu.device, config, batchRows);
     this.#bound = bindKernels(gpu.kernels, gpu.weights, this.#buffers, config);
-    this.#logitsBytes = config.n_vocab * 4;
     this.#readback = gpu.device.createBuffer({ label: 'logits readback', size: this.#logitsBytes, usage: MAP_READ });
   }
 
@@ -87,11 +87,15 @@ export class GpuSession {
     this.#recording.reset();
   }
 
-  // Scores run on the CPU engine, over the same weights (which stay in the heap); the GPU session's window is
-  // left as it was.
-  score(ids, topK = 0) {
-    this.#scorer ??= this.#makeScorer();
-    return this.#scorer.score(ids, topK);
+  // EngineSession.score with each pass on the GPU: the engine keeps the windows and scores the rows of logits
+  // each pass reads back (Session::begin_score). The window is then the last window scored, its cache on the GPU.
+  async score(ids, topK = 0) {
+    this.#recording.beginScore(ids, topK);
+    while (this.#recording.feedScorePass()) {
+      await this.#runPass();
+      this.#recording.scoreFedPass();
+    }
+    return this.#recording.scoreResult();
   }
 
   // The last fed position's logits as the GPU computed them (Float32Array over the heap: read it before the next
@@ -102,10 +106,11 @@ export class GpuSession {
 
   dispose() {
     this.#recording.dispose();
-    this.#scorer?.dispose();
+    if (!this.#buffers) return;
     for (const buffer of Object.values(this.#buffers)) if (buffer.destroy) buffer.destroy();
     for (const buffer of [...this.#buffers.keyCache, ...this.#buffers.valueCache]) buffer.destroy();
     this.#readback.destroy();
+    this.#rowsReadback?.destroy();
   }
 
   // 'webgpu', or 'wasm' once the GPU was lost and the session went on on the CPU (deviceLost then says why)
@@ -117,19 +122,24 @@ export class GpuSession {
     return this.#gpu.lost;
   }
 
-  // A lost GPU (a driver reset, GPUDevice.destroy()) does not end the generation: the engine runs the pass on the
-  // CPU from the same window, the sampler keeps its state, and so a seeded run goes on with the text it would have
-  // had on the CPU from the start.
+  // A lost GPU (a driver reset, GPUDevice.destroy()) does not end the generation: the pass runs on the CPU
+  // (EngineSession.runOnCpu) from the same window, with the weights loaded again if the heap had let them go; the
+  // sampler keeps its state, and so a seeded run goes on with the text it would have had on the CPU from the start.
   async #runAndSample() {
+    await this.#runPass();
+    return this.#recording.checkedCall((session) => session.sample(), (token) => token < 0);
+  }
+
+  async #runPass() {
     if (!this.#gpu.lost) {
       try {
         await this.#runOnGpu();
+        return;
       } catch (error) {
         if (!(await this.#gpu.whenLost())) throw error;
       }
     }
-    if (this.#gpu.lost) this.#recording.checkedCall((session) => session.runOnCpu(), (ran) => !ran);
-    return this.#recording.checkedCall((session) => session.sample(), (token) => token < 0);
+    this.#recording.runOnCpu(await this.#gpu.cpuModel());
   }
 
   async #runOnGpu() {
@@ -138,33 +148,52 @@ export class GpuSession {
     const window = this.#recording.call((session) => session.window());
     device.queue.writeBuffer(this.#buffers.tokens, 0, window);
     const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass();
+    let pass = encoder.beginComputePass();
     kernels.beginRun();
-    let lastLogitsRow = -1;
+    let lastLogitsRow = -1;  // the row of the last token's logits, when the pass computes them
+    let passRows = 0;  // the rows of every-row logits the pass computes
     for (let i = 0; i < commands.length; i += COMMAND_INTS) {
-      const row = this.#encode(pass, commands.subarray(i, i + COMMAND_INTS));
-      if (row >= 0) lastLogitsRow = row;
+      const head = this.#encode(pass, commands.subarray(i, i + COMMAND_INTS));
+      if (head?.passRow >= 0) {  // rows of the pass's logits: copied out before the next chunk overwrites them
+        pass.end();
+        encoder.copyBufferToBuffer(this.#buffers.logits, head.row0 * this.#logitsBytes, this.#rowsReadbackBuffer(),
+          head.passRow * this.#logitsBytes, head.n * this.#logitsBytes);
+        passRows = Math.max(passRows, head.passRow + head.n);
+        pass = encoder.beginComputePass();
+      } else if (head) lastLogitsRow = head.row0 + head.n - 1;
     }
     pass.end();
     kernels.endRun();
-    encoder.copyBufferToBuffer(this.#buffers.logits, lastLogitsRow * this.#logitsBytes, this.#readback, 0, this.#logitsBytes);
+    if (lastLogitsRow >= 0) encoder.copyBufferToBuffer(this.#buffers.logits, lastLogitsRow * this.#logitsBytes, this.#readback, 0, this.#logitsBytes);
     device.queue.submit([encoder.finish()]);
     this.counters.passes++;
     this.counters.submits++;
-    this.counters.readbackBytes += this.#logitsBytes;
-    await this.#readback.mapAsync(GPU_MAP_READ);
-    const logits = new Float32Array(this.#readback.getMappedRange());
-    // a heap view taken now: one taken before the wait could have been detached by a memory growth in between
-    this.#recording.call((session) => session.hostLogits().set(logits));
-    this.#readback.unmap();
+    if (lastLogitsRow >= 0) await this.#readInto(this.#readback, this.#logitsBytes, (session) => session.hostLogits());
+    if (passRows > 0) await this.#readInto(this.#rowsReadback, passRows * this.#logitsBytes, (session) => session.allLogits());
   }
 
-  // Encodes one command; -> the logits row a head writes, else -1.
+  // Copies the first bytes of a mapped readback buffer into the heap view target(session) gives.
+  async #readInto(buffer, bytes, target) {
+    this.counters.readbackBytes += bytes;
+    await buffer.mapAsync(GPU_MAP_READ, 0, bytes);
+    const values = new Float32Array(buffer.getMappedRange(0, bytes));
+    // a heap view taken now: one taken before the wait could have been detached by a memory growth in between
+    this.#recording.call((session) => target(session).set(values));
+    buffer.unmap();
+  }
+
+  #rowsReadbackBuffer() {
+    this.#rowsReadback ??= this.#gpu.device.createBuffer({ label: 'rows of logits readback', size: this.#batchRows * this.#logitsBytes, usage: MAP_READ });
+    return this.#rowsReadback;
+  }
+
+  // Encodes one command; -> for a head, the rows of logits it writes { row0, n, passRow: their first row in the
+  // pass's logits, or -1 for the last token's }, else null.
   #encode(pass, command) {
     const [op, layer, which, out, input, epilogue, row0, n, pos0, tokenOffset, logitsRow] = command;
     const { n_embd: C, n_head: nHead, n_ctx: nCtx, layer_norm_epsilon: eps } = this.#config;
     const bound = layer >= 0 ? this.#bound.layers[layer] : this.#bound.head;
-    if (logitsRow >= 0) throw new EngineError({ kind: 'input', message: 'the GPU session reads back the last token\'s logits only' });
+    if (logitsRow >= 0 && logitsRow + n > this.#batchRows) throw new Error(`a pass writes logits row ${logitsRow + n - 1}, the GPU reads back ${this.#batchRows}`);
     this.counters.dispatches++;
     switch (op) {
       case OP.embed:
@@ -172,10 +201,10 @@ export class GpuSession {
           part.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: k === 0 ? 1 : 0, format });
         });
         this.counters.dispatches += this.#bound.embed.length - 1;
-        return -1;
+        return null;
       case OP.layernorm:
         bound[NORMS[which]].encode(pass, { n, C, eps, rowOffset: row0 });
-        return -1;
+        return null;
       case OP.linear: {
         const matrix = bound[MATRICES[which]];
         const target = ACTIVATIONS[out];
@@ -187,14 +216,14 @@ export class GpuSession {
           });
         });
         this.counters.dispatches += matrix.parts.length - 1;
-        return target === 'logits' ? row0 + n - 1 : -1;
+        return target === 'logits' ? { row0, n, passRow: logitsRow } : null;
       }
       case OP.storeKv:
         bound.storeKv.encode(pass, { n, C, nHead, nCtx, layer: 0, pos0 });
-        return -1;
+        return null;
       case OP.attention:
         bound.attention.encode(pass, { n, C, nHead, nCtx, layer: 0, pos0 });
-        return -1;
+        return null;
       default:
         throw new Error(`unknown GPU command ${op}`);
     }

@@ -14,22 +14,25 @@ import { unsupportedWeights } from '../gpu/gpu_weights.js';
 
 export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
   const choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
-  let loaded;
+  let engine, loaded;
   try {
-    const engine = await loadEngine({ threads: await resolveThreads(threads) });
+    engine = await loadEngine({ threads: await resolveThreads(threads) });
     loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
   } catch (error) {
     choice.gpu?.destroy();
     throw error;
   }
   const { model, tokenizer } = loaded;
-  const placed = await placeModel(model, choice, device, sourceName(source));
+  // for a GPU lost later: the weights again (from the Cache API where the download was cached)
+  const reloadOnCpu = async () => (await loadModelIntoEngine(engine, source, { weights })).model;
+  const placed = await placeModel(model, choice, device, sourceName(source), reloadOnCpu);
   return new LocalModel(placed.model, tokenizer, placed);
 }
 
 // The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
 // A model the GPU cannot run goes to the CPU under 'auto' (deviceReason says why) and is an error under 'webgpu'.
-async function placeModel(model, choice, requested, name) {
+// One that stays on the GPU lets the heap's copy of its weights go; reloadOnCpu() loads them again if the GPU is lost.
+async function placeModel(model, choice, requested, name, reloadOnCpu) {
   const { adapterInfo = null } = choice;
   if (choice.device === 'wasm') {
     return { model, device: 'wasm', adapterInfo, deviceReason: requested === 'wasm' ? null : choice.reason };
@@ -39,10 +42,12 @@ async function placeModel(model, choice, requested, name) {
     let gpuModel = null;
     try {
       gpuModel = await openGpuModel(model, choice.gpu, adapterInfo, name);
-      if (requested === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
-      const probe = await probeFasterDevice(gpuModel, model, adapterInfo);
-      if (probe.device === 'webgpu') return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
-      return { model: gpuModel.releaseGpu(), device: 'wasm', adapterInfo, deviceReason: probeReason(probe) };
+      const probe = requested === 'webgpu' ? null : await probeFasterDevice(gpuModel, model, adapterInfo);
+      if (probe && probe.device !== 'webgpu') {
+        return { model: gpuModel.releaseGpu(), device: 'wasm', adapterInfo, deviceReason: probeReason(probe) };
+      }
+      gpuModel.releaseHeapWeights(reloadOnCpu);
+      return { model: gpuModel, device: 'webgpu', adapterInfo, deviceReason: null };
     } catch (error) {
       if (gpuModel) gpuModel.releaseGpu();
       reason = error.message;
