@@ -202,6 +202,11 @@ bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format);
 //  - when step() would need position n_ctx, the newest n_ctx/2 tokens of the window (the new one included) are
 //    kept, the cache is reset and those tokens are re-prefilled, then generation continues.
 // So a position never exceeds n_ctx - 1 (wpe is never indexed past its end).
+// Speculative decoding's next draft length from how the last draft fared (Hugging Face's heuristic for its
+// assistant models): two more tokens after a draft accepted whole, one fewer after a rejection, within
+// [1, max_tokens]; a step that drafted nothing leaves it as it is.
+int next_draft_length(int length, int drafted, int accepted, int max_tokens);
+
 class Session {
    public:
     // nullptr + *error on failure: for lack of memory (ErrorKind::memory), or a model whose weights were released
@@ -235,6 +240,21 @@ class Session {
     int reused_tokens() const { return reused_tokens_; }
     // Feeds one token, returns the sampled next token id, or -1 and error() set.
     int step(int32_t id);
+    // Speculative decoding's verification, step() for several tokens in one batched pass: feeds id and then the
+    // drafted tokens draft[0..k), samples at each fed position in order as step() would, and stops at the first
+    // sample that is not the next drafted token. Writes those samples to out (room for k + 1) and returns how many
+    // (m + 1 >= 1), or -1 and error() set: out[i] == draft[i] for i < m (accepted, and fed), out[m] the model's
+    // own token after them (not fed, as step()'s result). The positions of the rejected drafts are rolled back. The
+    // tokens and the sampler's state are bit-identical to m + 1 calls of step() (a row of a batched pass has a
+    // step's logits, and each sample is the same draw), so speculation never changes the text. k is cut to the
+    // window's room and to kMaxDraftTokens; an uncached session, and a full window (which slides), verify none.
+    static constexpr int kMaxDraftTokens = 16;
+    int step_draft(int32_t id, const int32_t* draft, int k, int32_t* out);
+    // Drafts from the context itself (prompt lookup): with id appended to the window, the tokens that followed the
+    // latest earlier occurrence of its last n tokens, for n from kLookupMaxNgram down to kLookupMinNgram, at most
+    // max_draft of them into draft. -> how many (0 when no such n-gram occurred before).
+    static constexpr int kLookupMaxNgram = 3, kLookupMinNgram = 2;
+    int lookup_draft(int32_t id, int max_draft, int32_t* draft) const;
     // The feeding halves of step() and of prefill() / prefill_reusing() (reuse): everything but the sampling, so
     // step(id) is feed_step(id) then sample(). false and error() set when the ids cannot be fed.
     bool feed_step(int32_t id);
@@ -322,6 +342,7 @@ class Session {
     int n_cached_ = 0;
     int reused_tokens_ = 0;
     std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
+    std::unique_ptr<float[]> draft_logits_;  // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
     ScoreRun score_run_;
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;

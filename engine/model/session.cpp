@@ -300,6 +300,77 @@ bool Session::feed_step(int32_t id) {
     return true;
 }
 
+int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    if (refuse_recording("step_draft")) return -1;
+    if (k < 0 || (k > 0 && !draft)) {
+        error_kind_ = ErrorKind::input;
+        error_ = "step_draft: " + std::to_string(k) + " drafted tokens";
+        return -1;
+    }
+    if (!check_ids(&id, 1) || !check_ids(draft, size_t(k))) return -1;
+    const Config& c = model_->config();
+    k = std::min({k, kMaxDraftTokens, c.n_ctx - n_cached_ - 1});
+    if (!use_kv_cache_ || k <= 0) {
+        const int next = step(id);
+        if (next >= 0) out[0] = next;
+        return next < 0 ? -1 : 1;
+    }
+    const size_t V = size_t(c.n_vocab);
+    if (!draft_logits_) {
+        draft_logits_.reset(new (std::nothrow) float[size_t(kMaxDraftTokens + 1) * V]);
+        if (!draft_logits_) {
+            error_kind_ = ErrorKind::memory;
+            error_ = "out of memory: need " + std::to_string(size_t(kMaxDraftTokens + 1) * V * sizeof(float)) +
+                     " bytes for the drafts' logits";
+            return -1;
+        }
+    }
+    int32_t* tokens = state_->tokens;
+    const int pos0 = n_cached_;
+    tokens[pos0] = id;
+    std::memcpy(tokens + pos0 + 1, draft, sizeof(int32_t) * size_t(k));
+    forward(*model_, state_.get(), tokens + pos0, k + 1, pos0, draft_logits_.get());
+    for (int i = 0; i <= k; i++) {
+        // position pos0 + i, fed: its logits, sampled over the window up to it as step() samples
+        n_cached_ = pos0 + i + 1;
+        const float* row = draft_logits_.get() + size_t(i) * V;
+        std::memcpy(state_->logits, row, sizeof(float) * V);
+        const int next = sample();
+        if (next < 0) return -1;
+        out[i] = next;
+        if (i == k || next != draft[i]) return i + 1;
+    }
+    return k + 1;  // not reached: the last row always returns
+}
+
+int Session::lookup_draft(int32_t id, int max_draft, int32_t* draft) const {
+    const int32_t* window = state_->tokens;
+    const int n = n_cached_ + 1;  // the context: the window, then id
+    auto at = [&](int i) { return i == n_cached_ ? id : window[i]; };
+    for (int size = std::min(kLookupMaxNgram, n - 1); size >= kLookupMinNgram; size--) {
+        // the latest start s < n - size of the context's last `size` tokens
+        for (int s = n - size - 1; s >= 0; s--) {
+            int j = 0;
+            while (j < size && at(s + j) == at(n - size + j)) j++;
+            if (j < size) continue;
+            int count = 0;
+            while (count < max_draft && s + size + count < n) {
+                draft[count] = at(s + size + count);
+                count++;
+            }
+            if (count > 0) return count;
+        }
+    }
+    return 0;
+}
+
+int next_draft_length(int length, int drafted, int accepted, int max_tokens) {
+    if (drafted > 0) length = accepted == drafted ? length + 2 : length - 1;
+    return std::max(1, std::min(length, max_tokens));
+}
+
 int Session::sample() {
     error_.clear();
     error_kind_ = ErrorKind::none;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <string>
 
 #include "gpt2.h"
 #include "test_util.h"
@@ -136,4 +137,30 @@ TEST(Session, NoMallocPerTokenInARecordingSession) {
     }
     EXPECT_GE(next, 0) << session->error();
     EXPECT_EQ(g_engine_mallocs - before, 0) << "recording a pass allocated";
+}
+
+TEST(Session, NoMallocPerTokenWhenVerifyingDrafts) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 30;  // slides the window below
+    auto model = gpt2_test::make_model(spec);
+    ASSERT_TRUE(model);
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+        std::string error;
+        auto session = gpt2::Session::create(*model, true, kv, &error);
+        ASSERT_TRUE(session) << error;
+        const int32_t prompt[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+        int32_t draft[gpt2::Session::kMaxDraftTokens] = {}, out[gpt2::Session::kMaxDraftTokens + 1];
+        int next = session->prefill(prompt, 8);
+        draft[0] = 5;
+        ASSERT_GE(session->step_draft(next, draft, 1, out), 1);  // the first verification allocates its logits
+        next = out[0];
+        const long before = g_engine_mallocs;
+        for (int i = 0; i < 60; i++) {
+            const int k = session->lookup_draft(next, 8, draft);
+            const int got = session->step_draft(next, draft, k == 0 ? 3 : k, out);  // wrong drafts when none
+            ASSERT_GE(got, 1) << session->error();
+            next = out[got - 1];
+        }
+        EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
+    }
 }
