@@ -250,6 +250,9 @@ class Session {
     // window's room and to kMaxDraftTokens; an uncached session, and a full window (which slides), verify none.
     static constexpr int kMaxDraftTokens = 16;
     int step_draft(int32_t id, const int32_t* draft, int k, int32_t* out);
+    // (n_vocab) the logits out[i] of the last step_draft() was sampled from (i < its count), valid until the next
+    // call that feeds; null out of range. The last one is logits().
+    const float* verified_logits(int i) const;
     // Drafts from the context itself (prompt lookup): with id appended to the window, the tokens that followed the
     // latest earlier occurrence of its last n tokens, for n from kLookupMaxNgram down to kLookupMinNgram, at most
     // max_draft of them into draft. -> how many (0 when no such n-gram occurred before).
@@ -343,6 +346,7 @@ class Session {
     int reused_tokens_ = 0;
     std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
     std::unique_ptr<float[]> draft_logits_;  // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
+    int verified_rows_ = 0;                  // rows of draft_logits_ the last step_draft() sampled from
     ScoreRun score_run_;
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;

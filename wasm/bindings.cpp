@@ -327,8 +327,32 @@ val WasmSession::score_result() {
 // temperature 1, no penalty): { probability: p(token), 0 for a token outside the vocabulary, alternatives:
 // [{ token, probability }] } with the top_k likeliest tokens, likeliest first; or null when nothing has been fed
 // or the logits are not finite (error() then holds the failure of the call that produced them).
-val WasmSession::distribution(int32_t token, int top_k) {
-    if (!session_ || session_->n_cached() == 0) return val::null();
+val WasmSession::step_draft(int32_t id, const val& draft) {
+    if (!session_) return val::null();
+    int32_t drafted[gpt2::Session::kMaxDraftTokens], out[gpt2::Session::kMaxDraftTokens + 1];
+    const int k = std::min(draft["length"].as<int>(), gpt2::Session::kMaxDraftTokens);
+    for (int i = 0; i < k; i++) drafted[i] = draft[i].as<int32_t>();
+    const int n = session_->step_draft(id, drafted, k, out);
+    if (n < 0) return val::null();
+    val tokens = val::array();
+    for (int i = 0; i < n; i++) tokens.set(i, out[i]);
+    return tokens;
+}
+
+val WasmSession::lookup_draft(int32_t id, int max_draft) const {
+    int32_t draft[gpt2::Session::kMaxDraftTokens];
+    const int n = session_ ? session_->lookup_draft(id, std::clamp(max_draft, 0, gpt2::Session::kMaxDraftTokens), draft)
+                           : 0;
+    val tokens = val::array();
+    for (int i = 0; i < n; i++) tokens.set(i, draft[i]);
+    return tokens;
+}
+
+val WasmSession::distribution(int32_t token, int top_k, int row) {
+    const float* logits = !session_ || session_->n_cached() == 0 ? nullptr
+                          : row < 0                              ? session_->logits()
+                                                                 : session_->verified_logits(row);
+    if (!logits) return val::null();
     const int n_vocab = int(n_vocab_), k = std::clamp(top_k, 0, n_vocab);
     const bool in_vocabulary = token >= 0 && token < n_vocab;
     gpt2::TokenScore score{};
@@ -340,8 +364,7 @@ val WasmSession::distribution(int32_t token, int top_k) {
                                                             " bytes for the alternatives");
         return val::null();
     }
-    if (!gpt2::score_logits(session_->logits(), n_vocab, token, k, in_vocabulary ? &score : nullptr,
-                            alternatives.get()))
+    if (!gpt2::score_logits(logits, n_vocab, token, k, in_vocabulary ? &score : nullptr, alternatives.get()))
         return val::null();
     val out = val::object();
     out.set("probability", in_vocabulary ? std::exp(score.logprob) : 0.0);
@@ -441,12 +464,15 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("scoreResult", &WasmSession::score_result)
         .function("allLogits", &WasmSession::all_logits)
         .function("distribution", &WasmSession::distribution)
+        .function("stepDraft", &WasmSession::step_draft)
+        .function("lookupDraft", &WasmSession::lookup_draft)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes)
         .function("kvCache", &WasmSession::kv_cache);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
+    emscripten::function("nextDraftLength", &gpt2::next_draft_length);
     emscripten::function("heapBytes", &heap_bytes);
 
 #ifdef GPT2_WASM_TESTING

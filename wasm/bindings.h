@@ -132,6 +132,11 @@ class WasmSession {
     int prefill(const emscripten::val& ids);
     int reused_tokens() const { return session_ ? session_->reused_tokens() : 0; }
     int step(int32_t id) { return session_ ? session_->step(id) : -1; }
+    // gpt2::Session::step_draft: feeds id and verifies draft (an Array of at most kMaxDraftTokens ids) -> Array of
+    // the sampled tokens (the accepted drafts, then the model's own), or null (error() says why).
+    emscripten::val step_draft(int32_t id, const emscripten::val& draft);
+    // gpt2::Session::lookup_draft -> Array of at most max_draft drafted ids (prompt lookup after id)
+    emscripten::val lookup_draft(int32_t id, int max_draft) const;
     // A recording session's halves of prefill and step (the host runs the commands in between, then sample()).
     bool feed_prompt(const emscripten::val& ids, bool reuse);
     bool feed_step(int32_t id) { return session_ && session_->feed_step(id); }
@@ -161,7 +166,9 @@ class WasmSession {
     int feed_score_pass() { return session_ ? session_->feed_score_pass() : -1; }
     bool score_fed_pass() { return session_ && session_->score_fed_pass(); }
     emscripten::val score_result();
-    emscripten::val distribution(int32_t token, int top_k);
+    // The model's distribution where token was sampled: at the last fed position (row -1), or at row i of the last
+    // step_draft() (gpt2::Session::verified_logits).
+    emscripten::val distribution(int32_t token, int top_k, int row);
     void reset() {
         if (session_) session_->reset();
     }

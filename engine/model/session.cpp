@@ -312,6 +312,7 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     if (!check_ids(&id, 1) || !check_ids(draft, size_t(k))) return -1;
     const Config& c = model_->config();
     k = std::min({k, kMaxDraftTokens, c.n_ctx - n_cached_ - 1});
+    verified_rows_ = 0;
     if (!use_kv_cache_ || k <= 0) {
         const int next = step(id);
         if (next >= 0) out[0] = next;
@@ -340,9 +341,15 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
         const int next = sample();
         if (next < 0) return -1;
         out[i] = next;
+        verified_rows_ = i + 1;
         if (i == k || next != draft[i]) return i + 1;
     }
     return k + 1;  // not reached: the last row always returns
+}
+
+const float* Session::verified_logits(int i) const {
+    if (i == 0 && verified_rows_ == 0) return logits();  // a step_draft() that verified no draft: step()'s
+    return i >= 0 && i < verified_rows_ ? draft_logits_.get() + size_t(i) * size_t(model_->config().n_vocab) : nullptr;
 }
 
 int Session::lookup_draft(int32_t id, int max_draft, int32_t* draft) const {

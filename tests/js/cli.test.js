@@ -113,6 +113,15 @@ describe('flags', () => {
     expect(stdout).toBe(`${await apiText('ROMEO:', options, { weights: 'int8', device: 'wasm' })}\n`);
   });
 
+  test('--speculative lookup prints the text it gives without, and the stats say how many drafted tokens were kept', async () => {
+    const args = ['-n', '48', '--temperature', '0', '--ignore-eos', 'ROMEO:\nBut soft, what light through yonder window breaks?\nROMEO:\nBut soft,'];
+    const plain = await cli(args);
+    const speculated = await cli(['--speculative', 'lookup', '--max-draft-tokens', '6', ...args]);
+    expect(speculated.stdout).toBe(plain.stdout);
+    expect(speculated.stderr).toMatch(/; [1-9]\d* of [1-9]\d* drafted tokens accepted; /);
+    expect(plain.stderr).not.toMatch(/drafted/);
+  });
+
   test('each --stop ends the text before it', async () => {
     const args = ['-n', '40', '--temperature', '0', 'ROMEO:'];
     const free = (await cli(args)).stdout;
@@ -142,6 +151,9 @@ describe('flags', () => {
     [['--threads', 'many', 'p'], '--threads: expected "auto" or an integer from 1 to 256, got "many"'],
     [['--device', 'bogus', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "bogus"'],
     [['--device=GPU', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "GPU"'],
+    [['--speculative', 'draft', 'p'], '--speculative: expected "lookup", got "draft"'],
+    [['--speculative', 'lookup', '--max-draft-tokens', '17', 'p'], '--max-draft-tokens: expected an integer in [1, 16], got "17"'],
+    [['--max-draft-tokens', '4', 'p'], '--max-draft-tokens needs --speculative'],
     [['p', '-n'], '-n: missing value'],
     [['--no-cache=yes', 'p'], '--no-cache: takes no value, got "yes"'],
     [['-ROMEO'], 'unknown option -R (a prompt that starts with - goes after --)'],

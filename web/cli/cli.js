@@ -38,6 +38,7 @@ function formatStats(stats, model) {
   return (
     `\n[${stats.promptTokens} prompt tokens (${stats.reusedTokens} reused), prefill ${stats.prefillMs.toFixed(1)} ms; ` +
     `${stats.generatedTokens} generated, ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s; ` +
+    (stats.draftedTokens > 0 ? `${stats.acceptedTokens} of ${stats.draftedTokens} drafted tokens accepted; ` : '') +
     `context ${stats.contextUsed}/${stats.contextSize}; stop: ${stats.stopReason}; ${threads} ${threads === 1 ? 'thread' : 'threads'}; ` +
     `device: ${stats.deviceLost ? `wasm (${stats.deviceLost}: the run went on on the CPU)` : formatDevice(model)}]\n`
   );

@@ -34,6 +34,9 @@ generation:
   --kv-cache int8|fp32       the KV cache's storage (default int8; with --score, fp32 gives the exact
                              log-probabilities, int8 within a few 1e-3 nats)
   --no-cache                 recompute every position at each step (no KV cache)
+  --speculative lookup       speculative decoding with drafts from the context itself (prompt lookup): the
+                             same text, several tokens per pass where the text repeats itself
+  --max-draft-tokens N       with --speculative: the most tokens drafted per step, 1..16 (default 8)
   --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
                              tokens and theirs (with --score: their logprobs after each token's line)
   -h, --help                 this help
@@ -58,6 +61,9 @@ const VALUE_FLAGS = {
   stop: { option: 'stop', parse: String, multiple: true, expected: 'a non-empty text' },  // the API's "or an array"
   'kv-cache': { option: 'kvCache', parse: String },
   'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
+  // the two fill generate's option speculative: { draft, maxDraftTokens }
+  speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), expected: '"lookup"' },
+  'max-draft-tokens': { option: 'speculative', field: 'maxDraftTokens', parse: parseNumber },
 };
 
 // parseArgs name -> what giving it sets
@@ -117,7 +123,8 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
     parsed.load[flag.load] = parsedValue;
   } else {
     if (!SCORE_OPTIONS.has(flag.option)) generateFlags.push(rawName);
-    const optionValue = flag.multiple ? [...(parsed.options[flag.option] ?? []), parsedValue] : parsedValue;
+    const optionValue = flag.multiple ? [...(parsed.options[flag.option] ?? []), parsedValue]
+      : flag.field ? { ...parsed.options[flag.option], [flag.field]: parsedValue } : parsedValue;
     checked(rawName, value, () => normalizeGenerateOptions({ [flag.option]: optionValue }), flag.expected);
     parsed.options[flag.option] = optionValue;
   }
@@ -134,7 +141,8 @@ function checked(rawName, typed, check, expected) {
   }
 }
 
-function checkMode({ interactive, score, prompt }, generateFlags) {
+function checkMode({ interactive, score, prompt, options }, generateFlags) {
+  if (options.speculative && options.speculative.draft === undefined) throw new Error('--max-draft-tokens needs --speculative');
   if (interactive && score) throw new Error('-i and --score cannot be combined');
   if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
   if (score && generateFlags.length > 0) throw new Error(`--score takes no generation options, got ${generateFlags.join(', ')}`);

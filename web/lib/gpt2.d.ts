@@ -122,6 +122,15 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** an integer >= 0: gives each piece its probability and this many likeliest alternatives; 0 */
   topAlternatives?: number;
+  /** speculative decoding: drafted tokens verified several per pass, the text unchanged; off when absent */
+  speculative?: SpeculativeOptions;
+}
+
+export interface SpeculativeOptions {
+  /** where drafts come from: 'prompt-lookup', n-grams of the context itself; 'prompt-lookup' */
+  draft?: 'prompt-lookup';
+  /** the most tokens drafted per step, in [1, 16]; the length adapts to the acceptance below it; 8 */
+  maxDraftTokens?: number;
 }
 
 export type StopReason = 'eos' | 'stop' | 'length' | 'abort' | 'error';
@@ -163,6 +172,10 @@ export interface GenerationStats {
   device: 'webgpu' | 'wasm' | null;
   /** why the GPU was lost, if it was during this run; else null */
   deviceLost: string | null;
+  /** speculative decoding: tokens drafted and verified */
+  draftedTokens: number;
+  /** of the drafted tokens, those the model's own tokens matched: each one a pass saved */
+  acceptedTokens: number;
   /** null until finished */
   stopReason: StopReason | null;
 }

@@ -222,6 +222,26 @@ export class EngineSession extends EngineObject {
     return this.checkedCall((session) => session.step(id), (token) => token < 0);
   }
 
+  // Speculative decoding (engine/gpt2.h Session::step_draft): feeds id and verifies the drafted ids in one batched
+  // pass -> the sampled tokens, the accepted drafts and then the model's own (at least one), as step() one at a
+  // time would give them.
+  stepDraft(id, draft) {
+    checkTokenId(id);
+    for (const token of draft) checkTokenId(token);
+    return this.checkedCall((session) => session.stepDraft(id, draft), (tokens) => tokens === null);
+  }
+
+  // Prompt lookup's draft after id (Session::lookup_draft): at most maxDraft ids, [] when the context gives none.
+  lookupDraft(id, maxDraft) {
+    checkTokenId(id);
+    return this.call((session) => session.lookupDraft(id, maxDraft));
+  }
+
+  // The next draft length after drafted tokens of which accepted were kept (gpt2::next_draft_length), at most max.
+  nextDraftLength(length, drafted, accepted, max) {
+    return this.engine.call((module) => module.nextDraftLength(length, drafted, accepted, max));
+  }
+
   // Testing build only: Float32Array of the last fed position's raw logits, over the heap: read it before the
   // next call.
   logits() {
@@ -229,9 +249,10 @@ export class EngineSession extends EngineObject {
   }
 
   // { probability, alternatives: [{ token, probability }] (the topK likeliest; all of them for a topK of
-  // vocabSize or more) } under softmax(logits) of the last fed position.
-  distribution(token, topK = 0) {
-    return this.call((session) => session.distribution(token, Math.min(topK, this.#vocabSize)));
+  // vocabSize or more) } under softmax(logits) of the last fed position, or (row >= 0) of the position that
+  // sampled the row-th token of the last stepDraft.
+  distribution(token, topK = 0, row = -1) {
+    return this.call((session) => session.distribution(token, Math.min(topK, this.#vocabSize), row));
   }
 
   reset() {

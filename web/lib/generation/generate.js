@@ -1,7 +1,8 @@
 // The generation loop over an engine session and a tokenizer: encode the prompt, prefill (keeping what the
 // session's window has in common with it: KV-cache reuse between calls, see SessionPool), then one step per
 // token, streaming decoded text (never half a character), holding back text that may be the start of a stop
-// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal. Used by
+// string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal; with `speculative`, several
+// tokens per step where drafts are verified (the same tokens, fewer passes). Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 
 const DEFAULT_OPTIONS = Object.freeze({
@@ -17,7 +18,15 @@ const DEFAULT_OPTIONS = Object.freeze({
   kvCache: 'int8',  // the KV cache's storage: 'int8' (a quarter of the bytes) or 'fp32'
   signal: undefined,
   topAlternatives: 0,
+  speculative: undefined,  // { draft: 'prompt-lookup', maxDraftTokens }: speculative decoding, off when undefined
 });
+
+// Speculative decoding's drafts: at most this many per step (engine/gpt2.h Session::kMaxDraftTokens), and the
+// length a run starts with before it adapts (Session::next_draft_length).
+export const MAX_DRAFT_TOKENS = 16;
+const FIRST_DRAFT_LENGTH = 4;
+const DEFAULT_MAX_DRAFT_TOKENS = 8;
+const DRAFT_SOURCES = ['prompt-lookup'];
 
 // Checks and completes generate() options; throws an Error naming the offending option.
 export function normalizeGenerateOptions(options = {}) {
@@ -50,7 +59,26 @@ export function normalizeGenerateOptions(options = {}) {
   if (o.kvCache !== 'int8' && o.kvCache !== 'fp32') fail('kvCache', '"int8" or "fp32"');
   if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
+  if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
   return o;
+}
+
+// speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context), maxDraftTokens (1..16, default 8) }
+function normalizeSpeculative(speculative) {
+  if (speculative === null || typeof speculative !== 'object') {
+    throw new RangeError(`generate: option speculative must be an object { draft, maxDraftTokens }, got ${describeValue(speculative)}`);
+  }
+  for (const name of Object.keys(speculative)) {
+    if (name !== 'draft' && name !== 'maxDraftTokens') throw new TypeError(`generate: unknown option "speculative.${name}"`);
+  }
+  const { draft = 'prompt-lookup', maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS } = speculative;
+  if (!DRAFT_SOURCES.includes(draft)) {
+    throw new RangeError(`generate: option speculative.draft must be ${DRAFT_SOURCES.map((s) => JSON.stringify(s)).join(' or ')}, got ${describeValue(draft)}`);
+  }
+  if (!Number.isSafeInteger(maxDraftTokens) || maxDraftTokens < 1 || maxDraftTokens > MAX_DRAFT_TOKENS) {
+    throw new RangeError(`generate: option speculative.maxDraftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${describeValue(maxDraftTokens)}`);
+  }
+  return { draft, maxDraftTokens };
 }
 
 function describeValue(value) {
@@ -70,6 +98,8 @@ export function createStats(contextSize) {
     kvCache: null,  // the cache's storage, 'int8' or 'fp32'
     device: null,  // where the passes run, 'webgpu' or 'wasm'
     deviceLost: null,  // why a GPU session went on on the CPU, if its device was lost
+    draftedTokens: 0,  // speculative decoding: tokens drafted and verified
+    acceptedTokens: 0,  // of those, the ones the model's own tokens matched (each a pass saved)
     stopReason: null,  // 'eos' | 'stop' | 'length' | 'abort' | 'error' once finished
   };
 }
@@ -167,15 +197,15 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
   const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
   const ids = given.length === 0 ? [eos] : given;
   stats.promptTokens = ids.length;
-  let started = performance.now();
+  const started = performance.now();
   // a GPU session's feeds are promises (gpu_session.js); the CPU's are numbers
-  let next = await (options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids));
+  let next = { token: await (options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids)), row: -1 };
   let ms = (stats.prefillMs = performance.now() - started);
   if (options.useKVCache) stats.reusedTokens = session.reusedTokens;
-  let decodeMs = 0;
+  const decoding = new Decoding(session, options, stats);
   for (let steps = 0; ; steps++) {
     updateContextStats(stats, session);
-    if (next === eos && options.stopAtEndOfText) return 'eos';
+    if (next.token === eos && options.stopAtEndOfText) return 'eos';
     stats.generatedTokens++;
     const piece = makePiece(session, tokenizer, decoder, next, ids.length + steps, ms, options);
     const { pieces, stopped } = filter.push(piece);
@@ -184,11 +214,56 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
     if (stats.generatedTokens === options.maxNewTokens) return 'length';
     await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
     if (options.signal?.aborted) return 'abort';
-    started = performance.now();
-    next = await session.step(next);
-    ms = performance.now() - started;
-    decodeMs += ms;
-    if (decodeMs > 0) stats.decodeTokensPerSecond = ((steps + 1) * 1000) / decodeMs;
+    ({ next, ms } = await decoding.after(next.token, options.maxNewTokens - stats.generatedTokens));
+  }
+}
+
+// The tokens after the prefill's, one step() at a time, or with speculation several per verified pass: each comes
+// as { token, row } (row: where it was sampled, for its distribution: -1 the last fed position, else its row of the
+// last verification) with its share of the pass's time.
+class Decoding {
+  #session;
+  #stats;
+  #pending = [];  // tokens of the last verification not given out yet
+  #pendingMs = 0;
+  #decodeMs = 0;
+  #decoded = 0;
+  #speculation;  // { length, max }, or null: one step at a time
+
+  constructor(session, { speculative, useKVCache }, stats) {
+    this.#session = session;
+    this.#stats = stats;
+    // an uncached session has no cache to keep drafts in, a GPU session no verification of its own
+    this.#speculation = speculative && useKVCache && session.stepDraft
+      ? { length: Math.min(FIRST_DRAFT_LENGTH, speculative.maxDraftTokens), max: speculative.maxDraftTokens } : null;
+  }
+
+  // -> { next: { token, row }, ms } after token; room: how many tokens the run may still give, this one included
+  async after(token, room) {
+    if (this.#pending.length === 0) await this.#decode(token, room);
+    const next = this.#pending.shift();
+    this.#decoded++;
+    this.#decodeMs += this.#pendingMs;
+    if (this.#decodeMs > 0) this.#stats.decodeTokensPerSecond = (this.#decoded * 1000) / this.#decodeMs;
+    return { next, ms: this.#pendingMs };
+  }
+
+  async #decode(token, room) {
+    const started = performance.now();
+    const session = this.#session;
+    const speculation = this.#speculation;
+    if (!speculation) {
+      this.#pending = [{ token: await session.step(token), row: -1 }];
+    } else {
+      // no more drafts than tokens the run can still give after the model's own
+      const draft = room > 1 ? session.lookupDraft(token, Math.min(speculation.length, room - 1)) : [];
+      const tokens = session.stepDraft(token, draft);
+      this.#stats.draftedTokens += draft.length;
+      this.#stats.acceptedTokens += tokens.length - 1;
+      speculation.length = session.nextDraftLength(speculation.length, draft.length, tokens.length - 1, speculation.max);
+      this.#pending = tokens.map((id, row) => ({ token: id, row }));
+    }
+    this.#pendingMs = (performance.now() - started) / this.#pending.length;
   }
 }
 
@@ -203,10 +278,10 @@ function updateContextStats(stats, session) {
 
 // A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
 // loader allows): such an id, if sampled, has no text.
-function makePiece(session, tokenizer, decoder, token, position, ms, options) {
+function makePiece(session, tokenizer, decoder, { token, row }, position, ms, options) {
   const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position, ms };
   if (options.topAlternatives > 0) {
-    const { probability, alternatives } = session.distribution(token, options.topAlternatives);
+    const { probability, alternatives } = session.distribution(token, options.topAlternatives, row);
     piece.probability = probability;
     piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenText(tokenizer, a.token) }));
   }

@@ -1,0 +1,115 @@
+// Speculative decoding through the public API (generate's `speculative` option) on the wasm engine in Node: the
+// tokens are those of a run without it, bit for bit (engine/gpt2.h Session::step_draft verifies drafts in one
+// batched pass with step()'s logits and the sampler's own draws), for greedy and 50 seeds, both KV caches, one and
+// two threads, across a window slide, with stop strings, Continue's reuse, Stop and the pieces' distributions; and
+// prompt lookup does draft, and keep, tokens where the text repeats itself.
+import { fileURLToPath } from 'node:url';
+import { jest } from '@jest/globals';
+import { loadModel } from '../../web/lib/gpt2.js';
+
+const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+// A prompt whose continuation repeats spans of it (as quoting or editing does), and one that does not.
+const REWRITE = 'ROMEO:\nBut soft, what light through yonder window breaks?\nJULIET:\nBut soft, what light through yonder window breaks?\nROMEO:\nBut soft,';
+const PLAIN = 'First Citizen:\nBefore we proceed any further, hear me speak.';
+const SPECULATIVE = { draft: 'prompt-lookup', maxDraftTokens: 8 };
+
+jest.setTimeout(240_000);
+
+// -> { tokens, text, pieces, stats } of one run
+async function run(model, prompt, options) {
+  const generation = model.generate(prompt, { stopAtEndOfText: false, ...options });
+  const pieces = [];
+  for await (const piece of generation) pieces.push(piece);
+  return { tokens: pieces.map((p) => p.token), text: pieces.map((p) => p.text).join(''), pieces, stats: generation.stats };
+}
+
+let model;
+beforeAll(async () => {
+  model = await loadModel(BUNDLED, { threads: 1 });
+});
+afterAll(() => model?.dispose());
+
+test.each(['int8', 'fp32'])('greedy and 50 seeds give the same tokens with and without speculation (%s KV cache), and prompt lookup keeps drafted tokens', async (kvCache) => {
+  let drafted = 0;
+  let accepted = 0;
+  for (let seed = 0; seed <= 50; seed++) {
+    const prompt = seed % 2 === 0 ? REWRITE : PLAIN;
+    // seed 0: greedy; the others sample with every setting on
+    const options = seed === 0 ? { temperature: 0, maxNewTokens: 40, kvCache }
+      : { temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, seed, maxNewTokens: 24, kvCache };
+    const plain = await run(model, prompt, options);
+    const speculated = await run(model, prompt, { ...options, speculative: SPECULATIVE });
+    expect({ seed, tokens: speculated.tokens }).toEqual({ seed, tokens: plain.tokens });
+    expect(speculated.text).toBe(plain.text);
+    expect(plain.stats.draftedTokens).toBe(0);
+    drafted += speculated.stats.draftedTokens;
+    accepted += speculated.stats.acceptedTokens;
+    if (seed === 0) expect(speculated.stats.acceptedTokens).toBeGreaterThan(20);  // greedy repeats itself: drafts hold
+  }
+  console.log(`${kvCache} cache: drafted ${drafted} tokens, accepted ${accepted}`);
+  expect(accepted).toBeGreaterThan(40);
+  expect(drafted - accepted).toBeGreaterThan(20);  // rejected drafts were rolled back, and the text stayed
+});
+
+test('with two threads the speculated tokens are the single-threaded ones', async () => {
+  const threaded = await loadModel(BUNDLED, { threads: 2 });
+  try {
+    for (const seed of [0, 3, 4]) {
+      const options = { temperature: seed === 0 ? 0 : 0.8, seed, maxNewTokens: 30 };
+      const expected = await run(model, REWRITE, options);
+      const got = await run(threaded, REWRITE, { ...options, speculative: SPECULATIVE });
+      expect(got.tokens).toEqual(expected.tokens);
+      if (seed === 0) expect(got.stats.acceptedTokens).toBeGreaterThan(10);
+    }
+  } finally {
+    threaded.dispose();
+  }
+});
+
+test('across a window slide, with a stop string and the pieces\' distributions, speculation gives the same pieces', async () => {
+  const prompt = (await model.encode(REWRITE.repeat(6))).slice(0, 220);  // the 256-token window slides below
+  for (const seed of [0, 9]) {
+    const options = { temperature: seed === 0 ? 0 : 0.7, seed, maxNewTokens: 90, topAlternatives: 3 };
+    const plain = await run(model, prompt, options);
+    const speculated = await run(model, prompt, { ...options, speculative: SPECULATIVE });
+    const described = ({ pieces }) => pieces.map(({ text, token, position, probability, alternatives }) => ({ text, token, position, probability, alternatives }));
+    expect(described(speculated)).toEqual(described(plain));
+    expect(plain.stats.generatedTokens).toBe(90);
+    expect(speculated.stats.acceptedTokens).toBeGreaterThan(0);
+    // a stop string inside what one verification gave: the text ends before it all the same
+    const stop = plain.text.slice(40, 46);
+    const stopped = await run(model, prompt, { ...options, stop, speculative: SPECULATIVE });
+    const expected = await run(model, prompt, { ...options, stop });
+    expect(stopped.text).toBe(expected.text);
+    expect(stopped.stats.stopReason).toBe('stop');
+  }
+});
+
+test('Stop ends a speculated run where it is asked, and Continue reuses the cache as without speculation', async () => {
+  const ids = await model.encode(REWRITE);
+  const results = {};
+  for (const speculative of [undefined, SPECULATIVE]) {
+    const controller = new AbortController();
+    const generation = model.generate(ids, { temperature: 0, maxNewTokens: 200, stopAtEndOfText: false, signal: controller.signal, speculative });
+    const stopped = [];
+    for await (const piece of generation) {
+      stopped.push(piece.token);
+      if (stopped.length === 15) controller.abort();
+    }
+    const again = await run(model, [...ids, ...stopped], { temperature: 0, maxNewTokens: 10, speculative });
+    results[speculative ? 'speculated' : 'plain'] = { stopped, reason: generation.stats.stopReason, again: again.tokens, reused: again.stats.reusedTokens };
+  }
+  expect(results.speculated).toEqual(results.plain);
+  expect(results.plain.stopped).toHaveLength(15);
+  expect(results.plain.reason).toBe('abort');
+  expect(results.plain.reused).toBe(ids.length + 15 - 1);
+});
+
+test('the speculative option is checked, each error naming what is wrong', () => {
+  const generate = (speculative) => () => model.generate('x', { speculative });
+  expect(generate('lookup')).toThrow('generate: option speculative must be an object { draft, maxDraftTokens }, got "lookup"');
+  expect(generate({ draft: 'ngram' })).toThrow('generate: option speculative.draft must be "prompt-lookup", got "ngram"');
+  expect(generate({ maxDraftTokens: 17 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 17');
+  expect(generate({ maxDraftTokens: 0 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 0');
+  expect(generate({ draftTokens: 4 })).toThrow('generate: unknown option "speculative.draftTokens"');
+});
