@@ -44,7 +44,8 @@ test('on a 390 px screen each setting\'s help text is folded behind its disclosu
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto('/');
   const disclosures = page.locator('details.help');
-  const summaries = ['About stored models', 'About the weights', 'About the device', 'What the KV cache does', 'About KV cache storage', 'About the seed'];
+  const summaries = ['About stored models', 'About the weights', 'About the device', 'What the KV cache does', 'About KV cache storage',
+    'What speculative decoding does', 'About the seed'];
   await expect(disclosures.locator('summary')).toHaveText(summaries);
   for (const summary of summaries) {
     const disclosure = disclosures.filter({ has: page.getByText(summary, { exact: true }) });

@@ -68,6 +68,23 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
   await expect(page.getByRole('img', { name: /KV cache on: \d+ tokens.*KV cache off: \d+ tokens/ })).toBeVisible();
 });
 
+test('Speculative decoding gives the same text, greedy and seeded, and shows the drafts accepted beside the speed', async ({ page }) => {
+  await openPageWithModel(page);
+  const speculation = page.getByRole('checkbox', { name: 'Speculative decoding' });
+  await expect(speculation).not.toBeChecked();
+  for (const settings of [{ ...GREEDY, maxNewTokens: 60 }, { temperature: 0.8, topK: 40, topP: 0.95, maxNewTokens: 60, seed: 11 }]) {
+    await speculation.setChecked(false);
+    await fillSettings(page, { prompt: PROMPT, ...settings, useKVCache: true });
+    const plain = await generateText(page);
+    await expect(page.locator('#stat-drafts')).toHaveText('–');
+    await speculation.setChecked(true);
+    expect(await generateText(page)).toBe(plain);
+    if (settings.temperature === 0) await expect(page.locator('#stat-drafts')).toHaveText(/^[1-9]\d*of \d+ drafted \(\d+ %\)$/);
+  }
+  await page.reload();
+  await expect(speculation).toBeChecked();  // remembered
+});
+
 test('the KV cache storage is int8 unless fp32 is chosen: fp32 shows four times the memory and the Node API\'s fp32 text', async ({ page }) => {
   const [expectedInt8, expectedFp32] = await Promise.all([
     nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY), nodeText(BUNDLED_GGUF_FILE, PROMPT, { ...GREEDY, kvCache: 'fp32' }),

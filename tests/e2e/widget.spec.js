@@ -160,6 +160,31 @@ test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device
   expect(errors).toEqual([]);
 });
 
+test('a data-speculative="lookup" widget generates the engine\'s text and says how many drafts it kept; a bad value is the mount error', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/basic.html`);
+  await page.waitForFunction(() => window.GPT2Widget);
+  const prompt = 'ROMEO:\nWhat light';
+  const badMount = await page.evaluate((text) => {
+    document.body.insertAdjacentHTML('beforeend', `
+      <section id="speculative"><div data-gpt2-widget data-speculative="lookup" data-max-new-tokens="60" data-temperature="0"></div></section>
+      <section id="bad"><div data-gpt2-widget data-speculative="yes"></div></section>`);
+    document.querySelector('#speculative div').dataset.prompt = text;
+    window.GPT2Widget.mountAll(document.getElementById('speculative'));
+    try {
+      window.GPT2Widget.mountAll(document.getElementById('bad'));
+      return null;
+    } catch (error) {
+      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
+    }
+  }, prompt);
+  expect(badMount).toEqual({ error: 'RangeError: generate: option speculative must be an object { draft, maxDraftTokens }, got "yes"', rendered: false });
+  const widget = widgetControls(page.locator('#speculative [data-gpt2-widget]'));
+  expect(await generateAndWait(widget)).toBe(await nodeGreedyText(prompt, 60));
+  await expect(widget.status).toHaveText(/^60 tokens · \d+ tokens\/s · [1-9]\d* of \d+ drafts accepted/);
+  expect(errors).toEqual([]);
+});
+
 test('on another origin the widget is one script request: the rest is the wasm files and the model', async ({ page }) => {
   await page.goto(`${hosts.isolated.origin}/basic.html`);
   await generateAndWait(widgetControls(page.locator('gpt2-widget')));

@@ -32,6 +32,8 @@ declare namespace GPT2Widget {
     theme?: 'auto' | 'light' | 'dark';
     /** where the model runs, as loadModel's device option: 'auto' (a hardware GPU, else the CPU) */
     device?: 'auto' | 'webgpu' | 'wasm';
+    /** generate's speculative option (data-speculative="lookup": prompt-lookup drafts); off when absent */
+    speculative?: import('./gpt2.js').SpeculativeOptions;
   }
 
   interface Widget {

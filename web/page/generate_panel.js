@@ -95,6 +95,7 @@ function readGenerationOptions() {
     seed: elements.seed.value === '' ? undefined : elements.seed.valueAsNumber,
     useKVCache: elements.kvCache.checked,
     kvCache: elements.kvStorage.value,
+    speculative: elements.speculative.checked ? { draft: 'prompt-lookup' } : undefined,
   };
 }
 
@@ -141,9 +142,14 @@ const STOP_REASONS = {
 
 function showStats(stats, stopped = false) {
   if (!stats) return;
-  const { speed, prefill, reused, context, kv, stop } = elements.stats;
+  const { speed, drafts, prefill, reused, context, kv, stop } = elements.stats;
   if (Number.isFinite(stats.decodeTokensPerSecond) && stats.decodeTokensPerSecond > 0) {
     speed.textContent = stats.decodeTokensPerSecond.toFixed(1);
+  }
+  if (stats.draftedTokens > 0) {
+    const share = document.createElement('small');
+    share.textContent = `of ${stats.draftedTokens} drafted (${Math.round((100 * stats.acceptedTokens) / stats.draftedTokens)} %)`;
+    drafts.replaceChildren(String(stats.acceptedTokens), share);
   }
   if (Number.isFinite(stats.prefillMs)) {
     const promptTokens = document.createElement('small');

@@ -37,6 +37,7 @@ export const elements = {
   device: $('device'),
   kvCache: $('kv-cache'),
   kvStorage: $('kv-storage'),
+  speculative: $('speculative'),
   temperature: $('temperature'),
   topK: $('top-k'),
   topP: $('top-p'),
@@ -45,6 +46,7 @@ export const elements = {
   tooltip: $('token-tooltip'),
   stats: {
     speed: $('stat-speed'),
+    drafts: $('stat-drafts'),
     prefill: $('stat-prefill'),
     reused: $('stat-reused'),
     context: $('stat-context'),

@@ -55,7 +55,7 @@ export function showWeightsSetting() {
 
 const SETTINGS_KEY = 'gpt2-wasm.settings';
 
-export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'weights', 'device'];
+export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'speculative', 'weights', 'device'];
 
 export function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {

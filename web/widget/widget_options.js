@@ -1,5 +1,6 @@
 // The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
 import { resolveAgainstPage } from '../lib/environment.js';
+import { normalizeGenerateOptions } from '../lib/generation/generate.js';
 import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
@@ -19,8 +20,9 @@ const OPTIONS = {
   lazy: [parseBoolean, false],
   theme: [String, 'auto'],
   device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
+  speculative: [parseSpeculative, undefined],  // generate's: data-speculative="lookup" is { draft: 'prompt-lookup' }
 };
-export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'seed', 'stop'];
+export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'seed', 'stop', 'speculative'];
 const THEMES = ['auto', 'light', 'dark'];
 // The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
@@ -28,6 +30,11 @@ export const PLACEHOLDER_SELECTOR = '[data-gpt2-widget]';
 
 function parseBoolean(value) {
   return value !== 'false';
+}
+
+// "lookup": speculation with prompt-lookup drafts; anything else goes on as it is, for generate()'s check to name
+function parseSpeculative(value) {
+  return value === 'lookup' ? { draft: 'prompt-lookup' } : value;
 }
 
 // Options from data-* attributes; other data-* attributes (the host's own) are ignored.
@@ -49,6 +56,7 @@ export function completeOptions(options, defaultModelUrl) {
   const complete = Object.fromEntries(Object.entries(OPTIONS).map(([name, [, fallback]]) => [name, options[name] ?? fallback]));
   if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
   if (!DEVICES.includes(complete.device)) throw new RangeError(`GPT2Widget.mount: device must be one of ${DEVICES.join(', ')}`);
+  if (complete.speculative !== undefined) normalizeGenerateOptions({ speculative: complete.speculative });  // at mount, not at Generate
   complete.model = modelUrl(complete.model === undefined ? defaultModelUrl : resolveAgainstPage(complete.model));
   complete.prompt = String(complete.prompt);
   return complete;

@@ -250,9 +250,10 @@ function modelName(url) {
   return new URL(url).pathname.split('/').filter(Boolean).at(-1) ?? url;
 }
 
-function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens }) {
+function describeRun({ generatedTokens, decodeTokensPerSecond, stopReason, reusedTokens, draftedTokens, acceptedTokens }) {
   const speed = decodeTokensPerSecond > 0 ? ` · ${Math.round(decodeTokensPerSecond)} tokens/s` : '';
+  const drafts = draftedTokens > 0 ? ` · ${acceptedTokens} of ${draftedTokens} drafts accepted` : '';
   const stopped = stopReason === 'abort' ? ' · stopped' : '';
   const reused = reusedTokens > 0 ? ` · ${reusedTokens} reused` : '';
-  return `${generatedTokens} tokens${speed}${stopped}${reused}`;
+  return `${generatedTokens} tokens${speed}${drafts}${stopped}${reused}`;
 }
