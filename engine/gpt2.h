@@ -202,11 +202,6 @@ bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format);
 //  - when step() would need position n_ctx, the newest n_ctx/2 tokens of the window (the new one included) are
 //    kept, the cache is reset and those tokens are re-prefilled, then generation continues.
 // So a position never exceeds n_ctx - 1 (wpe is never indexed past its end).
-// Speculative decoding's next draft length from how the last draft fared (Hugging Face's heuristic for its
-// assistant models): two more tokens after a draft accepted whole, one fewer after a rejection, within
-// [1, max_tokens]; a step that drafted nothing leaves it as it is.
-int next_draft_length(int length, int drafted, int accepted, int max_tokens);
-
 class Session {
    public:
     // nullptr + *error on failure: for lack of memory (ErrorKind::memory), or a model whose weights were released

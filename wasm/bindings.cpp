@@ -472,7 +472,6 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("kvCache", &WasmSession::kv_cache);
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
-    emscripten::function("nextDraftLength", &gpt2::next_draft_length);
     emscripten::function("heapBytes", &heap_bytes);
 
 #ifdef GPT2_WASM_TESTING

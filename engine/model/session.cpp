@@ -373,11 +373,6 @@ int Session::lookup_draft(int32_t id, int max_draft, int32_t* draft) const {
     return 0;
 }
 
-int next_draft_length(int length, int drafted, int accepted, int max_tokens) {
-    if (drafted > 0) length = accepted == drafted ? length + 2 : length - 1;
-    return std::max(1, std::min(length, max_tokens));
-}
-
 int Session::sample() {
     error_.clear();
     error_kind_ = ErrorKind::none;

@@ -99,6 +99,21 @@ async function generateAndWait(widget) {
   return widget.generated.textContent();
 }
 
+// Adds a section#id with the good widget's markup and a section#bad with the bad one's, mounts the first, then the
+// second -> { error: what its mount threw, rendered: whether it drew a widget anyway }, or null if it threw nothing.
+function mountGoodThenBad(page, id, good, bad) {
+  return page.evaluate(([sectionId, goodHtml, badHtml]) => {
+    document.body.insertAdjacentHTML('beforeend', `<section id="${sectionId}">${goodHtml}</section><section id="bad">${badHtml}</section>`);
+    window.GPT2Widget.mountAll(document.getElementById(sectionId));
+    try {
+      window.GPT2Widget.mountAll(document.getElementById('bad'));
+      return null;
+    } catch (error) {
+      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
+    }
+  }, [id, good, bad]);
+}
+
 async function nodeGreedyText(prompt, maxNewTokens) {
   const model = await loadModel(BUNDLED_MODEL_FILE);
   try {
@@ -137,18 +152,8 @@ test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device
   const errors = collectErrors(page);
   await page.goto(`${hosts.plain.origin}/basic.html`);
   await page.waitForFunction(() => window.GPT2Widget);
-  const badMount = await page.evaluate(() => {
-    document.body.insertAdjacentHTML('beforeend', `
-      <section id="cpu"><div data-gpt2-widget data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="8" data-temperature="0"></div></section>
-      <section id="bad"><div data-gpt2-widget data-device="gpu"></div></section>`);
-    window.GPT2Widget.mountAll(document.getElementById('cpu'));
-    try {
-      window.GPT2Widget.mountAll(document.getElementById('bad'));
-      return null;
-    } catch (error) {
-      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
-    }
-  });
+  const badMount = await mountGoodThenBad(page, 'cpu', '<div data-gpt2-widget data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="8" data-temperature="0"></div>',
+    '<div data-gpt2-widget data-device="gpu"></div>');
   expect(badMount).toEqual({ error: 'RangeError: GPT2Widget.mount: device must be one of auto, webgpu, wasm', rendered: false });
 
   const onTheCpu = /^Ready · [\d.]+ MB of weights on the CPU \(WebAssembly\), running in your browser$/;
@@ -165,19 +170,9 @@ test('a data-speculative="lookup" widget generates the engine\'s text and says h
   await page.goto(`${hosts.plain.origin}/basic.html`);
   await page.waitForFunction(() => window.GPT2Widget);
   const prompt = 'ROMEO:\nWhat light';
-  const badMount = await page.evaluate((text) => {
-    document.body.insertAdjacentHTML('beforeend', `
-      <section id="speculative"><div data-gpt2-widget data-speculative="lookup" data-max-new-tokens="60" data-temperature="0"></div></section>
-      <section id="bad"><div data-gpt2-widget data-speculative="yes"></div></section>`);
-    document.querySelector('#speculative div').dataset.prompt = text;
-    window.GPT2Widget.mountAll(document.getElementById('speculative'));
-    try {
-      window.GPT2Widget.mountAll(document.getElementById('bad'));
-      return null;
-    } catch (error) {
-      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
-    }
-  }, prompt);
+  const badMount = await mountGoodThenBad(page, 'speculative',
+    `<div data-gpt2-widget data-speculative="lookup" data-prompt="${prompt.replace('\n', '&#10;')}" data-max-new-tokens="60" data-temperature="0"></div>`,
+    '<div data-gpt2-widget data-speculative="yes"></div>');
   expect(badMount).toEqual({ error: 'RangeError: generate: option speculative must be an object { draft, maxDraftTokens }, got "yes"', rendered: false });
   const widget = widgetControls(page.locator('#speculative [data-gpt2-widget]'));
   expect(await generateAndWait(widget)).toBe(await nodeGreedyText(prompt, 60));

@@ -2,9 +2,10 @@
 // tokens are those of a run without it, bit for bit (engine/gpt2.h Session::step_draft verifies drafts in one
 // batched pass with step()'s logits and the sampler's own draws), for greedy and 50 seeds, both KV caches, one and
 // two threads, across a window slide, with stop strings, Continue's reuse, Stop and the pieces' distributions; and
-// prompt lookup does draft, and keep, tokens where the text repeats itself.
+// prompt lookup does draft, and keep, tokens where the text repeats itself; and how the draft length adapts.
 import { fileURLToPath } from 'node:url';
 import { jest } from '@jest/globals';
+import { DraftPolicy } from '../../web/lib/generation/draft_policy.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
@@ -47,7 +48,7 @@ test.each(['int8', 'fp32'])('greedy and 50 seeds give the same tokens with and w
     if (seed === 0) expect(speculated.stats.acceptedTokens).toBeGreaterThan(20);  // greedy repeats itself: drafts hold
   }
   console.log(`${kvCache} cache: drafted ${drafted} tokens, accepted ${accepted}`);
-  expect(accepted).toBeGreaterThan(40);
+  expect(accepted).toBeGreaterThan(25);
   expect(drafted - accepted).toBeGreaterThan(20);  // rejected drafts were rolled back, and the text stayed
 });
 
@@ -75,7 +76,7 @@ test('across a window slide, with a stop string and the pieces\' distributions, 
     const described = ({ pieces }) => pieces.map(({ text, token, position, probability, alternatives }) => ({ text, token, position, probability, alternatives }));
     expect(described(speculated)).toEqual(described(plain));
     expect(plain.stats.generatedTokens).toBe(90);
-    expect(speculated.stats.acceptedTokens).toBeGreaterThan(0);
+    if (seed === 0) expect(speculated.stats.acceptedTokens).toBeGreaterThan(0);
     // a stop string inside what one verification gave: the text ends before it all the same
     const stop = plain.text.slice(40, 46);
     const stopped = await run(model, prompt, { ...options, stop, speculative: SPECULATIVE });
@@ -112,4 +113,30 @@ test('the speculative option is checked, each error naming what is wrong', () =>
   expect(generate({ maxDraftTokens: 17 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 17');
   expect(generate({ maxDraftTokens: 0 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 0');
   expect(generate({ draftTokens: 4 })).toThrow('generate: unknown option "speculative.draftTokens"');
+});
+
+test('the draft length grows by two after a draft kept whole, shrinks by one after a rejection, and backs off after drafts that come to nothing', () => {
+  const policy = new DraftPolicy(8);
+  expect(policy.draftLength(100)).toBe(4);
+  expect(policy.draftLength(2)).toBe(2);  // no more than the run can still give
+  policy.update(4, 4);
+  expect(policy.draftLength(100)).toBe(6);
+  policy.update(6, 6);
+  policy.update(8, 8);
+  expect(policy.draftLength(100)).toBe(8);  // at most maxDraftTokens
+  policy.update(8, 3);
+  expect(policy.draftLength(100)).toBe(7);
+  policy.update(0, 0);  // nothing drafted: no evidence
+  expect(policy.draftLength(100)).toBe(7);
+  // nothing kept: skip 1 step, then 2, then 4; a kept draft resets the back-off
+  const lengths = (steps) => Array.from({ length: steps }, () => policy.draftLength(100));
+  policy.update(7, 0);
+  expect(lengths(2)).toEqual([0, 6]);
+  policy.update(6, 0);
+  expect(lengths(3)).toEqual([0, 0, 5]);
+  policy.update(5, 0);
+  expect(lengths(5)).toEqual([0, 0, 0, 0, 4]);
+  policy.update(4, 1);
+  policy.update(3, 0);
+  expect(lengths(2)).toEqual([0, 2]);
 });

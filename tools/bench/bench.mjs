@@ -49,6 +49,8 @@
 // INT8_UNCACHED_MAX_CONTEXT: the uncached runs at long contexts are most of a run's time, and fp32 covers them.
 // ort (onnxruntime-web) runs fp32, cached only, on the 124m model's export (gpt2tools.convert.export_onnx); when it was
 // not asked for explicitly and the export is missing, it is skipped with the command that creates it.
+// With the node runtime, a speculative decoding section (tools/bench/speculation_runner.mjs): prompt lookup on the
+// bundled model with real text, with and without, and the cost of verifying k = 1 … 8 drafted tokens on each model.
 // Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the shipped wasm engine (public/wasm: what
 // is timed), its testing build (build/wasm-testing: the same engine with the bandwidth probe), public/js.
 import { writeFileSync } from 'node:fs';
@@ -61,9 +63,10 @@ import { TOKENS_DIFFER } from './measure.mjs';
 import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, REPO, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, targetResults, toRecords } from './records.mjs';
-import { RUNTIMES, closeChromium, gpuAdapters } from './runtimes.mjs';
-import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, speedTable,
-  speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
+import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
+import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, speculationTables,
+  speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
+import { ensureGguf } from './gguf_files.mjs';
 
 async function main() {
   const options = parseArgs(process.argv.slice(2), Object.keys(RUNTIMES));
@@ -129,6 +132,7 @@ async function main() {
   } finally {
     await closeChromium();
   }
+  const speculation = options.runtimes.includes('node') ? await measureSpeculation(options, modelDirs, started) : null;
 
   const records = runs.flatMap((run) => run.records);
   const skipped = [...runs.flatMap(({ model, runtime, weights, result }) => result.contexts.filter((c) => c.skipped).map((c) => ({ model, runtime, weights, context: c.context, reason: c.skipped }))),
@@ -141,7 +145,7 @@ async function main() {
   const gguf = Object.fromEntries(jobs.filter((job) => job.gguf).map((job) => [relative(REPO, job.gguf.file),
     { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
   writeFileSync(join(REPO, 'bench-results.json'),
-    `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets }, null, 2)}\n`);
+    `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets, speculation }, null, 2)}\n`);
   const chromiumVersion = machine.chromium?.replace(/ built on .*/, '');
   const caption = `${machine.cpu}, ${machine.cores} cores; Node ${machine.node}${chromiumVersion ? `; ${chromiumVersion}` : ''}; ` +
     `commit ${commit()}; ${new Date().toISOString().slice(0, 10)}; load average ${machine.loadAverageAtEnd.join(' ')} at the end`;
@@ -179,6 +183,13 @@ async function main() {
   if (targets.length) {
     console.log(`## The GGUF types' speed targets (cached decode tokens/s at context ${TARGET_CONTEXT}, one thread, medians)\n\n${targetsTable(targets)}\n`);
   }
+  if (speculation) {
+    const { lookupTable, verificationTable } = speculationTables(speculation);
+    console.log(`## Speculative decoding (Node, one thread)\n\nPrompt lookup on the bundled model, end to end (prefill and ` +
+      `${speculation.lookup[0].new_tokens} new tokens), ${options.runs} pairs of runs with and without, the texts equal:\n\n${lookupTable}\n\n` +
+      `Verifying k drafted tokens in one pass (drafts the model rejects) against one step, int8 KV cache; break-even: the share ` +
+      `of the drafts that must be kept for the pass to beat the steps it replaces:\n\n${verificationTable}\n`);
+  }
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
     `Module.heapUsedBytes(); wllama: Chromium's measureUserAgentSpecificMemory() of the page and its workers; native, ` +
@@ -195,6 +206,24 @@ async function main() {
     `load average at the end ${machine.loadAverageAtEnd.join(' ')}`);
   if (failures.length > 0) throw new Error(`${failures.length} of ${jobs.length} measurements failed:\n${failures.join('\n')}`);
 }
+// Speculative decoding on the Node wasm engine (tools/bench/speculation_runner.mjs, a process each): prompt lookup on
+// the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k).
+async function measureSpeculation(options, modelDirs, started) {
+  const script = join(REPO, 'tools/bench/speculation_runner.mjs');
+  const runs = String(options.runs);
+  const log = (text) => console.error(`[speculation ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
+  const { lookup } = await runNodeScript([script, 'lookup', ensureModel('tiny'), runs], log);
+  const verification = [];
+  for (const [model, dir] of Object.entries(modelDirs)) {
+    verification.push({ model, ...await runNodeScript([script, 'verify', dir, 'int8', runs], log) });
+    if (options.weights.includes('q4_k')) {
+      const file = ensureGguf(REPO, dir, model, 'q4_k', log);
+      verification.push({ model, ...await runNodeScript([script, 'verify', file, 'q4_k', runs], log) });
+    }
+  }
+  return { lookup, verification };
+}
+
 main().catch((error) => {
   console.error(`bench: ${error.message}`);
   process.exit(1);

@@ -107,8 +107,9 @@ function runNodeWebgpu(job, plan, log, options) {
   return runNodeScript([join(REPO, 'tools/bench/node_webgpu_runner.mjs'), options.nodeWebgpu, modelSource(job), job.weights, JSON.stringify(plan)], log);
 }
 
-// Runs a runner script (arguments after node's) that prints measure.mjs's result as JSON on stdout.
-async function runNodeScript(args, log) {
+// Runs a runner script (arguments after node's) that prints its result (measure.mjs's, or speculation_runner.mjs's)
+// as JSON on stdout.
+export async function runNodeScript(args, log) {
   const script = relative(REPO, args.find((arg) => arg.endsWith('.mjs')));
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -230,3 +230,17 @@ export function threadScalingTable(runs, contexts) {
   });
   return table(['model', 'runtime', 'weights', 'threads', ...contexts.map((c) => `context ${c}`)], rows);
 }
+
+// Speculative decoding (tools/bench/speculation_runner.mjs): prompt lookup's end-to-end speed with and without, and
+// what verifying k drafted tokens costs against one step.
+export function speculationTables({ lookup, verification }) {
+  const lookupTable = table(['workload', 'sampling', 'tokens/s without', 'with prompt lookup', 'with ÷ without (median of pairs)',
+    'drafted tokens kept'], lookup.map((r) => [r.workload, r.sampling, fixed(r.tokens_per_second_off), fixed(r.tokens_per_second_on),
+    `${fixed(r.speedup, 2)}×`, `${r.accepted_tokens} of ${r.drafted_tokens}`]));
+  const ks = verification[0]?.verify_ms.map((_, i) => i + 1) ?? [];
+  const verificationTable = table(['model', 'weights', 'step ms', 'prefill ÷ decode tokens/s',
+    ...ks.map((k) => `k = ${k}: ms (÷ step), break-even`)], verification.map((r) => [r.model, r.weights, fixed(r.step_ms, 2),
+    fixed(r.prefill_tokens_per_second / r.decode_tokens_per_second, 1),
+    ...r.verify_ms.map((ms, i) => `${fixed(ms, 2)} (${fixed(ms / r.step_ms, 2)}×), ${fixed(100 * r.break_even_acceptance[i])} %`)]));
+  return { lookupTable, verificationTable };
+}

@@ -237,11 +237,6 @@ export class EngineSession extends EngineObject {
     return this.call((session) => session.lookupDraft(id, maxDraft));
   }
 
-  // The next draft length after drafted tokens of which accepted were kept (gpt2::next_draft_length), at most max.
-  nextDraftLength(length, drafted, accepted, max) {
-    return this.engine.call((module) => module.nextDraftLength(length, drafted, accepted, max));
-  }
-
   // Testing build only: Float32Array of the last fed position's raw logits, over the heap: read it before the
   // next call.
   logits() {

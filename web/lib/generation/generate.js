@@ -4,6 +4,7 @@
 // string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal; with `speculative`, several
 // tokens per step where drafts are verified (the same tokens, fewer passes). Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
+import { DraftPolicy } from './draft_policy.js';
 
 const DEFAULT_OPTIONS = Object.freeze({
   maxNewTokens: 64,
@@ -21,10 +22,9 @@ const DEFAULT_OPTIONS = Object.freeze({
   speculative: undefined,  // { draft: 'prompt-lookup', maxDraftTokens }: speculative decoding, off when undefined
 });
 
-// Speculative decoding's drafts: at most this many per step (engine/gpt2.h Session::kMaxDraftTokens), and the
-// length a run starts with before it adapts (Session::next_draft_length).
-export const MAX_DRAFT_TOKENS = 16;
-const FIRST_DRAFT_LENGTH = 4;
+// Speculative decoding's drafts: at most this many per step (engine/gpt2.h Session::kMaxDraftTokens); a run's own
+// length adapts below its maxDraftTokens (draft_policy.js).
+const MAX_DRAFT_TOKENS = 16;
 const DEFAULT_MAX_DRAFT_TOKENS = 8;
 const DRAFT_SOURCES = ['prompt-lookup'];
 
@@ -228,14 +228,13 @@ class Decoding {
   #pendingMs = 0;
   #decodeMs = 0;
   #decoded = 0;
-  #speculation;  // { length, max }, or null: one step at a time
+  #drafts;  // a DraftPolicy, or null: one step at a time
 
   constructor(session, { speculative, useKVCache }, stats) {
     this.#session = session;
     this.#stats = stats;
     // an uncached session has no cache to keep drafts in, a GPU session no verification of its own
-    this.#speculation = speculative && useKVCache && session.stepDraft
-      ? { length: Math.min(FIRST_DRAFT_LENGTH, speculative.maxDraftTokens), max: speculative.maxDraftTokens } : null;
+    this.#drafts = speculative && useKVCache && session.stepDraft ? new DraftPolicy(speculative.maxDraftTokens) : null;
   }
 
   // -> { next: { token, row }, ms } after token; room: how many tokens the run may still give, this one included
@@ -251,16 +250,16 @@ class Decoding {
   async #decode(token, room) {
     const started = performance.now();
     const session = this.#session;
-    const speculation = this.#speculation;
-    if (!speculation) {
+    // no more drafts than tokens the run can still give after the model's own
+    const length = this.#drafts?.draftLength(room - 1) ?? 0;
+    const draft = length > 0 ? session.lookupDraft(token, length) : [];
+    if (draft.length === 0) {
       this.#pending = [{ token: await session.step(token), row: -1 }];
     } else {
-      // no more drafts than tokens the run can still give after the model's own
-      const draft = room > 1 ? session.lookupDraft(token, Math.min(speculation.length, room - 1)) : [];
       const tokens = session.stepDraft(token, draft);
       this.#stats.draftedTokens += draft.length;
       this.#stats.acceptedTokens += tokens.length - 1;
-      speculation.length = session.nextDraftLength(speculation.length, draft.length, tokens.length - 1, speculation.max);
+      this.#drafts.update(draft.length, tokens.length - 1);
       this.#pending = tokens.map((id, row) => ({ token: id, row }));
     }
     this.#pendingMs = (performance.now() - started) / this.#pending.length;

@@ -1,0 +1,132 @@
+// The speculative decoding part of tools/bench/bench.mjs, in Node on the shipped wasm engine, one thread; prints
+// its result as JSON on stdout and progress on stderr.
+//
+//   node tools/bench/speculation_runner.mjs lookup MODEL_DIR RUNS
+//     prompt lookup (generate's speculative option) on the bundled model, real text: a "rewrite" prompt whose
+//     continuation repeats spans of it (a passage given twice, then the start of a third copy, as quoting or editing
+//     gives) and a plain one, each greedy and sampled; runs with and without speculation alternate, each timed end
+//     to end (prefill and decode), and their texts must be equal (TOKENS_DIFFER otherwise)
+//   node tools/bench/speculation_runner.mjs verify MODEL_DIR|FILE.gguf WEIGHTS RUNS
+//     the cost of verifying k = 1 … 8 drafted tokens (Session::step_draft, with drafts the model rejects) against one
+//     step, on a model of the GPT-2 shapes, and the prefill's speed against decode's, which bounds what a batched
+//     pass can save
+import { loadEngine } from '../../web/lib/engine/engine.js';
+import { loadModel } from '../../web/lib/gpt2.js';
+import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { TOKENS_DIFFER, median, promptIds } from './measure.mjs';
+
+const PASSAGE = 'But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.';
+const PROMPTS = {
+  rewrite: `ROMEO:\n${PASSAGE}\n\nJULIET:\n${PASSAGE}\n\nROMEO:\nBut soft,`,
+  plain: 'First Citizen:\nBefore we proceed any further, hear me speak.',
+};
+const SAMPLING = { greedy: { temperature: 0 }, sampled: { temperature: 0.8, topK: 40, topP: 0.95 } };
+const NEW_TOKENS = 64;
+const SPECULATIVE = { draft: 'prompt-lookup', maxDraftTokens: 8 };
+const MAX_VERIFIED = 8;
+const STEPS = 8;  // per run, for the step's time
+
+const [mode, ...args] = process.argv.slice(2);
+const result = mode === 'lookup' ? await measureLookup(args[0], Number(args[1]))
+  : mode === 'verify' ? await measureVerification(args[0], args[1], Number(args[2]))
+    : (() => {
+      throw new Error(`speculation_runner.mjs: unknown mode ${mode} (lookup or verify)`);
+    })();
+process.stdout.write(`${JSON.stringify(result)}\n`);
+
+async function measureLookup(dir, runs) {
+  const model = await loadModel(dir, { threads: 1 });
+  const generate = async (prompt, options) => {
+    const started = performance.now();
+    const generation = model.generate(prompt, { ...options, maxNewTokens: NEW_TOKENS, stopAtEndOfText: false });
+    let text = '';
+    for await (const piece of generation) text += piece.text;
+    const { generatedTokens, draftedTokens, acceptedTokens } = generation.stats;
+    return { text, tokensPerSecond: (generatedTokens * 1000) / (performance.now() - started), draftedTokens, acceptedTokens };
+  };
+  const results = [];
+  for (const [workload, prompt] of Object.entries(PROMPTS)) {
+    for (const [sampling, settings] of Object.entries(SAMPLING)) {
+      await generate(prompt, settings);  // warm-up
+      const off = [];
+      const on = [];
+      for (let run = 0; run < runs; run++) {
+        const options = { ...settings, seed: 1000 + run };
+        const withoutIt = () => generate(prompt, options);
+        const withIt = () => generate(prompt, { ...options, speculative: SPECULATIVE });
+        // alternating which goes first, so that neither always runs on a warmer machine
+        let plain;
+        let speculated;
+        if (run % 2 === 0) [plain, speculated] = [await withoutIt(), await withIt()];
+        else [speculated, plain] = [await withIt(), await withoutIt()];
+        if (speculated.text !== plain.text) {
+          throw new Error(`${TOKENS_DIFFER}: ${workload}, ${sampling}, seed ${1000 + run}: speculation changed the text`);
+        }
+        off.push(plain);
+        on.push(speculated);
+      }
+      const sum = (values, key) => values.reduce((total, value) => total + value[key], 0);
+      const record = {
+        workload, sampling, runs, new_tokens: NEW_TOKENS,
+        tokens_per_second_off: median(off.map((r) => r.tokensPerSecond)),
+        tokens_per_second_on: median(on.map((r) => r.tokensPerSecond)),
+        speedup: median(on.map((r, i) => r.tokensPerSecond / off[i].tokensPerSecond)),
+        drafted_tokens: sum(on, 'draftedTokens'),
+        accepted_tokens: sum(on, 'acceptedTokens'),
+      };
+      console.error(`${workload} ${sampling}: ${record.tokens_per_second_off.toFixed(0)} -> ${record.tokens_per_second_on.toFixed(0)} tokens/s, ` +
+        `${record.accepted_tokens} of ${record.drafted_tokens} drafts kept`);
+      results.push(record);
+    }
+  }
+  model.dispose();
+  return { lookup: results };
+}
+
+async function measureVerification(source, weights, runs) {
+  const engine = await loadEngine({ threads: 1 });
+  const { model } = await loadModelIntoEngine(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
+  const { config } = model;
+  const session = model.createSession({ useKVCache: true, kvCache: 'int8' });
+  session.setSampling({ temperature: 0 });
+  const time = (fn) => {
+    const started = performance.now();
+    const value = fn();
+    return { value, ms: performance.now() - started };
+  };
+  const prompt = promptIds(64, config.n_vocab);
+  session.prefill(prompt);  // warm-up
+  const prefill = [];
+  const step = [];
+  const verify = Array.from({ length: MAX_VERIFIED }, () => []);
+  let accepted = 0;
+  for (let run = 0; run < runs; run++) {
+    let { value: token, ms } = time(() => session.prefill(prompt));
+    prefill.push(ms);
+    for (let i = 0; i < STEPS; i++) {
+      ({ value: token, ms } = time(() => session.step(token)));
+      step.push(ms);
+    }
+    for (let k = 1; k <= MAX_VERIFIED; k++) {
+      // the token before the last, repeated: the model rejects it at once (almost always; counted)
+      const draft = new Array(k).fill((token + 1) % config.n_vocab);
+      const { value: tokens, ms: verifyMs } = time(() => session.stepDraft(token, draft));
+      verify[k - 1].push(verifyMs);
+      accepted += tokens.length - 1;
+      token = tokens.at(-1);
+    }
+  }
+  session.dispose();
+  model.dispose();
+  const stepMs = median(step);
+  const verifyMs = verify.map(median);
+  const prefillTokensPerSecond = (prompt.length * 1000) / median(prefill);
+  console.error(`step ${stepMs.toFixed(2)} ms; verifying 1..${MAX_VERIFIED} drafts ${verifyMs.map((ms) => ms.toFixed(2)).join(', ')} ms`);
+  return {
+    config, weights, runs, step_ms: stepMs, verify_ms: verifyMs, accepted_drafts: accepted,
+    prefill_tokens_per_second: prefillTokensPerSecond, decode_tokens_per_second: 1000 / stepMs,
+    // a verification of k drafts that keeps m gives m + 1 tokens: it pays when (m + 1) steps cost more than it,
+    // i.e. at an acceptance m / k above (verify / step - 1) / k
+    break_even_acceptance: verifyMs.map((ms, i) => Math.max(0, (ms / stepMs - 1) / (i + 1))),
+  };
+}

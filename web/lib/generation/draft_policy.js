@@ -1,0 +1,42 @@
+// How many tokens speculative decoding drafts at each step (generate.js), adapted to how the drafts fare: Hugging
+// Face's heuristic for assistant models (two more after a draft kept whole, one fewer after a rejection, within
+// [1, max]), with a back-off: after a draft of which nothing was kept, the next 1, 2, 4 … 16 steps draft nothing
+// (doubling while drafts keep failing, back to 1 once one holds), so that text the context does not predict,
+// sampled text mostly, costs few verifications that come to nothing. Plain ES module.
+
+const FIRST_LENGTH = 4;
+const MAX_BACKOFF = 16;
+
+export class DraftPolicy {
+  #length;
+  #max;
+  #skip = 0;  // steps left that draft nothing
+  #backoff = 1;  // the steps to skip after the next draft that comes to nothing
+
+  // max: the most tokens a draft may have (speculative.maxDraftTokens)
+  constructor(max) {
+    this.#max = max;
+    this.#length = Math.min(FIRST_LENGTH, max);
+  }
+
+  // -> how many tokens to draft at this step, at most room (0: a plain step)
+  draftLength(room) {
+    if (this.#skip > 0) {
+      this.#skip--;
+      return 0;
+    }
+    return Math.max(0, Math.min(this.#length, room));
+  }
+
+  // After a verification of `drafted` tokens, of which the first `accepted` were kept.
+  update(drafted, accepted) {
+    if (drafted === 0) return;  // nothing was looked up, or nothing found: no evidence
+    this.#length = accepted === drafted ? Math.min(this.#length + 2, this.#max) : Math.max(1, this.#length - 1);
+    if (accepted > 0) {
+      this.#backoff = 1;
+    } else {
+      this.#skip = this.#backoff;
+      this.#backoff = Math.min(2 * this.#backoff, MAX_BACKOFF);
+    }
+  }
+}
