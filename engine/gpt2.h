@@ -327,7 +327,7 @@ class Session {
         TokenScore* alternatives = nullptr;  // (n - 1, top_k) or null
         size_t next_window = 0;              // index of the window after this one
         size_t start = 0, end = 0;           // the window
-        int from = 0;                        // its first scored row + 1
+        int from = 0;                        // the window's index of its first scored id
         size_t first_score = 0;              // index in scores of ids[start + from]
         int next_row = 0;                    // the window's first row not yet fed
         int pass_row0 = 0, pass_rows = 0;    // the rows of logits of the pass fed last (0: context only)
