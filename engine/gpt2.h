@@ -318,7 +318,8 @@ class Session {
     // true + error() for a recording session, which method cannot serve (its forward passes do not run here)
     bool refuse_recording(const char* method);
     // A score() in progress (begin_score() to the feed_score_pass() that returns 0): the window being scored is
-    // ids[start, end), of which ids[start + from, end) are scored, the first into scores[first_score].
+    // ids[start, end), of which ids[start + from, end) are scored; window row r predicts ids[start + r + 1], whose
+    // score is scores[start + r].
     struct ScoreRun {
         const int32_t* ids = nullptr;  // (n) null when no run is in progress
         size_t n = 0;
@@ -328,9 +329,8 @@ class Session {
         size_t next_window = 0;              // index of the window after this one
         size_t start = 0, end = 0;           // the window
         int from = 0;                        // the window's index of its first scored id
-        size_t first_score = 0;              // index in scores of ids[start + from]
         int next_row = 0;                    // the window's first row not yet fed
-        int pass_row0 = 0, pass_rows = 0;    // the rows of logits of the pass fed last (0: context only)
+        int pass_rows = 0;                   // rows of logits of the pass fed last, ending at next_row (0: context)
     };
 
     const Model* model_ = nullptr;

@@ -234,7 +234,6 @@ int Session::feed_score_pass() {
         run.start = run.n <= n_ctx ? 0 : std::min(run.next_window * stride, run.n - n_ctx);
         run.end = std::min(run.start + n_ctx, run.n);
         run.from = int(scored_to - run.start);
-        run.first_score = scored_to - 1;
         run.next_window++;
         std::memmove(tokens, run.ids + run.start, sizeof(int32_t) * (run.end - run.start));
         // positions before from - 1 only give context; the logits of from - 1 .. end - 1 predict the scored ids
@@ -249,7 +248,6 @@ int Session::feed_score_pass() {
     const int rows = std::min(kScoreRows, int(n_ctx));
     const int count = std::min(rows, int(run.end - run.start) - run.next_row);
     forward(*model_, state_.get(), tokens + run.next_row, count, run.next_row, score_logits_.get());
-    run.pass_row0 = run.next_row;
     run.pass_rows = count;
     run.next_row += count;
     n_cached_ = run.next_row;  // the positions whose cache rows are written
@@ -259,10 +257,10 @@ int Session::feed_score_pass() {
 bool Session::score_fed_pass() {
     const ScoreRun& run = score_run_;
     const int V = model_->config().n_vocab;
-    const int window = int(run.end - run.start);
-    for (int j = 0; j < run.pass_rows && run.pass_row0 + j + 1 < window; j++) {
-        const int row = run.pass_row0 + j;
-        const size_t at = run.first_score + size_t(row + 1 - run.from);  // index of the scored token in scores
+    const int window = int(run.end - run.start), row0 = run.next_row - run.pass_rows;
+    for (int j = 0; j < run.pass_rows && row0 + j + 1 < window; j++) {
+        const int row = row0 + j;
+        const size_t at = run.start + size_t(row);  // index of the scored token ids[start + row + 1] in scores
         if (!score_logits(score_logits_.get() + size_t(j) * size_t(V), V, state_->tokens[row + 1], run.top_k,
                           run.scores + at, run.alternatives ? run.alternatives + at * size_t(run.top_k) : nullptr)) {
             error_kind_ = ErrorKind::file;
