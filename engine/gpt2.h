@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gpt2 {
 
@@ -18,14 +19,37 @@ struct Config {
     float layer_norm_epsilon;  // default 1e-5
 };
 
-// Invalid values are sanitized by Session::set_sampling: temperature <= 0 or nan means greedy,
-// top_k <= 0 or >= n_vocab means no top-k, top_p >= 1 or nan means no top-p, top_p <= 0 keeps only the most
-// likely token (the nucleus is never empty: greedy), repetition_penalty <= 0 or nan means 1 (off).
+// One entry of SamplingSettings::logit_bias.
+struct LogitBias {
+    int32_t token;
+    float bias;  // added to the token's logit; -inf bans it
+};
+
+// The sampler's settings: the logits processors, then greedy or the warpers and a seeded draw, in this order
+// (docs/api.md "Decoding options"; tools/python/gpt2tools/reference_sampling.py is the independent reference):
+//  1. logit_bias               4. no_repeat_ngram_size     7. temperature 0: argmax, done
+//  2. repetition_penalty       5. bad_words                8. top_k, softmax at temperature, top_p
+//  3. presence/frequency       6. min_new_tokens           9. min_p, typical_p, then the draw
+// The window is the session's tokens, prompt and generated; "generated" means the tokens fed since the last
+// prefill that are still in the window. Invalid values are sanitized by Session::set_sampling: temperature <= 0
+// or nan means greedy, top_k <= 0 or >= n_vocab means no top-k, top_p >= 1 or nan means no top-p, top_p <= 0
+// keeps only the most likely token (the nucleus is never empty: greedy), repetition_penalty <= 0 or nan means 1
+// (off), min_p outside (0, 1] and typical_p outside [0, 1) mean off, non-finite penalties mean 0, and
+// logit_bias and bad_words entries with an id outside [0, n_vocab) (or a nan bias, or an empty sequence) are dropped.
 struct SamplingSettings {
     float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
     int top_k = 0;                    // keep the k most likely tokens; 0: off
     float top_p = 1.0f;               // nucleus: smallest set with probability mass >= top_p; 1: off
     float repetition_penalty = 1.0f;  // CTRL style over the tokens in the window: logit > 0 divided, else multiplied
+    float min_p = 0.0f;               // drop tokens below min_p x the most likely one's probability; 0: off
+    float typical_p = 1.0f;  // locally typical: the smallest set, closest to the entropy first, with mass >= typical_p
+    int no_repeat_ngram_size = 0;    // bans the token that would repeat an n-gram of the window; 0: off
+    float presence_penalty = 0.0f;   // OpenAI's: subtracted from each generated token's logit once
+    float frequency_penalty = 0.0f;  // OpenAI's: subtracted once per occurrence among the generated tokens
+    std::vector<LogitBias> logit_bias;
+    std::vector<std::vector<int32_t>> bad_words;  // token sequences never produced: the last is banned after the rest
+    int min_new_tokens = 0;                       // eos_token is banned until this many tokens are generated
+    int32_t eos_token = -1;                       // the end-of-text token min_new_tokens holds back; -1: none
     uint64_t seed = 0;
 };
 
@@ -280,8 +304,9 @@ class Session {
     // Lower level: clears, feeds ids[0..n) (1 <= n <= n_ctx, no truncation) in one batched pass and writes the
     // logits of every position to all_logits (n, n_vocab). Samples nothing; step() may continue afterwards.
     bool prefill_logits(const int32_t* ids, size_t n, float* all_logits);
-    // Samples a token from logits() with the current settings (repetition penalty over the window); -1 if
-    // nothing has been fed or the logits are not finite.
+    // Samples a token from logits() with the current settings (over the window and the tokens generated since the
+    // last prefill, see SamplingSettings); -1 if nothing has been fed, the logits are not finite or the settings
+    // ban every token.
     int sample();
     const int32_t* window() const;  // (n_cached) the token ids in the window, oldest first
 
@@ -339,6 +364,7 @@ class Session {
     std::unique_ptr<Sampler> sampler_;
     int n_cached_ = 0;
     int reused_tokens_ = 0;
+    int n_generated_ = 0;  // tokens fed since the last prefill: the window's last ones are the run's own (sampling)
     std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
     std::unique_ptr<float[]> draft_logits_;  // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
     int verified_rows_ = 0;                  // rows of draft_logits_ the last step_draft() sampled from

@@ -7,6 +7,9 @@
 
 namespace gpt2 {
 
+static const char kAllBannedMessage[] =
+    "the sampling settings ban every token (logitBias, badWords, noRepeatNgramSize, minNewTokens)";
+
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void Rng::seed(uint64_t seed) {
@@ -41,22 +44,44 @@ SamplingSettings sanitize_sampling(const SamplingSettings& in, int n_vocab) {
     if (std::isnan(s.top_p) || s.top_p >= 1.0f) s.top_p = 1.0f;
     if (s.top_p < 0.0f) s.top_p = 0.0f;
     if (!(s.repetition_penalty > 0.0f) || !std::isfinite(s.repetition_penalty)) s.repetition_penalty = 1.0f;
+    if (!(s.min_p > 0.0f && s.min_p <= 1.0f)) s.min_p = 0.0f;
+    if (!(s.typical_p >= 0.0f && s.typical_p < 1.0f)) s.typical_p = 1.0f;
+    if (s.no_repeat_ngram_size < 0) s.no_repeat_ngram_size = 0;
+    if (!std::isfinite(s.presence_penalty)) s.presence_penalty = 0.0f;
+    if (!std::isfinite(s.frequency_penalty)) s.frequency_penalty = 0.0f;
+    auto in_vocab = [n_vocab](int32_t id) { return id >= 0 && id < n_vocab; };
+    s.logit_bias.erase(std::remove_if(s.logit_bias.begin(), s.logit_bias.end(),
+                                      [&](const LogitBias& b) {
+                                          return !in_vocab(b.token) || std::isnan(b.bias) || b.bias == INFINITY;
+                                      }),
+                       s.logit_bias.end());
+    s.bad_words.erase(std::remove_if(s.bad_words.begin(), s.bad_words.end(),
+                                     [&](const std::vector<int32_t>& w) {
+                                         return w.empty() || !std::all_of(w.begin(), w.end(), in_vocab);
+                                     }),
+                      s.bad_words.end());
+    if (s.min_new_tokens < 0) s.min_new_tokens = 0;
+    if (!in_vocab(s.eos_token)) s.eos_token = -1;
     return s;
 }
 
 Sampler::~Sampler() {
     std::free(scores_);
+    std::free(surprise_gap_);
     std::free(candidates_);
+    std::free(counts_);
     std::free(in_window_);
 }
 
 bool Sampler::init(int n_vocab, std::string* error) {
     n_vocab_ = n_vocab;
     scores_ = static_cast<float*>(std::malloc(sizeof(float) * n_vocab));
+    surprise_gap_ = static_cast<float*>(std::malloc(sizeof(float) * n_vocab));
     candidates_ = static_cast<int32_t*>(std::malloc(sizeof(int32_t) * n_vocab));
+    counts_ = static_cast<int32_t*>(std::calloc(n_vocab, sizeof(int32_t)));
     in_window_ = static_cast<uint8_t*>(std::calloc(n_vocab, 1));
-    if (!scores_ || !candidates_ || !in_window_) {
-        if (error) *error = "out of memory: need " + std::to_string(9 * size_t(n_vocab)) + " bytes for the sampler";
+    if (!scores_ || !surprise_gap_ || !candidates_ || !counts_ || !in_window_) {
+        if (error) *error = "out of memory: need " + std::to_string(17 * size_t(n_vocab)) + " bytes for the sampler";
         return false;
     }
     configure(SamplingSettings());
@@ -68,15 +93,16 @@ void Sampler::configure(const SamplingSettings& settings) {
     rng_.seed(settings_.seed);
 }
 
-int Sampler::sample(const float* logits, const int32_t* window, int n_window, std::string* error) {
+int Sampler::process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
     const int V = n_vocab_;
     for (int i = 0; i < V; i++) {
         if (!std::isfinite(logits[i])) {
             if (error) *error = "logits contain nan or inf (token " + std::to_string(i) + ")";
-            return -1;
+            return kNonFiniteLogits;
         }
     }
     std::memcpy(scores_, logits, sizeof(float) * V);
+    for (const LogitBias& b : settings_.logit_bias) scores_[b.token] += b.bias;
 
     // CTRL repetition penalty, once per distinct token in the window
     const float penalty = settings_.repetition_penalty;
@@ -90,23 +116,68 @@ int Sampler::sample(const float* logits, const int32_t* window, int n_window, st
         for (int i = 0; i < n_window; i++) in_window_[window[i]] = 0;
     }
 
-    if (settings_.temperature == 0.0f) {  // greedy: the first maximum wins, so ties go to the lowest id
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (scores_[i] > scores_[best]) best = i;
-        return best;
+    // OpenAI's presence and frequency penalties over the generated tokens: c * frequency + (c > 0) * presence
+    if (settings_.presence_penalty != 0.0f || settings_.frequency_penalty != 0.0f) {
+        const int first = n_window - std::min(n_generated, n_window);
+        for (int i = first; i < n_window; i++) counts_[window[i]]++;
+        for (int i = first; i < n_window; i++) {
+            const int32_t id = window[i];
+            if (counts_[id] == 0) continue;  // already penalized
+            scores_[id] -= float(counts_[id]) * settings_.frequency_penalty + settings_.presence_penalty;
+            counts_[id] = 0;
+        }
     }
 
-    // candidates: every token in id order, or the top k ordered by (score desc, id asc)
+    ban_repeated_ngrams(window, n_window);
+    ban_bad_words(window, n_window);
+    if (n_generated < settings_.min_new_tokens && settings_.eos_token >= 0) scores_[settings_.eos_token] = -INFINITY;
+    return 0;
+}
+
+// Bans each token that would complete an n-gram already in the window: n-grams whose first n - 1 tokens are the
+// window's last n - 1 (for n = 1, every token of the window).
+void Sampler::ban_repeated_ngrams(const int32_t* window, int n_window) {
+    const int n = settings_.no_repeat_ngram_size;
+    if (n == 0 || n_window < n) return;
+    const int32_t* prefix = window + n_window - (n - 1);
+    for (int i = 0; i + n <= n_window; i++) {
+        if (std::equal(prefix, prefix + (n - 1), window + i)) scores_[window[i + n - 1]] = -INFINITY;
+    }
+}
+
+// A bad word's last token is banned when the window ends with the rest of it (a one-token word: always).
+void Sampler::ban_bad_words(const int32_t* window, int n_window) {
+    for (const std::vector<int32_t>& word : settings_.bad_words) {
+        const int before = int(word.size()) - 1;
+        if (before <= n_window && std::equal(word.begin(), word.end() - 1, window + (n_window - before))) {
+            scores_[word.back()] = -INFINITY;
+        }
+    }
+}
+
+int Sampler::argmax() const {  // the first maximum wins, so ties go to the lowest id
+    int best = 0;
+    for (int i = 1; i < n_vocab_; i++)
+        if (scores_[i] > scores_[best]) best = i;
+    return scores_[best] == -INFINITY ? kAllBanned : best;
+}
+
+int Sampler::warp(std::string* error) {
+    // candidates: every token not banned in id order, or the top k ordered by (score desc, id asc)
     const float* scores = scores_;
     auto more_likely = [scores](int32_t a, int32_t b) {
         return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
     };
-    for (int i = 0; i < V; i++) candidates_[i] = i;
-    int n = V;
-    if (settings_.top_k > 0) {
+    int n = 0;
+    for (int i = 0; i < n_vocab_; i++)
+        if (scores_[i] != -INFINITY) candidates_[n++] = i;
+    if (n == 0) {
+        if (error) *error = kAllBannedMessage;
+        return kAllBanned;
+    }
+    if (settings_.top_k > 0 && settings_.top_k < n) {
+        std::partial_sort(candidates_, candidates_ + settings_.top_k, candidates_ + n, more_likely);
         n = settings_.top_k;
-        std::partial_sort(candidates_, candidates_ + n, candidates_ + V, more_likely);
     }
 
     // softmax over the candidates at the given temperature (scores_ becomes probabilities)
@@ -120,7 +191,7 @@ int Sampler::sample(const float* logits, const int32_t* window, int n_window, st
     }
     for (int i = 0; i < n; i++) scores_[candidates_[i]] /= sum;
 
-    float mass = 1.0f;
+    mass_ = 1.0f;
     if (settings_.top_p < 1.0f && n > 1) {
         // A token below (1 - top_p) / (n - 1) can never be in the nucleus (everything from it on sums to less
         // than 1 - top_p), so drop those before sorting (as llama2.c does).
@@ -144,18 +215,101 @@ int Sampler::sample(const float* logits, const int32_t* window, int n_window, st
             }
         }
         n = last + 1;
-        mass = 0.0f;
-        for (int i = 0; i < n; i++) mass += scores_[candidates_[i]];
+        mass_ = 0.0f;
+        for (int i = 0; i < n; i++) mass_ += scores_[candidates_[i]];
     }
+    if (settings_.min_p > 0.0f) n = keep_min_p(n);
+    if (settings_.typical_p < 1.0f) n = keep_typical(n);
+    return n;
+}
 
+// Keeps the candidates with at least min_p x the most likely one's probability (in their order).
+int Sampler::keep_min_p(int n) {
+    float top = 0.0f;
+    for (int i = 0; i < n; i++) top = std::max(top, scores_[candidates_[i]]);
+    const float threshold = settings_.min_p * top;
+    int kept = 0;
+    mass_ = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int32_t id = candidates_[i];
+        if (scores_[id] < threshold) continue;
+        candidates_[kept++] = id;
+        mass_ += scores_[id];
+    }
+    return kept;
+}
+
+// Locally typical sampling: orders the candidates by how far their surprise (-log p, p renormalized) is from the
+// distribution's entropy, and keeps the smallest such prefix whose mass reaches typical_p (at least one token).
+int Sampler::keep_typical(int n) {
+    float entropy = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float q = scores_[candidates_[i]] / mass_;
+        if (q > 0.0f) entropy -= q * std::log(q);
+    }
+    for (int i = 0; i < n; i++) {
+        const int32_t id = candidates_[i];
+        const float q = scores_[id] / mass_;
+        surprise_gap_[id] = q > 0.0f ? std::fabs(-std::log(q) - entropy) : INFINITY;
+    }
+    const float* gap = surprise_gap_;
+    const float* p = scores_;
+    std::sort(candidates_, candidates_ + n, [gap, p](int32_t a, int32_t b) {
+        if (gap[a] != gap[b]) return gap[a] < gap[b];
+        return p[a] != p[b] ? p[a] > p[b] : a < b;
+    });
+    const float target = settings_.typical_p * mass_;
+    float cumulative = 0.0f;
+    int kept = n;
+    for (int i = 0; i < n; i++) {
+        cumulative += scores_[candidates_[i]];
+        if (cumulative >= target) {
+            kept = i + 1;
+            break;
+        }
+    }
+    mass_ = 0.0f;
+    for (int i = 0; i < kept; i++) mass_ += scores_[candidates_[i]];
+    return kept;
+}
+
+int Sampler::sample(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
+    const int processed = process(logits, window, n_window, n_generated, error);
+    if (processed < 0) return processed;
+    if (settings_.temperature == 0.0f) {
+        const int best = argmax();
+        if (best == kAllBanned && error) {
+            *error = kAllBannedMessage;
+        }
+        return best;
+    }
+    const int n = warp(error);
+    if (n < 0) return n;
     // inverse CDF over the candidates in their (deterministic) order
-    const float r = rng_.next_float() * mass;
+    const float r = rng_.next_float() * mass_;
     float cumulative = 0.0f;
     for (int i = 0; i < n; i++) {
         cumulative += scores_[candidates_[i]];
         if (r < cumulative) return candidates_[i];
     }
     return candidates_[n - 1];  // rounding: r landed at the very end
+}
+
+int Sampler::distribution(const float* logits, const int32_t* window, int n_window, int n_generated,
+                          float* probabilities, std::string* error) {
+    const int processed = process(logits, window, n_window, n_generated, error);
+    if (processed < 0) return processed;
+    std::memset(probabilities, 0, sizeof(float) * size_t(n_vocab_));
+    if (settings_.temperature == 0.0f) {
+        const int best = argmax();
+        if (best < 0) return best;
+        probabilities[best] = 1.0f;
+        return 0;
+    }
+    const int n = warp(error);
+    if (n < 0) return n;
+    for (int i = 0; i < n; i++) probabilities[candidates_[i]] = scores_[candidates_[i]] / mass_;
+    return 0;
 }
 
 }  // namespace gpt2

@@ -1,4 +1,6 @@
-// Token sampling: greedy, temperature, top-k, top-p (nucleus), CTRL repetition penalty, seeded RNG.
+// Token sampling: the logits processors (logit bias, repetition, presence and frequency penalties, n-gram, bad-word
+// and end-of-text bans), then greedy or temperature, top-k, top-p, min-p, typical-p and a seeded draw
+// (SamplingSettings gives the order).
 // Same seed and settings give the same tokens on every platform: the RNG is xoshiro256** (integer only), the
 // uniform float is built from its top 24 bits, and candidate orders are total (probability, then token id).
 #pragma once
@@ -36,17 +38,39 @@ class Sampler {
     void configure(const SamplingSettings& settings);  // sanitizes and reseeds
     const SamplingSettings& settings() const { return settings_; }
 
-    // Picks the next token from logits (n_vocab), penalizing the tokens in window (n_window). Returns -1 and
-    // sets *error if a logit is nan or infinite. Allocates nothing.
-    int sample(const float* logits, const int32_t* window, int n_window, std::string* error);
+    // What sample() and distribution() return besides a token.
+    static constexpr int kNonFiniteLogits = -1;  // a logit is nan or infinite (*error names the token)
+    static constexpr int kAllBanned = -2;        // the settings ban every token (*error says so)
+
+    // Picks the next token from logits (n_vocab); window (n_window) is the context, its last n_generated tokens
+    // (at most n_window) the run's own. Allocates nothing.
+    int sample(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error);
+    // The probabilities sample() draws from (n_vocab; 0 for the tokens it cannot pick, one-hot when greedy),
+    // without drawing; 0 or one of the codes above.
+    int distribution(const float* logits, const int32_t* window, int n_window, int n_generated, float* probabilities,
+                     std::string* error);
 
    private:
+    // The processors, logits -> scores_ (banned tokens at -inf); kNonFiniteLogits or 0.
+    int process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error);
+    void ban_repeated_ngrams(const int32_t* window, int n_window);
+    void ban_bad_words(const int32_t* window, int n_window);
+    int argmax() const;  // the first maximum of scores_, or kAllBanned
+    // The warpers over scores_: candidates_[0, n) in draw order with their probabilities in scores_ summing to
+    // mass_ (not renormalized); returns n, or kAllBanned.
+    int warp(std::string* error);
+    int keep_min_p(int n);
+    int keep_typical(int n);
+
     int n_vocab_ = 0;
     SamplingSettings settings_;
     Rng rng_;
-    float* scores_ = nullptr;        // (n_vocab) penalized, temperature-scaled logits, then probabilities
+    float* scores_ = nullptr;        // (n_vocab) processed, temperature-scaled logits, then probabilities
+    float* surprise_gap_ = nullptr;  // (n_vocab) typical-p's |-log p - entropy| per candidate
     int32_t* candidates_ = nullptr;  // (n_vocab) token ids still in the running
+    int32_t* counts_ = nullptr;      // (n_vocab) occurrences among the generated tokens, zero between calls
     uint8_t* in_window_ = nullptr;   // (n_vocab) marks tokens already penalized in this call
+    float mass_ = 1.0f;              // the candidates' probability after warp()
 };
 
 }  // namespace gpt2

@@ -74,6 +74,7 @@ float* Session::recorded_all_logits() const { return state_->recorded_all_logits
 void Session::reset() {
     n_cached_ = 0;
     reused_tokens_ = 0;
+    n_generated_ = 0;
 }
 int Session::n_cached() const { return n_cached_; }
 size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
@@ -130,6 +131,7 @@ bool Session::feed_prompt(const int32_t* ids, size_t n, bool reuse) {
     const size_t keep = n < n_ctx ? n : n_ctx;
     const int32_t* prompt = ids + (n - keep);
     reused_tokens_ = 0;
+    n_generated_ = 0;
     if (!reuse || !use_kv_cache_) {  // an uncached session has no cache to keep
         feed_from_scratch(prompt, keep, nullptr);
         return true;
@@ -164,6 +166,7 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
     }
     if (!check_ids(ids, n)) return false;
     reused_tokens_ = 0;
+    n_generated_ = 0;
     feed_from_scratch(ids, n, all_logits);
     return true;
 }
@@ -203,6 +206,7 @@ bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* s
         }
     }
     reused_tokens_ = 0;
+    n_generated_ = 0;
     score_run_.ids = ids;
     score_run_.n = n;
     score_run_.top_k = alternatives ? top_k : 0;
@@ -295,6 +299,7 @@ bool Session::feed_step(int32_t id) {
         tokens[n_cached_] = id;
         feed_from_scratch(tokens, size_t(n_cached_ + 1), nullptr);
     }
+    n_generated_++;
     return true;
 }
 
@@ -327,13 +332,14 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
         }
     }
     int32_t* tokens = state_->tokens;
-    const int pos0 = n_cached_;
+    const int pos0 = n_cached_, generated0 = n_generated_;
     tokens[pos0] = id;
     std::memcpy(tokens + pos0 + 1, draft, sizeof(int32_t) * size_t(k));
     forward(*model_, state_.get(), tokens + pos0, k + 1, pos0, draft_logits_.get());
     for (int i = 0; i <= k; i++) {
         // position pos0 + i, fed: its logits, sampled over the window up to it as step() samples
         n_cached_ = pos0 + i + 1;
+        n_generated_ = generated0 + i + 1;
         const float* row = draft_logits_.get() + size_t(i) * V;
         std::memcpy(state_->logits, row, sizeof(float) * V);
         const int next = sample();
@@ -379,13 +385,14 @@ int Session::sample() {
         error_ = "sample: no token has been fed yet";
         return -1;
     }
-    const int next = sampler_->sample(state_->logits, state_->tokens, n_cached_, &error_);
-    // the sampler fails only on non-finite logits; finite weights can still overflow to them
-    if (next < 0) {
-        error_kind_ = ErrorKind::file;  // the weights' doing, not the caller's
+    const int next = sampler_->sample(state_->logits, state_->tokens, n_cached_, n_generated_, &error_);
+    if (next == Sampler::kAllBanned) {
+        error_kind_ = ErrorKind::input;  // the settings' doing (the sampler's message names them)
+    } else if (next < 0) {               // finite weights can still overflow to non-finite logits
+        error_kind_ = ErrorKind::file;   // the weights' doing, not the caller's
         error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(n_cached_ - 1);
     }
-    return next;
+    return next < 0 ? -1 : next;
 }
 
 }  // namespace gpt2

@@ -34,7 +34,9 @@ class ReplayHost {
         session_ = gpt2::Session::create_recording(model, use_kv_cache, &error);
         EXPECT_TRUE(session_) << error;
         EXPECT_TRUE(gpt2::create_run_state(model.config(), gpt2::KvCacheFormat::fp32, false, &state_, &error)) << error;
-        session_->set_sampling(gpt2::SamplingSettings{0.0f, 0, 1.0f, 1.0f, 0});
+        gpt2::SamplingSettings greedy;
+        greedy.temperature = 0.0f;
+        session_->set_sampling(greedy);
     }
 
     gpt2::Session& session() { return *session_; }

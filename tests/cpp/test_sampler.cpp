@@ -1,4 +1,5 @@
-// The sampler on hand-made logits: greedy, determinism, top-k / top-p sets, repetition penalty.
+// The sampler on hand-made logits: greedy, determinism, top-k / top-p sets, repetition penalty, each logits
+// processor and min-p / typical-p.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@ std::vector<float> ramp_logits(int n) {  // token i has logit sin-scrambled but 
 std::vector<int> draw(gpt2::Sampler& sampler, const std::vector<float>& logits, int n) {
     std::vector<int> out;
     std::string error;
-    for (int i = 0; i < n; i++) out.push_back(sampler.sample(logits.data(), nullptr, 0, &error));
+    for (int i = 0; i < n; i++) out.push_back(sampler.sample(logits.data(), nullptr, 0, 0, &error));
     return out;
 }
 
@@ -59,9 +60,9 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
     greedy.temperature = 0.0f;
     sampler.configure(greedy);
     std::vector<float> logits = {0.5f, 2.0f, -1.0f, 3.0f, 3.0f, 1.0f, 0.0f, 2.9f};
-    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, &error), 3);
+    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, 0, &error), 3);
     auto ramp = ramp_logits(8);
-    EXPECT_EQ(sampler.sample(ramp.data(), nullptr, 0, &error),
+    EXPECT_EQ(sampler.sample(ramp.data(), nullptr, 0, 0, &error),
               int(std::max_element(ramp.begin(), ramp.end()) - ramp.begin()));
 }
 
@@ -167,15 +168,15 @@ TEST(Sampler, RepetitionPenaltyChangesThePick) {
     // positive logits are divided: 3.0 / 1.5 = 2.0 < 2.5
     std::vector<float> logits = {3.0f, 2.5f, 0.0f, -1.0f};
     const int32_t window[] = {0, 0, 0};  // repeated tokens are penalized once
-    EXPECT_EQ(sampler.sample(logits.data(), window, 0, &error), 0);
-    EXPECT_EQ(sampler.sample(logits.data(), window, 3, &error), 1);
+    EXPECT_EQ(sampler.sample(logits.data(), window, 0, 0, &error), 0);
+    EXPECT_EQ(sampler.sample(logits.data(), window, 3, 0, &error), 1);
     // negative logits are multiplied: -0.5 * 1.5 = -0.75 < -0.6
     std::vector<float> negative = {-0.5f, -0.6f, -3.0f, -4.0f};
-    EXPECT_EQ(sampler.sample(negative.data(), window, 1, &error), 1);
+    EXPECT_EQ(sampler.sample(negative.data(), window, 1, 0, &error), 1);
     // a penalty just below the crossover keeps the pick: 3.0 / 1.19 > 2.5
     s.repetition_penalty = 1.19f;
     sampler.configure(s);
-    EXPECT_EQ(sampler.sample(logits.data(), window, 1, &error), 0);
+    EXPECT_EQ(sampler.sample(logits.data(), window, 1, 0, &error), 0);
 }
 
 TEST(Sampler, RejectsNonFiniteLogitsAndSanitizesSettings) {
@@ -183,7 +184,7 @@ TEST(Sampler, RejectsNonFiniteLogitsAndSanitizesSettings) {
     std::string error;
     ASSERT_TRUE(sampler.init(3, &error));
     std::vector<float> logits = {1.0f, NAN, 0.0f};
-    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, &error), -1);
+    EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, 0, &error), -1);
     EXPECT_EQ(error, "logits contain nan or inf (token 1)");
 
     gpt2::SamplingSettings bad;
@@ -196,4 +197,183 @@ TEST(Sampler, RejectsNonFiniteLogitsAndSanitizesSettings) {
     EXPECT_EQ(s.top_k, 0);
     EXPECT_EQ(s.top_p, 1.0f);
     EXPECT_EQ(s.repetition_penalty, 1.0f);
+}
+
+// The logits processors, each on logits made so that it alone decides the greedy pick.
+namespace {
+
+gpt2::SamplingSettings greedy_settings() {
+    gpt2::SamplingSettings s;
+    s.temperature = 0.0f;
+    return s;
+}
+
+int greedy_pick(const gpt2::SamplingSettings& settings, const std::vector<float>& logits,
+                const std::vector<int32_t>& window, int n_generated, std::string* error) {
+    gpt2::Sampler sampler;
+    EXPECT_TRUE(sampler.init(int(logits.size()), error));
+    sampler.configure(settings);
+    return sampler.sample(logits.data(), window.data(), int(window.size()), n_generated, error);
+}
+
+}  // namespace
+
+TEST(LogitsProcessors, LogitBiasAddsToATokensLogitAndMinusInfinityBansIt) {
+    std::string error;
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f};
+    gpt2::SamplingSettings s = greedy_settings();
+    EXPECT_EQ(greedy_pick(s, logits, {}, 0, &error), 1);
+    s.logit_bias = {{3, 2.5f}, {3, 0.6f}};  // entries for one token add up: 0 + 3.1 > 3
+    EXPECT_EQ(greedy_pick(s, logits, {}, 0, &error), 3);
+    s.logit_bias = {{1, -INFINITY}};
+    EXPECT_EQ(greedy_pick(s, logits, {}, 0, &error), 2);
+}
+
+TEST(LogitsProcessors, PresenceAndFrequencyPenalizeOnlyTheGeneratedTokensByTheirCounts) {
+    std::string error;
+    const std::vector<float> logits = {3.0f, 2.5f, 2.2f, 0.0f};
+    const std::vector<int32_t> window = {0, 0, 1, 0, 1};  // the prompt 0 0, then generated 1 0 1
+    gpt2::SamplingSettings s = greedy_settings();
+    s.presence_penalty = 0.6f;  // 3.0 - 0.6 = 2.4 still beats 2.2 and 2.5 - 0.6
+    EXPECT_EQ(greedy_pick(s, logits, window, 3, &error), 0);
+    s.presence_penalty = 0.9f;  // 2.1 and 1.6 against 2.2: the token not generated wins
+    EXPECT_EQ(greedy_pick(s, logits, window, 3, &error), 2);
+    // counted over the generated tokens only: with one generated token (1), token 0 is not penalized
+    EXPECT_EQ(greedy_pick(s, logits, window, 1, &error), 0);
+    s.presence_penalty = 0.0f;
+    s.frequency_penalty = 0.3f;  // token 1 twice: 2.5 - 0.6; token 0 once: 3.0 - 0.3 = 2.7 wins
+    EXPECT_EQ(greedy_pick(s, logits, window, 3, &error), 0);
+    s.frequency_penalty = 0.9f;  // 3.0 - 0.9 = 2.1 < 2.2
+    EXPECT_EQ(greedy_pick(s, logits, window, 3, &error), 2);
+    // more generated tokens than the window holds (a slid window): all of the window is generated
+    EXPECT_EQ(greedy_pick(s, logits, window, 100, &error), 2);
+}
+
+TEST(LogitsProcessors, NoRepeatNgramBansTheTokenThatWouldRepeatAnNgramOfTheWindow) {
+    std::string error;
+    const std::vector<float> logits = {0.0f, 0.0f, 0.0f, 5.0f, 4.0f, 1.0f};
+    const std::vector<int32_t> window = {1, 2, 3, 0, 1, 2};  // ends with 1 2, which 3 followed before
+    gpt2::SamplingSettings s = greedy_settings();
+    EXPECT_EQ(greedy_pick(s, logits, window, 0, &error), 3);
+    s.no_repeat_ngram_size = 3;  // 1 2 3 again is banned
+    EXPECT_EQ(greedy_pick(s, logits, window, 0, &error), 4);
+    s.no_repeat_ngram_size = 4;  // 0 1 2 never continued: nothing banned
+    EXPECT_EQ(greedy_pick(s, logits, window, 0, &error), 3);
+    s.no_repeat_ngram_size = 1;  // every token of the window is banned
+    EXPECT_EQ(greedy_pick(s, logits, window, 0, &error), 4);
+    s.no_repeat_ngram_size = 7;  // longer than the window: nothing to repeat
+    EXPECT_EQ(greedy_pick(s, logits, window, 0, &error), 3);
+}
+
+TEST(LogitsProcessors, BadWordsBanTheirLastTokenOnceTheWindowEndsWithTheRest) {
+    std::string error;
+    const std::vector<float> logits = {0.0f, 0.0f, 0.0f, 5.0f, 4.0f, 3.0f};
+    gpt2::SamplingSettings s = greedy_settings();
+    s.bad_words = {{2, 3}};
+    EXPECT_EQ(greedy_pick(s, logits, {1, 2}, 0, &error), 4);  // ends with 2: 3 would finish the word
+    EXPECT_EQ(greedy_pick(s, logits, {2, 1}, 0, &error), 3);  // does not
+    s.bad_words = {{3}, {1, 2, 4}};                           // a one-token word is always banned
+    EXPECT_EQ(greedy_pick(s, logits, {1, 2}, 0, &error), 5);
+    EXPECT_EQ(greedy_pick(s, logits, {2}, 0, &error), 4);  // the window is shorter than the word's start
+}
+
+TEST(LogitsProcessors, MinNewTokensHoldsBackEndOfTextUntilThatManyTokensAreGenerated) {
+    std::string error;
+    const std::vector<float> logits = {1.0f, 0.0f, 4.0f};  // token 2 is end-of-text and the likeliest
+    gpt2::SamplingSettings s = greedy_settings();
+    s.min_new_tokens = 2;
+    s.eos_token = 2;
+    EXPECT_EQ(greedy_pick(s, logits, {0, 1}, 0, &error), 0);
+    EXPECT_EQ(greedy_pick(s, logits, {0, 1}, 1, &error), 0);
+    EXPECT_EQ(greedy_pick(s, logits, {0, 1}, 2, &error), 2);
+    s.eos_token = -1;  // no end-of-text token: nothing to hold back
+    EXPECT_EQ(greedy_pick(s, logits, {0, 1}, 0, &error), 2);
+}
+
+TEST(LogitsProcessors, SettingsThatBanEveryTokenAreAnErrorGreedyOrSampled) {
+    std::string error;
+    gpt2::SamplingSettings s = greedy_settings();
+    s.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+    s.bad_words = {{2}};
+    EXPECT_EQ(greedy_pick(s, {1.0f, 2.0f, 3.0f}, {}, 0, &error), gpt2::Sampler::kAllBanned);
+    EXPECT_EQ(error, "the sampling settings ban every token (logitBias, badWords, noRepeatNgramSize, minNewTokens)");
+    error.clear();
+    s.temperature = 1.0f;
+    EXPECT_EQ(greedy_pick(s, {1.0f, 2.0f, 3.0f}, {}, 0, &error), gpt2::Sampler::kAllBanned);
+    EXPECT_EQ(error, "the sampling settings ban every token (logitBias, badWords, noRepeatNgramSize, minNewTokens)");
+}
+
+TEST(LogitsProcessors, ABannedTokenIsNeverDrawnEvenWhereTopKWouldKeepIt) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(5, &error));
+    gpt2::SamplingSettings s;
+    s.top_k = 4;  // more than the two tokens left
+    s.logit_bias = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}};
+    sampler.configure(s);
+    const std::vector<float> logits = {9.0f, 9.0f, 9.0f, 0.0f, 0.0f};
+    for (int i = 0; i < 200; i++) {
+        const int token = sampler.sample(logits.data(), nullptr, 0, 0, &error);
+        EXPECT_TRUE(token == 3 || token == 4) << token;
+    }
+}
+
+TEST(LogitsProcessors, MinPKeepsTheTokensWithAtLeastMinPTimesTheTopProbability) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    gpt2::SamplingSettings s;
+    s.min_p = 0.3f;
+    sampler.configure(s);
+    // probabilities 0.5, 0.2, 0.2, 0.1 (the threshold 0.15 drops the last)
+    const std::vector<float> logits = {std::log(0.5f), std::log(0.2f), std::log(0.2f), std::log(0.1f)};
+    std::vector<float> p(4);
+    ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+    EXPECT_NEAR(p[0], 0.5f / 0.9f, 1e-6f);
+    EXPECT_NEAR(p[1], 0.2f / 0.9f, 1e-6f);
+    EXPECT_NEAR(p[2], 0.2f / 0.9f, 1e-6f);
+    EXPECT_EQ(p[3], 0.0f);
+}
+
+TEST(LogitsProcessors, TypicalPKeepsTheTokensClosestToTheEntropyUntilTheirMassReachesTypicalP) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    gpt2::SamplingSettings s;
+    s.typical_p = 0.45f;
+    sampler.configure(s);
+    // entropy of (0.4, 0.3, 0.2, 0.1) is 1.2799 nats; surprises 0.916, 1.204, 1.609, 2.303: the gaps order
+    // 0.3 (0.076), 0.2 (0.330), 0.4 (0.364), 0.1 (1.023), and 0.3 + 0.2 is the first to reach 0.45
+    const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
+    std::vector<float> p(4);
+    ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+    EXPECT_EQ(p[0], 0.0f);
+    EXPECT_NEAR(p[1], 0.6f, 1e-6f);
+    EXPECT_NEAR(p[2], 0.4f, 1e-6f);
+    EXPECT_EQ(p[3], 0.0f);
+}
+
+TEST(LogitsProcessors, SanitizingDropsEntriesOutsideTheVocabularyAndTurnsInvalidValuesOff) {
+    gpt2::SamplingSettings bad;
+    bad.min_p = 1.5f;
+    bad.typical_p = NAN;
+    bad.no_repeat_ngram_size = -2;
+    bad.presence_penalty = INFINITY;
+    bad.frequency_penalty = NAN;
+    bad.logit_bias = {{7, 1.0f}, {-1, 1.0f}, {1, NAN}, {2, INFINITY}, {0, -INFINITY}};
+    bad.bad_words = {{}, {1, 9}, {2, 1}};
+    bad.min_new_tokens = -3;
+    bad.eos_token = 4;
+    const auto s = gpt2::sanitize_sampling(bad, 4);
+    EXPECT_EQ(s.min_p, 0.0f);
+    EXPECT_EQ(s.typical_p, 1.0f);
+    EXPECT_EQ(s.no_repeat_ngram_size, 0);
+    EXPECT_EQ(s.presence_penalty, 0.0f);
+    EXPECT_EQ(s.frequency_penalty, 0.0f);
+    ASSERT_EQ(s.logit_bias.size(), 1u);
+    EXPECT_EQ(s.logit_bias[0].token, 0);
+    ASSERT_EQ(s.bad_words.size(), 1u);
+    EXPECT_EQ(s.bad_words[0], (std::vector<int32_t>{2, 1}));
+    EXPECT_EQ(s.min_new_tokens, 0);
+    EXPECT_EQ(s.eos_token, -1);
 }

@@ -5,6 +5,8 @@
 // earlier occurrence of the context's last n-gram.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +19,11 @@ namespace {
 using gpt2_test::make_model;
 using gpt2_test::ModelSpec;
 
-std::unique_ptr<gpt2::Session> sampling_session(const gpt2::Model& model, gpt2::KvCacheFormat kv, uint64_t seed) {
+// Which settings sampling_session() adds to temperature, top-k, top-p and the repetition penalty.
+enum class Processors { off, on };
+
+std::unique_ptr<gpt2::Session> sampling_session(const gpt2::Model& model, gpt2::KvCacheFormat kv, uint64_t seed,
+                                                Processors processors = Processors::off) {
     std::string error;
     auto session = gpt2::Session::create(model, true, kv, &error);
     EXPECT_TRUE(session) << error;
@@ -27,6 +33,17 @@ std::unique_ptr<gpt2::Session> sampling_session(const gpt2::Model& model, gpt2::
     settings.top_p = 0.95f;
     settings.repetition_penalty = 1.1f;
     settings.seed = seed;
+    if (processors == Processors::on) {
+        settings.min_p = 0.02f;
+        settings.typical_p = 0.97f;
+        settings.no_repeat_ngram_size = 6;  // bans only what would repeat long spans: drafts still get accepted
+        settings.presence_penalty = 0.4f;
+        settings.frequency_penalty = 0.2f;
+        settings.logit_bias = {{7, 1.5f}, {9, -INFINITY}};
+        settings.bad_words = {{5, 6, 8}};
+        settings.min_new_tokens = 30;
+        settings.eos_token = 4;
+    }
     session->set_sampling(settings);
     return session;
 }
@@ -101,6 +118,31 @@ TEST(Speculation, NeverChangesTheTokensForGreedyAnd60SeedsBothCachesOneAndTwoThr
     EXPECT_GT(accepted, 300);
     EXPECT_GT(drafted - accepted, 1000);
     EXPECT_GT(rejected_runs, 100);
+    std::printf("drafted %d tokens, accepted %d\n", drafted, accepted);
+}
+
+TEST(Speculation, NeverChangesTheTokensWithEveryLogitsProcessorOnAcrossWindowSlides) {
+    ModelSpec spec;
+    spec.n_ctx = 40;
+    const std::vector<int32_t> repetitive{5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7};
+    auto model = make_model(spec);
+    int drafted = 0, accepted = 0;
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8})
+        for (uint64_t seed = 0; seed <= 20; seed++)
+            for (Drafts drafts : {Drafts::lookup, Drafts::wrong}) {
+                auto one_by_one = sampling_session(*model, kv, seed, Processors::on);
+                auto verified = sampling_session(*model, kv, seed, Processors::on);
+                const std::vector<int32_t> expected = stepped(*one_by_one, repetitive, 90);
+                const Speculated got = speculated(*verified, repetitive, 90, drafts, spec.n_vocab);
+                ASSERT_EQ(got.tokens, expected)
+                    << "seed " << seed << ", " << gpt2::kv_cache_format_name(kv) << " cache";
+                for (int i = 0; i < 30; i++) EXPECT_NE(expected[size_t(i)], 4) << "end-of-text before min_new_tokens";
+                EXPECT_EQ(std::count(expected.begin(), expected.end(), 9), 0);
+                drafted += got.drafted;
+                accepted += got.accepted;
+            }
+    EXPECT_GT(accepted, 50);
+    EXPECT_GT(drafted - accepted, 200);
     std::printf("drafted %d tokens, accepted %d\n", drafted, accepted);
 }
 
