@@ -28,12 +28,22 @@
 using emscripten::val;
 
 // gpt2::SamplingSettings with JS's types: the seed arrives as a double (exact for integers below 2^53, which
-// the JS side enforces; a uint64_t would need WASM_BIGINT), converted here, in one place.
+// the JS side enforces; a uint64_t would need WASM_BIGINT), logitBias as [[token, bias], ...] and badWords as
+// [[token, ...], ...], converted here, in one place.
 struct Sampling {
     float temperature;
     int top_k;
     float top_p;
     float repetition_penalty;
+    float min_p;
+    float typical_p;
+    int no_repeat_ngram_size;
+    float presence_penalty;
+    float frequency_penalty;
+    val logit_bias = val::array();
+    val bad_words = val::array();
+    int min_new_tokens;
+    int eos_token;
     double seed;
 
     gpt2::SamplingSettings settings() const {
@@ -42,6 +52,22 @@ struct Sampling {
         s.top_k = top_k;
         s.top_p = top_p;
         s.repetition_penalty = repetition_penalty;
+        s.min_p = min_p;
+        s.typical_p = typical_p;
+        s.no_repeat_ngram_size = no_repeat_ngram_size;
+        s.presence_penalty = presence_penalty;
+        s.frequency_penalty = frequency_penalty;
+        const int n_bias = logit_bias["length"].as<int>();
+        for (int i = 0; i < n_bias; i++) {
+            const val entry = logit_bias[i];
+            s.logit_bias.push_back({entry[0].as<int32_t>(), entry[1].as<float>()});
+        }
+        const int n_words = bad_words["length"].as<int>();
+        for (int i = 0; i < n_words; i++) {
+            s.bad_words.push_back(emscripten::convertJSArrayToNumberVector<int32_t>(bad_words[i]));
+        }
+        s.min_new_tokens = min_new_tokens;
+        s.eos_token = eos_token;
         s.seed = uint64_t(seed);
         return s;
     }
@@ -416,6 +442,15 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .field("topK", &Sampling::top_k)
         .field("topP", &Sampling::top_p)
         .field("repetitionPenalty", &Sampling::repetition_penalty)
+        .field("minP", &Sampling::min_p)
+        .field("typicalP", &Sampling::typical_p)
+        .field("noRepeatNgramSize", &Sampling::no_repeat_ngram_size)
+        .field("presencePenalty", &Sampling::presence_penalty)
+        .field("frequencyPenalty", &Sampling::frequency_penalty)
+        .field("logitBias", &Sampling::logit_bias)
+        .field("badWords", &Sampling::bad_words)
+        .field("minNewTokens", &Sampling::min_new_tokens)
+        .field("eosToken", &Sampling::eos_token)
         .field("seed", &Sampling::seed);
 
     emscripten::class_<WasmModelLoader>("ModelLoader")

@@ -108,6 +108,22 @@ export interface GenerateOptions {
   topP?: number;
   /** > 0, 1 = off; 1 */
   repetitionPenalty?: number;
+  /** in [0, 1]: drops tokens below minP times the likeliest one's probability; 0 = off */
+  minP?: number;
+  /** in [0, 1]: locally typical sampling; 1 = off */
+  typicalP?: number;
+  /** an integer >= 0: bans the token that would repeat an n-gram of the window; 0 = off */
+  noRepeatNgramSize?: number;
+  /** finite, OpenAI's: subtracted once from each token this run generated; 0 */
+  presencePenalty?: number;
+  /** finite, OpenAI's: subtracted once per occurrence among the tokens this run generated; 0 */
+  frequencyPenalty?: number;
+  /** token id -> added to its logit, -Infinity bans it; {} */
+  logitBias?: Readonly<Record<number, number>>;
+  /** never produced: a text (as its tokens, with and without a leading space) or token ids; [] */
+  badWords?: readonly (string | readonly number[])[];
+  /** an integer >= 0: end-of-text is held back until this many new tokens; 0 */
+  minNewTokens?: number;
   /** an integer in [0, 2^53); random */
   seed?: number;
   /** non-empty strings; generation ends before the first one in the text */

@@ -132,11 +132,20 @@ export class EngineSession extends EngineObject {
     this.#vocabSize = n_vocab;
   }
 
-  // The settings as generate() takes them (normalizeGenerateOptions checks them); missing ones take these
-  // defaults. The seed must be an integer in [0, 2^53): it crosses exactly as a double.
-  setSampling({ temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, seed = 0 } = {}) {
+  // The settings as normalizeGenerateOptions checks them, except badWords: token id sequences only (generate()
+  // encodes the texts), and eosToken: the id minNewTokens holds back; missing ones take these defaults. The seed
+  // must be an integer in [0, 2^53): it crosses exactly as a double.
+  setSampling({
+    temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, minP = 0, typicalP = 1, noRepeatNgramSize = 0,
+    presencePenalty = 0, frequencyPenalty = 0, logitBias = {}, badWords = [], minNewTokens = 0, eosToken = -1, seed = 0,
+  } = {}) {
     if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`seed must be a non-negative integer, got ${seed}`);
-    this.call((session) => session.setSampling({ temperature, topK, topP, repetitionPenalty, seed }));
+    const settings = {
+      temperature, topK, topP, repetitionPenalty, minP, typicalP, noRepeatNgramSize, presencePenalty, frequencyPenalty,
+      logitBias: Object.entries(logitBias).map(([token, bias]) => [Number(token), bias]),
+      badWords, minNewTokens, eosToken, seed,
+    };
+    this.call((session) => session.setSampling(settings));
   }
 
   // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id. Only the

@@ -12,6 +12,14 @@ const DEFAULT_OPTIONS = Object.freeze({
   topK: 0,
   topP: 1,
   repetitionPenalty: 1,
+  minP: 0,  // drop tokens below minP x the most likely one's probability
+  typicalP: 1,  // locally typical sampling: 1 = off
+  noRepeatNgramSize: 0,  // never repeat an n-gram of this size (over the window)
+  presencePenalty: 0,  // OpenAI's, over the tokens this run generated
+  frequencyPenalty: 0,
+  logitBias: {},  // token id -> added to its logit; -Infinity bans it
+  badWords: [],  // texts (banned with and without a leading space) or token id sequences, never produced
+  minNewTokens: 0,  // end-of-text is held back until this many tokens
   seed: undefined,  // random
   stop: [],
   stopAtEndOfText: true,
@@ -48,6 +56,15 @@ export function normalizeGenerateOptions(options = {}) {
   if (typeof o.repetitionPenalty !== 'number' || !Number.isFinite(o.repetitionPenalty) || o.repetitionPenalty <= 0) {
     fail('repetitionPenalty', 'a finite number > 0 (1 = off)');
   }
+  if (typeof o.minP !== 'number' || !(o.minP >= 0 && o.minP <= 1)) fail('minP', 'a number in [0, 1] (0 = off)');
+  if (typeof o.typicalP !== 'number' || !(o.typicalP >= 0 && o.typicalP <= 1)) fail('typicalP', 'a number in [0, 1] (1 = off)');
+  if (!Number.isSafeInteger(o.noRepeatNgramSize) || o.noRepeatNgramSize < 0) fail('noRepeatNgramSize', 'an integer >= 0 (0 = off)');
+  for (const name of ['presencePenalty', 'frequencyPenalty']) {
+    if (typeof o[name] !== 'number' || !Number.isFinite(o[name])) fail(name, 'a finite number (0 = off)');
+  }
+  checkLogitBias(o.logitBias);
+  checkBadWords(o.badWords);
+  if (!Number.isSafeInteger(o.minNewTokens) || o.minNewTokens < 0) fail('minNewTokens', 'an integer >= 0 (0 = off)');
   if (o.seed === undefined) o.seed = Math.floor(Math.random() * 2 ** 32);
   else if (!Number.isSafeInteger(o.seed) || o.seed < 0) fail('seed', 'an integer in [0, 2^53)');
   if (typeof o.stop === 'string') o.stop = [o.stop];
@@ -61,6 +78,44 @@ export function normalizeGenerateOptions(options = {}) {
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
   if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
   return o;
+}
+
+const isTokenId = (value) => Number.isSafeInteger(value) && value >= 0;
+
+function checkLogitBias(logitBias) {
+  if (logitBias === null || typeof logitBias !== 'object' || Array.isArray(logitBias)) {
+    throw new RangeError(`generate: option logitBias must be an object { tokenId: bias }, got ${describeValue(logitBias)}`);
+  }
+  for (const [token, bias] of Object.entries(logitBias)) {
+    if (!/^\d+$/.test(token) || !isTokenId(Number(token))) throw new RangeError(`generate: option logitBias has a key that is not a token id: ${JSON.stringify(token)}`);
+    if (typeof bias !== 'number' || !(Number.isFinite(bias) || bias === -Infinity)) {
+      throw new RangeError(`generate: option logitBias[${token}] must be a finite number or -Infinity (a ban), got ${describeValue(bias)}`);
+    }
+  }
+}
+
+function checkBadWords(badWords) {
+  const isWord = (word) => (typeof word === 'string' && word.length > 0) || (Array.isArray(word) && word.length > 0 && word.every(isTokenId));
+  if (!Array.isArray(badWords)) throw new RangeError(`generate: option badWords must be an array of texts or token id arrays, got ${describeValue(badWords)}`);
+  const bad = badWords.findIndex((word) => !isWord(word));
+  if (bad >= 0) throw new RangeError(`generate: option badWords[${bad}] must be a non-empty text or a non-empty array of token ids, got ${describeValue(badWords[bad])}`);
+}
+
+// The options that name token ids, against the model's vocabulary (normalizeGenerateOptions cannot know it).
+function checkTokenOptions({ logitBias, badWords }, nVocab) {
+  for (const token of Object.keys(logitBias)) {
+    if (Number(token) >= nVocab) throw new RangeError(`generate: option logitBias has token ${token}, outside the model's vocabulary [0, ${nVocab})`);
+  }
+  badWords.forEach((word, i) => {
+    const outside = Array.isArray(word) ? word.find((id) => id >= nVocab) : undefined;
+    if (outside !== undefined) throw new RangeError(`generate: option badWords[${i}] has token ${outside}, outside the model's vocabulary [0, ${nVocab})`);
+  });
+}
+
+// badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word
+// mid-sentence is encoded); id sequences as they are.
+function badWordIds(badWords, tokenizer) {
+  return badWords.flatMap((word) => (typeof word === 'string' ? [tokenizer.encode(word), tokenizer.encode(` ${word}`)] : [word]));
 }
 
 // speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context), maxDraftTokens (1..16, default 8) }
@@ -82,7 +137,7 @@ function normalizeSpeculative(speculative) {
 }
 
 function describeValue(value) {
-  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+  return typeof value === 'string' || (typeof value === 'object' && value !== null) ? JSON.stringify(value) : String(value);
 }
 
 export function createStats(contextSize) {
@@ -150,6 +205,7 @@ export class Generation {
 
   constructor(target, prompt, options) {
     checkPrompt(prompt);
+    if (target.config.n_vocab !== undefined) checkTokenOptions(options, target.config.n_vocab);
     this.stats = createStats(target.config.n_ctx);
     this.#pieces = runGeneration(target, prompt, options, this.stats);
   }
@@ -193,7 +249,7 @@ function describePrompt(prompt) {
 async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats) {
   const eos = tokenizer.eosId;
   if (options.signal?.aborted) return 'abort';
-  session.setSampling(options);
+  session.setSampling({ ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: eos });
   const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
   const ids = given.length === 0 ? [eos] : given;
   stats.promptTokens = ids.length;
