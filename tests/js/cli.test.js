@@ -122,6 +122,28 @@ describe('flags', () => {
     expect(plain.stderr).not.toMatch(/drafted/);
   });
 
+  test('the decoding flags set generate()\'s options: numbers, --logit-bias TOKEN:BIAS pairs and --bad-words texts', () => {
+    const { options } = parseCliArguments([
+      '--min-p', '0.05', '--typical-p=0.9', '--no-repeat-ngram-size', '3', '--presence-penalty', '-0.5', '--frequency-penalty', '1.2',
+      '--logit-bias', '50256:-inf, 13:2.5', '--bad-words', ' thou, thee ,', '--min-new-tokens', '8', 'ROMEO:',
+    ]);
+    expect(options).toEqual({
+      minP: 0.05, typicalP: 0.9, noRepeatNgramSize: 3, presencePenalty: -0.5, frequencyPenalty: 1.2,
+      logitBias: { 50256: -Infinity, 13: 2.5 }, badWords: ['thou', 'thee'], minNewTokens: 8,
+    });
+  });
+
+  test('--logit-bias "" and --bad-words "" are none: {} and []', () => {
+    expect(parseCliArguments(['--logit-bias=', '--bad-words=', 'p']).options).toEqual({ logitBias: {}, badWords: [] });
+  });
+
+  test('--logit-bias 50256:-inf never ends the text at <|endoftext|>, as the API with that bias', async () => {
+    const args = ['-n', '24', '--temperature', '0', '--logit-bias', '50256:-inf', 'ROMEO:'];
+    const { stdout, stderr } = await cli(args);
+    expect(stdout).toBe(`${await apiText('ROMEO:', { maxNewTokens: 24, temperature: 0, logitBias: { 50256: -Infinity } })}\n`);
+    expect(stderr).toMatch(/stop: length;/);
+  });
+
   test('each --stop ends the text before it', async () => {
     const args = ['-n', '40', '--temperature', '0', 'ROMEO:'];
     const free = (await cli(args)).stdout;
@@ -154,6 +176,11 @@ describe('flags', () => {
     [['--speculative', 'draft', 'p'], '--speculative: expected "lookup", got "draft"'],
     [['--speculative', 'lookup', '--max-draft-tokens', '17', 'p'], '--max-draft-tokens: expected an integer in [1, 16], got "17"'],
     [['--max-draft-tokens', '4', 'p'], '--max-draft-tokens needs --speculative'],
+    [['--min-p', '1.5', 'p'], '--min-p: expected a number in [0, 1] (0 = off), got "1.5"'],
+    [['--min-new-tokens', '-1', 'p'], '--min-new-tokens: expected an integer >= 0 (0 = off), got "-1"'],
+    [['--presence-penalty', 'x', 'p'], '--presence-penalty: expected a finite number (0 = off), got "x"'],
+    [['--logit-bias', '13=2', 'p'], '--logit-bias: "13=2" is not TOKEN:BIAS'],
+    [['--logit-bias=13:1,13:2', 'p'], '--logit-bias: token 13 is given twice'],
     [['p', '-n'], '-n: missing value'],
     [['--no-cache=yes', 'p'], '--no-cache: takes no value, got "yes"'],
     [['-ROMEO'], 'unknown option -R (a prompt that starts with - goes after --)'],

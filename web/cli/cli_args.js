@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
 import { checkDevice } from '../lib/gpu/device.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
+import { parseBadWords, parseLogitBias, parseNumber } from '../lib/generation/option_text.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
        gpt2-wasm [options] -i             each line read from stdin continues the text
@@ -28,6 +29,15 @@ generation:
   --top-k K                  0 = off (default)
   --top-p P                  nucleus sampling, 1 = off (default)
   --repetition-penalty R     1 = off (default)
+  --min-p P                  drop tokens less likely than P times the likeliest one, 0 = off (default)
+  --typical-p P              locally typical sampling, 1 = off (default)
+  --no-repeat-ngram-size N   never repeat an n-gram of N tokens, 0 = off (default)
+  --presence-penalty X       subtract X from the logit of each token generated so far, 0 = off (default)
+  --frequency-penalty X      subtract X times its count so far from each token's logit, 0 = off (default)
+  --logit-bias TEXT          add BIAS to TOKEN's logit: TOKEN:BIAS, comma-separated ("50256:-inf, 13:2.5";
+                             -inf bans the token)
+  --bad-words TEXT           never generate these texts, comma-separated ("thou, thee")
+  --min-new-tokens N         no <|endoftext|> before N tokens, 0 = off (default)
   --seed S                   same seed, same text (default random)
   --stop TEXT                stop before TEXT (may be given several times)
   --ignore-eos               keep generating past <|endoftext|>
@@ -42,11 +52,9 @@ generation:
   -h, --help                 this help
 A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
 
-// Number-valued flags accept decimal numbers only ("0x10" and "" are not numbers here).
-const parseNumber = (text) => (/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) ? Number(text) : NaN);
-
-// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse (the text -> the
-// value), check? (a load option's), multiple?, expected? }
+// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse (the text and the
+// flag as typed -> the value; a text it cannot read throws, naming the flag), check? (a load option's), multiple?,
+// expected? }
 const VALUE_FLAGS = {
   model: { load: 'model', parse: String },
   weights: { load: 'weights', parse: String, check: checkWeights },
@@ -57,6 +65,15 @@ const VALUE_FLAGS = {
   'top-k': { option: 'topK', parse: parseNumber },
   'top-p': { option: 'topP', parse: parseNumber },
   'repetition-penalty': { option: 'repetitionPenalty', parse: parseNumber },
+  'min-p': { option: 'minP', parse: parseNumber },
+  'typical-p': { option: 'typicalP', parse: parseNumber },
+  'no-repeat-ngram-size': { option: 'noRepeatNgramSize', parse: parseNumber },
+  'presence-penalty': { option: 'presencePenalty', parse: parseNumber },
+  'frequency-penalty': { option: 'frequencyPenalty', parse: parseNumber },
+  // the syntax the widget's data-* attributes and the page's fields share (option_text.js)
+  'logit-bias': { option: 'logitBias', parse: parseLogitBias },
+  'bad-words': { option: 'badWords', parse: parseBadWords },
+  'min-new-tokens': { option: 'minNewTokens', parse: parseNumber },
   seed: { option: 'seed', parse: parseNumber },
   stop: { option: 'stop', parse: String, multiple: true, expected: 'a non-empty text' },  // the API's "or an array"
   'kv-cache': { option: 'kvCache', parse: String },
@@ -116,7 +133,7 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
   const flag = VALUE_FLAGS[name];
   if (!flag) throw new Error(`unknown option ${rawName} (a prompt that starts with - goes after --)`);
   if (value === undefined) throw new Error(`${rawName}: missing value`);
-  const parsedValue = flag.parse(value);
+  const parsedValue = flag.parse(value, rawName);
   if (flag.load === 'model') parsed.model = parsedValue;
   else if (flag.load) {
     checked(rawName, value, () => flag.check(parsedValue), flag.expected);

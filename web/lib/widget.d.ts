@@ -20,6 +20,22 @@ declare namespace GPT2Widget {
     topP?: number;
     /** 1 */
     repetitionPenalty?: number;
+    /** 0 (off) */
+    minP?: number;
+    /** 1 (off) */
+    typicalP?: number;
+    /** 0 (off) */
+    noRepeatNgramSize?: number;
+    /** 0 */
+    presencePenalty?: number;
+    /** 0 */
+    frequencyPenalty?: number;
+    /** token id -> added to its logit, -Infinity bans it (data-logit-bias="50256:-inf, 13:2.5"); {} */
+    logitBias?: Readonly<Record<number, number>>;
+    /** texts, or token id sequences, never generated (data-bad-words="thou, thee"); [] */
+    badWords?: readonly (string | readonly number[])[];
+    /** no <|endoftext|> before this many tokens; 0 */
+    minNewTokens?: number;
     /** random */
     seed?: number;
     /** none */

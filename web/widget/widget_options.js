@@ -1,6 +1,7 @@
 // The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
 import { resolveAgainstPage } from '../lib/environment.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
+import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
@@ -14,6 +15,16 @@ const OPTIONS = {
   topK: [Number, 40],
   topP: [Number, 1],
   repetitionPenalty: [Number, 1],
+  minP: [Number, 0],
+  typicalP: [Number, 1],
+  noRepeatNgramSize: [Number, 0],
+  presencePenalty: [Number, 0],
+  frequencyPenalty: [Number, 0],
+  // data-logit-bias="50256:-inf, 13:2.5" and data-bad-words="thou, thee": the command line's syntax (option_text.js);
+  // the defaults are frozen, since every widget shares them
+  logitBias: [(text) => parseLogitBias(text, 'data-logit-bias'), Object.freeze({})],
+  badWords: [parseBadWords, Object.freeze([])],
+  minNewTokens: [Number, 0],
   seed: [Number, undefined],  // random
   stop: [String, undefined],
   autoGenerate: [parseBoolean, false],
@@ -22,7 +33,8 @@ const OPTIONS = {
   device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
   speculative: [parseSpeculative, undefined],  // generate's: data-speculative="lookup" is { draft: 'prompt-lookup' }
 };
-export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'seed', 'stop', 'speculative'];
+export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
+  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative'];
 const THEMES = ['auto', 'light', 'dark'];
 // The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
