@@ -109,10 +109,42 @@ test('Stop ends a speculated run where it is asked, and Continue reuses the cach
 test('the speculative option is checked, each error naming what is wrong', () => {
   const generate = (speculative) => () => model.generate('x', { speculative });
   expect(generate('lookup')).toThrow('generate: option speculative must be an object { draft, maxDraftTokens }, got "lookup"');
-  expect(generate({ draft: 'ngram' })).toThrow('generate: option speculative.draft must be "prompt-lookup", got "ngram"');
+  expect(generate({ draft: 'ngram' })).toThrow('generate: option speculative.draft must be "prompt-lookup" or a model, got "ngram"');
   expect(generate({ maxDraftTokens: 17 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 17');
   expect(generate({ maxDraftTokens: 0 })).toThrow('generate: option speculative.maxDraftTokens must be an integer in [1, 16], got 0');
   expect(generate({ draftTokens: 4 })).toThrow('generate: unknown option "speculative.draftTokens"');
+});
+
+test('a draft model of the same vocabulary gives the tokens of a run without it, greedy and seeded, and its drafts are kept', async () => {
+  const draft = await loadModel(`${BUNDLED}tiny-shakespeare.Q4_0.gguf`, { threads: 1 });  // other weights, same vocabulary
+  try {
+    let accepted = 0;
+    for (let seed = 0; seed <= 8; seed++) {
+      const prompt = seed % 2 === 0 ? PLAIN : REWRITE;
+      const options = { temperature: seed === 0 ? 0 : 0.8, seed, maxNewTokens: 40 };
+      const plain = await run(model, prompt, options);
+      const speculated = await run(model, prompt, { ...options, speculative: { draft, maxDraftTokens: 6 } });
+      expect({ seed, tokens: speculated.tokens }).toEqual({ seed, tokens: plain.tokens });
+      if (seed === 0) expect(speculated.stats.acceptedTokens).toBeGreaterThan(20);  // the two models mostly agree greedily
+      accepted += speculated.stats.acceptedTokens;
+    }
+    expect(accepted).toBeGreaterThan(40);
+    // across the target's window slide (256 positions) and the draft's, the same tokens
+    const long = { temperature: 0, maxNewTokens: 300 };
+    expect((await run(model, PLAIN, { ...long, speculative: { draft } })).tokens).toEqual((await run(model, PLAIN, long)).tokens);
+  } finally {
+    draft.dispose();
+  }
+});
+
+test('a draft model must share the vocabulary and be loaded in this thread, each error naming what is wrong', async () => {
+  const other = await loadModel(fileURLToPath(new URL('../fixtures/tiny-random-gguf/model-f32.gguf', import.meta.url)), { threads: 1 });
+  expect(() => model.generate('x', { speculative: { draft: other } })).toThrow(
+    "generate: the draft model's vocabulary has 384 tokens, this model's 50257: a draft model must share the vocabulary");
+  other.dispose();
+  expect(() => model.generate('x', { speculative: { draft: other } })).toThrow(
+    'generate: option speculative.draft must be a model loaded in the same thread as this one (not disposed)');
+  expect((await run(model, 'x', { temperature: 0, maxNewTokens: 3 })).tokens).toHaveLength(3);  // the model goes on
 });
 
 test('the draft length grows by two after a draft kept whole, shrinks by one after a rejection, and backs off after drafts that come to nothing', () => {

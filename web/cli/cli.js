@@ -122,12 +122,25 @@ async function main(args) {
   const parsed = parseCliArguments(args);
   if (parsed.help) return void writeOut(`${USAGE}\n`);
   const model = await loadCliModel(parsed.model, parsed.load);
+  // --speculative MODEL: the draft model loads as --model does, with the same weights and threads
+  const draft = parsed.draftModel === undefined ? null : await loadDraftModel(parsed.draftModel, parsed.load, model);
+  const options = draft ? { ...parsed.options, speculative: { ...parsed.options.speculative, draft } } : parsed.options;
   try {
-    if (parsed.score) await printScores(model, parsed.prompt, parsed.options);
-    else if (parsed.interactive) await interact(model, parsed.options);
-    else await continueText(model, parsed.prompt, parsed.options);
+    if (parsed.score) await printScores(model, parsed.prompt, options);
+    else if (parsed.interactive) await interact(model, options);
+    else await continueText(model, parsed.prompt, options);
   } finally {
+    draft?.dispose();
     model.dispose();
+  }
+}
+
+async function loadDraftModel(text, load, model) {
+  try {
+    return await loadCliModel(text, load);
+  } catch (error) {
+    model.dispose();
+    throw new Error(`--speculative: ${error.message}`, { cause: error });
   }
 }
 

@@ -46,6 +46,8 @@ generation:
   --no-cache                 recompute every position at each step (no KV cache)
   --speculative lookup       speculative decoding with drafts from the context itself (prompt lookup): the
                              same text, several tokens per pass where the text repeats itself
+  --speculative MODEL        speculative decoding with drafts from a smaller model of the same vocabulary
+                             (a folder or .gguf file, loaded like --model): the same text
   --max-draft-tokens N       with --speculative: the most tokens drafted per step, 1..16 (default 8)
   --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
                              tokens and theirs (with --score: their logprobs after each token's line)
@@ -79,7 +81,8 @@ const VALUE_FLAGS = {
   'kv-cache': { option: 'kvCache', parse: String },
   'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
   // the two fill generate's option speculative: { draft, maxDraftTokens }
-  speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), expected: '"lookup"' },
+  // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
+  speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },
   'max-draft-tokens': { option: 'speculative', field: 'maxDraftTokens', parse: parseNumber },
 };
 
@@ -133,7 +136,11 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
   const flag = VALUE_FLAGS[name];
   if (!flag) throw new Error(`unknown option ${rawName} (a prompt that starts with - goes after --)`);
   if (value === undefined) throw new Error(`${rawName}: missing value`);
-  const parsedValue = flag.parse(value, rawName);
+  let parsedValue = flag.parse(value, rawName);
+  if (flag.draftModel && parsedValue !== 'prompt-lookup') {
+    parsed.draftModel = parsedValue;
+    parsedValue = 'prompt-lookup';  // what the checks below see until the model takes its place
+  }
   if (flag.load === 'model') parsed.model = parsedValue;
   else if (flag.load) {
     checked(rawName, value, () => flag.check(parsedValue), flag.expected);

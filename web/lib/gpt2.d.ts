@@ -143,8 +143,11 @@ export interface GenerateOptions {
 }
 
 export interface SpeculativeOptions {
-  /** where drafts come from: 'prompt-lookup', n-grams of the context itself; 'prompt-lookup' */
-  draft?: 'prompt-lookup';
+  /**
+   * where drafts come from: 'prompt-lookup', n-grams of the context itself, or a draft model of the same
+   * vocabulary loaded in the same thread (not a page's worker model), decoding greedily; 'prompt-lookup'
+   */
+  draft?: 'prompt-lookup' | Model;
   /** the most tokens drafted per step, in [1, 16]; the length adapts to the acceptance below it; 8 */
   maxDraftTokens?: number;
 }

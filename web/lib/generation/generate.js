@@ -5,6 +5,7 @@
 // tokens per step where drafts are verified (the same tokens, fewer passes). Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 import { DraftPolicy } from './draft_policy.js';
+import { LookupDrafter, ModelDrafter } from './drafters.js';
 
 const DEFAULT_OPTIONS = Object.freeze({
   maxNewTokens: 64,
@@ -118,7 +119,8 @@ function badWordIds(badWords, tokenizer) {
   return badWords.flatMap((word) => (typeof word === 'string' ? [tokenizer.encode(word), tokenizer.encode(` ${word}`)] : [word]));
 }
 
-// speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context), maxDraftTokens (1..16, default 8) }
+// speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context) or a model (a draft model of the same
+// vocabulary, loaded in the same thread: local_model.js checks it), maxDraftTokens (1..16, default 8) }
 function normalizeSpeculative(speculative) {
   if (speculative === null || typeof speculative !== 'object') {
     throw new RangeError(`generate: option speculative must be an object { draft, maxDraftTokens }, got ${describeValue(speculative)}`);
@@ -127,8 +129,8 @@ function normalizeSpeculative(speculative) {
     if (name !== 'draft' && name !== 'maxDraftTokens') throw new TypeError(`generate: unknown option "speculative.${name}"`);
   }
   const { draft = 'prompt-lookup', maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS } = speculative;
-  if (!DRAFT_SOURCES.includes(draft)) {
-    throw new RangeError(`generate: option speculative.draft must be ${DRAFT_SOURCES.map((s) => JSON.stringify(s)).join(' or ')}, got ${describeValue(draft)}`);
+  if (!DRAFT_SOURCES.includes(draft) && typeof draft?.generate !== 'function') {
+    throw new RangeError(`generate: option speculative.draft must be ${DRAFT_SOURCES.map((s) => JSON.stringify(s)).join(' or ')} or a model, got ${describeValue(draft)}`);
   }
   if (!Number.isSafeInteger(maxDraftTokens) || maxDraftTokens < 1 || maxDraftTokens > MAX_DRAFT_TOKENS) {
     throw new RangeError(`generate: option speculative.maxDraftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${describeValue(maxDraftTokens)}`);
@@ -198,7 +200,8 @@ export class SessionPool {
 
 // An async iterable of pieces { text, token, position, ms, probability?, alternatives? } with a live `stats`.
 // Generation runs as it is iterated; leaving the loop early (break) ends it with stopReason 'abort'.
-// target: { pool: SessionPool, tokenizer, config: { n_ctx } }; options as normalizeGenerateOptions returns.
+// target: { pool: SessionPool, tokenizer, config: { n_ctx, n_vocab }, draftModel?: the draft model's { pool, config }
+// when options.speculative.draft is a model }; options as normalizeGenerateOptions returns.
 export class Generation {
   stats;
   #pieces;
@@ -215,12 +218,12 @@ export class Generation {
   }
 }
 
-async function* runGeneration({ pool, tokenizer }, prompt, options, stats) {
+async function* runGeneration({ pool, tokenizer, draftModel }, prompt, options, stats) {
   const session = pool.acquire(options);
   try {
     const decoder = tokenizer.createDecoder();
     const filter = new StopStringFilter(options.stop);
-    const stopReason = yield* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats);
+    const stopReason = yield* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel);
     stats.stopReason = stopReason;
     if (stopReason !== 'stop') yield* filter.finish(decoder.flush());
   } catch (error) {
@@ -246,7 +249,8 @@ function describePrompt(prompt) {
 }
 
 // Yields the pieces the stop filter releases; returns the stop reason.
-async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats) {
+// draftModel: speculative.draft's { pool, config } when it is a model, else undefined
+async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel) {
   const eos = tokenizer.eosId;
   if (options.signal?.aborted) return 'abort';
   session.setSampling({ ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: eos });
@@ -258,19 +262,23 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
   let next = { token: await (options.useKVCache ? session.prefillReusing(ids) : session.prefill(ids)), row: -1 };
   let ms = (stats.prefillMs = performance.now() - started);
   if (options.useKVCache) stats.reusedTokens = session.reusedTokens;
-  const decoding = new Decoding(session, options, stats);
-  for (let steps = 0; ; steps++) {
-    updateContextStats(stats, session);
-    if (next.token === eos && options.stopAtEndOfText) return 'eos';
-    stats.generatedTokens++;
-    const piece = makePiece(session, tokenizer, decoder, next, ids.length + steps, ms, options);
-    const { pieces, stopped } = filter.push(piece);
-    yield* pieces;
-    if (stopped) return 'stop';
-    if (stats.generatedTokens === options.maxNewTokens) return 'length';
-    await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
-    if (options.signal?.aborted) return 'abort';
-    ({ next, ms } = await decoding.after(next.token, options.maxNewTokens - stats.generatedTokens));
+  const decoding = new Decoding(session, options, stats, draftModel, ids);
+  try {
+    for (let steps = 0; ; steps++) {
+      updateContextStats(stats, session);
+      if (next.token === eos && options.stopAtEndOfText) return 'eos';
+      stats.generatedTokens++;
+      const piece = makePiece(session, tokenizer, decoder, next, ids.length + steps, ms, options);
+      const { pieces, stopped } = filter.push(piece);
+      yield* pieces;
+      if (stopped) return 'stop';
+      if (stats.generatedTokens === options.maxNewTokens) return 'length';
+      await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
+      if (options.signal?.aborted) return 'abort';
+      ({ next, ms } = await decoding.after(next.token, options.maxNewTokens - stats.generatedTokens));
+    }
+  } finally {
+    decoding.release();
   }
 }
 
@@ -284,17 +292,26 @@ class Decoding {
   #pendingMs = 0;
   #decodeMs = 0;
   #decoded = 0;
-  #drafts;  // a DraftPolicy, or null: one step at a time
+  #drafts = null;  // a DraftPolicy, or null: one step at a time
+  #drafter = null;  // where drafts come from (drafters.js), with #drafts
 
-  constructor(session, { speculative, useKVCache }, stats) {
+  // draftModel: the draft model's { pool, config } for a model's drafts; prompt: the ids the session was prefilled with
+  constructor(session, { speculative, useKVCache }, stats, draftModel, prompt) {
     this.#session = session;
     this.#stats = stats;
     // an uncached session has no cache to keep drafts in, a GPU session no verification of its own
-    this.#drafts = speculative && useKVCache && session.stepDraft ? new DraftPolicy(speculative.maxDraftTokens) : null;
+    if (!speculative || !useKVCache || !session.stepDraft) return;
+    this.#drafts = new DraftPolicy(speculative.maxDraftTokens);
+    this.#drafter = draftModel ? new ModelDrafter(draftModel, prompt) : new LookupDrafter(session);
+  }
+
+  release() {
+    this.#drafter?.release();
   }
 
   // -> { next: { token, row }, ms } after token; room: how many tokens the run may still give, this one included
   async after(token, room) {
+    this.#drafter?.push(token);
     if (this.#pending.length === 0) await this.#decode(token, room);
     const next = this.#pending.shift();
     this.#decoded++;
@@ -308,7 +325,7 @@ class Decoding {
     const session = this.#session;
     // no more drafts than tokens the run can still give after the model's own
     const length = this.#drafts?.draftLength(room - 1) ?? 0;
-    const draft = length > 0 ? session.lookupDraft(token, length) : [];
+    const draft = length > 0 ? await this.#drafter.draft(length) : [];
     if (draft.length === 0) {
       this.#pending = [{ token: await session.step(token), row: -1 }];
     } else {

@@ -68,6 +68,21 @@ function sourceName(source) {
   return files.map((file) => file?.name ?? 'a file').join(', ');
 }
 
+// The models of this thread as a draft model reaches them (speculative: { draft: model }): model -> { pool, config }.
+const draftTargets = new WeakMap();
+
+// speculative.draft's { pool, config } when it is a model; throws where it cannot draft for a model of config.
+function draftModelOf(options, config) {
+  const draft = options.speculative?.draft;
+  if (typeof draft !== 'object') return undefined;
+  const target = draftTargets.get(draft);
+  if (!target) throw new TypeError('generate: option speculative.draft must be a model loaded in the same thread as this one (not disposed)');
+  if (target.config.n_vocab !== config.n_vocab) {
+    throw new RangeError(`generate: the draft model's vocabulary has ${target.config.n_vocab} tokens, this model's ${config.n_vocab}: a draft model must share the vocabulary`);
+  }
+  return target;
+}
+
 class LocalModel extends DescribedModel {
   #engineModel;
   #pool;
@@ -79,12 +94,14 @@ class LocalModel extends DescribedModel {
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);
     this.#tokenizer = tokenizer;
+    draftTargets.set(this, { pool: this.#pool, config: this.config });
   }
 
   generate(prompt, options) {
     if (!this.#pool) throw new Error('the model was disposed');
-    const target = { pool: this.#pool, tokenizer: this.#tokenizer, config: this.config };
-    return new Generation(target, prompt, normalizeGenerateOptions(options));
+    const checked = normalizeGenerateOptions(options);
+    const target = { pool: this.#pool, tokenizer: this.#tokenizer, config: this.config, draftModel: draftModelOf(checked, this.config) };
+    return new Generation(target, prompt, checked);
   }
 
   async score(text, options) {
@@ -109,6 +126,7 @@ class LocalModel extends DescribedModel {
 
   // Generations still running keep their session (and the weights) until they end.
   dispose() {
+    draftTargets.delete(this);
     this.#pool?.dispose();
     this.#engineModel?.dispose();
     this.#pool = this.#engineModel = null;

@@ -82,6 +82,9 @@ class WorkerModel extends DescribedModel {
     if (this.#disposed) throw new Error('the model was disposed');
     checkPrompt(prompt);
     const { signal, ...rest } = normalizeGenerateOptions(options);
+    if (typeof rest.speculative?.draft === 'object') {
+      throw new TypeError("generate: a draft model works with models loaded in the same thread; this one runs in a worker (use speculative: { draft: 'prompt-lookup' })");
+    }
     const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
     return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
   }
