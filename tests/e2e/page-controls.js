@@ -18,14 +18,15 @@ export function controls(page) {
 
 // Sets the page's generation settings. Only the settings given are touched; the others keep whatever the page
 // shows (its defaults: temperature 0.8, top-k 40, top-p 0.95, 100 new tokens, no seed, KV cache on in int8, unless
-// a remembered setting or an earlier call changed them), so each call names every setting its test relies on.
+// a remembered setting or an earlier call changed them), so each call names every setting its test relies on. The labels
+// match exactly: each Compare strategies column has fields of its own, such as "Temperature (column 1)".
 export async function fillSettings(page, { prompt, temperature, topK, topP, maxNewTokens, seed, useKVCache, kvCache }) {
   if (prompt !== undefined) await controls(page).prompt.fill(prompt);
-  if (temperature !== undefined) await page.getByLabel('Temperature').fill(String(temperature));
-  if (topK !== undefined) await page.getByLabel('Top-k').fill(String(topK));
-  if (topP !== undefined) await page.getByLabel('Top-p').fill(String(topP));
+  if (temperature !== undefined) await page.getByLabel('Temperature', { exact: true }).fill(String(temperature));
+  if (topK !== undefined) await page.getByLabel('Top-k', { exact: true }).fill(String(topK));
+  if (topP !== undefined) await page.getByLabel('Top-p', { exact: true }).fill(String(topP));
   if (maxNewTokens !== undefined) await page.getByLabel('Max new tokens').fill(String(maxNewTokens));
-  if (seed !== undefined) await page.getByLabel('Seed').fill(String(seed));
+  if (seed !== undefined) await page.getByLabel('Seed', { exact: true }).fill(String(seed));
   if (useKVCache !== undefined) await controls(page).kvCache.setChecked(useKVCache);
   if (kvCache !== undefined) await controls(page).kvStorage.selectOption(kvCache);
 }

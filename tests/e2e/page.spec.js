@@ -70,7 +70,7 @@ test('the KV cache switch changes speed, not text', async ({ page }) => {
 
 test('Speculative decoding gives the same text, greedy and seeded, and shows the drafts accepted beside the speed', async ({ page }) => {
   await openPageWithModel(page);
-  const speculation = page.getByRole('checkbox', { name: 'Speculative decoding' });
+  const speculation = page.getByRole('checkbox', { name: 'Speculative decoding', exact: true });
   await expect(speculation).not.toBeChecked();
   for (const settings of [{ ...GREEDY, maxNewTokens: 60 }, { temperature: 0.8, topK: 40, topP: 0.95, maxNewTokens: 60, seed: 11 }]) {
     await speculation.setChecked(false);
@@ -83,6 +83,43 @@ test('Speculative decoding gives the same text, greedy and seeded, and shows the
   }
   await page.reload();
   await expect(speculation).toBeChecked();  // remembered
+});
+
+test('Advanced decoding: a logit bias of -inf bans its token, the settings give the Node API\'s text and are remembered; a malformed bias is the settings error', async ({ page }) => {
+  // 198 and 628: GPT-2's "\n" and "\n\n", which the greedy text of PROMPT has
+  const advanced = { logitBias: { 198: -Infinity, 628: -Infinity }, minNewTokens: 40, presencePenalty: 0.3, noRepeatNgramSize: 3, badWords: ['thou'] };
+  const [plain, expected] = await Promise.all([
+    nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY), nodeText(BUNDLED_GGUF_FILE, PROMPT, { ...GREEDY, ...advanced }),
+  ]);
+  expect(plain).toContain('\n');
+  await openPageWithModel(page);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
+  const group = page.locator('details', { has: page.getByText('Advanced decoding', { exact: true }) });
+  await expect(page.getByLabel('Logit bias')).toBeHidden();  // folded until asked for
+  await group.locator('summary').click();
+  await page.getByLabel('Logit bias').fill('198:-inf, 628:-Infinity');
+  await page.getByLabel('Min new tokens').fill('40');
+  await page.getByLabel('Presence penalty').fill('0.3');
+  await page.getByLabel('No-repeat n-gram size').fill('3');
+  await page.getByLabel('Banned words').fill('thou,');
+  const text = await generateText(page);
+  expect(text).toBe(expected);
+  expect(text).not.toBe(plain);
+  expect(await controls(page).output.locator('.token').allTextContents()).not.toContain('\n');
+  await expect(controls(page).alert).toBeEmpty();
+
+  await page.reload();
+  await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByLabel('Logit bias')).toBeHidden();
+  await expect(page.getByLabel('Logit bias')).toHaveValue('198:-inf, 628:-Infinity');  // remembered
+  await expect(page.getByLabel('Min new tokens')).toHaveValue('40');
+  // the group folded: Generate unfolds it to point at the malformed field
+  await page.getByLabel('Logit bias').evaluate((input) => {
+    input.value = '198:-inf, 13=2';
+  });
+  await controls(page).generate.click();
+  await expect(controls(page).alert).toHaveText('Logit bias: "13=2" is not TOKEN:BIAS');
+  await expect(page.getByLabel('Logit bias')).toBeFocused();
 });
 
 test('the KV cache storage is int8 unless fp32 is chosen: fp32 shows four times the memory and the Node API\'s fp32 text', async ({ page }) => {

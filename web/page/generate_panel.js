@@ -3,6 +3,7 @@
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, pieceOfToken, showError, state, updateControls } from './page_state.js';
+import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
 import { hideTooltip } from './tooltip.js';
 
@@ -66,7 +67,8 @@ export function stopGeneration() {
   const controller = state.generation;
   if (!controller) return;
   controller.abort();
-  elements.stats.stop.textContent = 'stopped';
+  // A comparison (compare_panel.js) is a generation too, but the stats show Generate's latest run.
+  if (controller === state.latestGeneration) elements.stats.stop.textContent = 'stopped';
   finishGeneration(controller);
 }
 
@@ -79,13 +81,15 @@ function finishGeneration(controller) {
 
 // Returns the generate() options, or null after pointing at the first invalid field.
 function readGenerationOptions() {
-  const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed];
+  const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed, elements.minP,
+    elements.typicalP, elements.presencePenalty, elements.frequencyPenalty, elements.noRepeatNgramSize, elements.minNewTokens];
   const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
-  if (invalid) {
-    const label = document.querySelector(`label[for="${invalid.id}"]`).textContent;
-    showError(`${label}: ${invalid.validationMessage || 'please enter a number.'}`);
-    invalid.focus();
-    return null;
+  if (invalid) return showInvalid(invalid, `${labelOf(invalid)}: ${invalid.validationMessage || 'please enter a number.'}`);
+  let logitBias;
+  try {
+    logitBias = parseLogitBias(elements.logitBias.value, labelOf(elements.logitBias));
+  } catch (error) {
+    return showInvalid(elements.logitBias, error.message);
   }
   return {
     temperature: elements.temperature.valueAsNumber,
@@ -93,10 +97,32 @@ function readGenerationOptions() {
     topP: elements.topP.valueAsNumber,
     maxNewTokens: elements.maxNewTokens.valueAsNumber,
     seed: elements.seed.value === '' ? undefined : elements.seed.valueAsNumber,
+    minP: elements.minP.valueAsNumber,
+    typicalP: elements.typicalP.valueAsNumber,
+    presencePenalty: elements.presencePenalty.valueAsNumber,
+    frequencyPenalty: elements.frequencyPenalty.valueAsNumber,
+    noRepeatNgramSize: elements.noRepeatNgramSize.valueAsNumber,
+    minNewTokens: elements.minNewTokens.valueAsNumber,
+    logitBias,
+    badWords: parseBadWords(elements.badWords.value),
     useKVCache: elements.kvCache.checked,
     kvCache: elements.kvStorage.value,
     speculative: elements.speculative.checked ? { draft: 'prompt-lookup' } : undefined,
   };
+}
+
+function labelOf(input) {
+  return document.querySelector(`label[for="${input.id}"]`).textContent;
+}
+
+// Shows the error and moves to the field; -> null, readGenerationOptions' answer. A field in the folded Advanced
+// decoding group is unfolded first: one hidden in a closed <details> cannot take the focus.
+function showInvalid(input, message) {
+  showError(message);
+  const group = input.closest('details');
+  if (group) group.open = true;
+  input.focus();
+  return null;
 }
 
 function startOutput(prompt) {

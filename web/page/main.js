@@ -1,8 +1,9 @@
 // The page (public/index.html): its parts wired to its elements. Model choice and download progress
 // (model_menu.js; the Weights and Device settings reload the model), the stored models (stored_models.js), the
-// settings (settings.js), the Generate mode (generate_panel.js) and the Analyze text mode (analyze_panel.js), the
-// token tooltip of both (tooltip.js).
+// settings (settings.js), the Generate mode (generate_panel.js) with its Compare strategies view (compare_panel.js)
+// and the Analyze text mode (analyze_panel.js), the token tooltip of all three (tooltip.js).
 import { analyze } from './analyze_panel.js';
+import { wireComparePanel } from './compare_panel.js';
 import { reloadAfterFailedRecovery } from './crash_recovery.js';
 import { continueGeneration, generate, stopGeneration } from './generate_panel.js';
 import { MODEL_CHOICES, choiceFromUrlParameter } from './model_choices.js';
@@ -12,12 +13,12 @@ import { PERSISTED_INPUTS, restoreSettings, saveSettings } from './settings.js';
 import { refreshStoredModels } from './stored_models.js';
 import { followScroll, hideTooltip, wireTooltip } from './tooltip.js';
 
-// Generate shows the prompt, the output and the speed; Analyze text its text box and the analysis.
+// Generate shows the prompt, the output, the speed and Compare strategies; Analyze text its text box and the analysis.
 function showMode(mode) {
   const analyzing = mode === 'analyze';
   hideTooltip();
   elements.promptHeading.textContent = analyzing ? 'Text to analyze' : 'Prompt';
-  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard]) element.hidden = analyzing;
+  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard, elements.compareCard]) element.hidden = analyzing;
   for (const element of [elements.analyzeForm, elements.analysis]) element.hidden = !analyzing;
 }
 
@@ -45,6 +46,7 @@ function start() {
   elements.device.addEventListener('change', onLoadSettingChanged);
   wireTooltip(elements.output);
   wireTooltip(elements.analysisText);
+  wireComparePanel();
   document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
   // Scroll events do not bubble; capturing catches a token box scrolling as well as the page.
   document.addEventListener('scroll', followScroll, { capture: true, passive: true });

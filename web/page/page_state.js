@@ -10,6 +10,8 @@ export const elements = {
   generate: $('generate'),
   continue: $('continue'),
   stop: $('stop'),
+  compare: $('compare'),
+  compareCard: $('compare-card'),
   modes: document.querySelectorAll('input[name="mode"]'),
   promptHeading: $('prompt-heading'),
   outputHint: $('output-hint'),
@@ -43,6 +45,14 @@ export const elements = {
   topP: $('top-p'),
   maxNewTokens: $('max-new-tokens'),
   seed: $('seed'),
+  minP: $('min-p'),
+  typicalP: $('typical-p'),
+  presencePenalty: $('presence-penalty'),
+  frequencyPenalty: $('frequency-penalty'),
+  noRepeatNgramSize: $('no-repeat-ngram-size'),
+  minNewTokens: $('min-new-tokens'),
+  logitBias: $('logit-bias'),
+  badWords: $('bad-words'),
   tooltip: $('token-tooltip'),
   stats: {
     speed: $('stat-speed'),
@@ -90,6 +100,7 @@ export function updateControls() {
   elements.generate.disabled = busy;
   elements.continue.disabled = busy || !hasGeneratedOutput();
   elements.analyze.disabled = busy;
+  elements.compare.disabled = busy;
   elements.stop.disabled = !generating;
 }
 

@@ -55,7 +55,10 @@ export function showWeightsSetting() {
 
 const SETTINGS_KEY = 'gpt2-wasm.settings';
 
-export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'kvCache', 'kvStorage', 'speculative', 'weights', 'device'];
+// The logit bias and banned words are kept as they were typed (option_text.js reads them at Generate).
+export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'minP', 'typicalP', 'presencePenalty',
+  'frequencyPenalty', 'noRepeatNgramSize', 'minNewTokens', 'logitBias', 'badWords', 'kvCache', 'kvStorage', 'speculative', 'weights',
+  'device'];
 
 export function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {
