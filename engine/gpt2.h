@@ -277,6 +277,18 @@ class Session {
     // max_draft of them into draft. -> how many (0 when no such n-gram occurred before).
     static constexpr int kLookupMaxNgram = 3, kLookupMinNgram = 2;
     int lookup_draft(int32_t id, int max_draft, int32_t* draft) const;
+
+    // Several sequences from one prompt. fork_from() makes this session continue from other's window: its tokens,
+    // positions, KV cache (copied, not recomputed), last logits and count of generated tokens; the sampling settings
+    // stay this session's. Both must be cached sessions of the same model and KV-cache format, neither recording.
+    bool fork_from(const Session& other);
+    // Feeds ids[i] to sessions[i] (1 <= n <= kMaxSequences distinct sessions of one model, cached, not recording)
+    // in one batched pass, the weights read once for all, and samples each one's next token into out[i] as its
+    // step() would, bit for bit; a session whose window is full slides on its own as step() does. false on
+    // failure, with sessions[0]->error() naming the sequence. The first call allocates the pass's logits in
+    // sessions[0]; later ones allocate nothing.
+    static constexpr int kMaxSequences = 16;
+    static bool step_sequences(Session* const* sessions, const int32_t* ids, int n, int32_t* out);
     // The feeding halves of step() and of prefill() / prefill_reusing() (reuse): everything but the sampling, so
     // step(id) is feed_step(id) then sample(). false and error() set when the ids cannot be fed.
     bool feed_step(int32_t id);
@@ -365,9 +377,10 @@ class Session {
     int n_cached_ = 0;
     int reused_tokens_ = 0;
     int n_generated_ = 0;  // tokens fed since the last prefill: the window's last ones are the run's own (sampling)
-    std::unique_ptr<float[]> score_logits_;  // (kScoreRows, n_vocab) once score() has run
-    std::unique_ptr<float[]> draft_logits_;  // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
-    int verified_rows_ = 0;                  // rows of draft_logits_ the last step_draft() sampled from
+    std::unique_ptr<float[]> score_logits_;     // (kScoreRows, n_vocab) once score() has run
+    std::unique_ptr<float[]> draft_logits_;     // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
+    int verified_rows_ = 0;                     // rows of draft_logits_ the last step_draft() sampled from
+    std::unique_ptr<float[]> sequence_logits_;  // (kMaxSequences, n_vocab) once step_sequences() ran with it first
     ScoreRun score_run_;
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;

@@ -309,7 +309,7 @@ void attention(ThreadPool* pool, RunState* s, int l, float* out, const float* qk
 
 // The forward pass's operations on the CPU, for one chunk (forward_batch): each runs at once with the kernels, in
 // the run state's buffers. logits rows go to all_logits when it is not null, else the one row to s->logits.
-class CpuOps final : public ForwardOps {
+class CpuOps : public ForwardOps {
    public:
     CpuOps(const Model& model, RunState* s, float* all_logits)
         : c_(model.config()), w_(model.weights()), pool_(model.thread_pool()), s_(s), all_logits_(all_logits) {}
@@ -337,7 +337,7 @@ class CpuOps final : public ForwardOps {
         gpt2::attention(pool_, s_, layer, s_->att, s_->qkv, n, pos0, c_);
     }
 
-   private:
+   protected:
     const Config& c_;
     const Weights& w_;
     ThreadPool* const pool_;
@@ -364,6 +364,34 @@ class CpuOps final : public ForwardOps {
         }
         return nullptr;
     }
+};
+
+// Rows as several sequences (forward_sequences): row i is one token of sequence i at position positions[i], whose
+// keys and values live in caches[i]; the matrices run on all rows at once in the activations' run state, as CpuOps.
+class SequenceOps final : public CpuOps {
+   public:
+    SequenceOps(const Model& model, RunState* activations, RunState* const* caches, const int* positions,
+                float* all_logits)
+        : CpuOps(model, activations, all_logits), caches_(caches), positions_(positions) {}
+
+    void embed(const int32_t* tokens, int n, int) override {
+        for (int i = 0; i < n; i++)
+            embed_tokens(c_, w_, s_->x + size_t(i) * c_.n_embd, tokens + i, 1, positions_[i],
+                         reinterpret_cast<int8_t*>(s_->xq));
+    }
+    void store_kv(int layer, int n, int) override {
+        for (int i = 0; i < n; i++)
+            write_kv_cache(caches_[i], layer, s_->qkv + size_t(i) * 3 * c_.n_embd, 1, positions_[i], c_);
+    }
+    void attention(int layer, int n, int) override {  // each row over its own cache, with that cache's scratch rows
+        for (int i = 0; i < n; i++)
+            gpt2::attention(pool_, caches_[i], layer, s_->att + size_t(i) * c_.n_embd,
+                            s_->qkv + size_t(i) * 3 * c_.n_embd, 1, positions_[i], c_);
+    }
+
+   private:
+    RunState* const* caches_;
+    const int* positions_;
 };
 
 // The forward pass's operations written down for a host (forward_ops.h), appended to s->commands. tokens must lie
@@ -459,6 +487,25 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         }
     }
     if (all_logits && !s->recording) std::memcpy(s->logits, all_logits + (size_t(n) - 1) * V, sizeof(float) * V);
+}
+
+void copy_kv_cache(const Config& c, const RunState& from, RunState* to) {
+    const size_t T = size_t(c.n_ctx), C = size_t(c.n_embd), L = size_t(c.n_layer), H = size_t(c.n_head);
+    if (from.kv_format == KvCacheFormat::fp32) {
+        std::memcpy(to->key_cache, from.key_cache, sizeof(float) * L * T * C);
+        std::memcpy(to->value_cache, from.value_cache, sizeof(float) * L * T * C);
+    } else {
+        std::memcpy(to->key_scale, from.key_scale, sizeof(float) * L * H * T);
+        std::memcpy(to->value_scale, from.value_scale, sizeof(float) * L * H * T);
+        std::memcpy(to->key_cache_q8, from.key_cache_q8, L * T * C);
+        std::memcpy(to->value_cache_q8, from.value_cache_q8, L * C * 2 * ((T + 1) / 2));
+    }
+}
+
+void forward_sequences(const Model& model, RunState* activations, RunState* const* caches, const int32_t* tokens,
+                       const int* positions, int n, float* all_logits) {
+    SequenceOps ops(model, activations, caches, positions, all_logits);
+    forward_batch(ops, model.config(), tokens, n, 0, ChunkLogits::all);
 }
 
 void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_commands, const int32_t* window,

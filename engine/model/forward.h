@@ -77,6 +77,17 @@ uint64_t kv_cache_bytes(const Config& config, KvCacheFormat kv_format);
 // it (GpuCommand::logits_row).
 void forward(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0, float* all_logits);
 
+// Copies from's KV cache into to's (both run states of one config and KV-cache format, not recording).
+void copy_kv_cache(const Config& config, const RunState& from, RunState* to);
+
+// Feeds one token to each of n sequences in one pass (n <= activations->n_batch): tokens[i] at position
+// positions[i] of the sequence whose KV cache is caches[i] (holding positions < positions[i], positions[i] < n_ctx;
+// activations may be one of them), so the matrices read the weights once for all n. every row's logits go to
+// all_logits (n, n_vocab). Each row is bit for bit what forward() of that token alone on caches[i] gives. Not
+// for recording run states.
+void forward_sequences(const Model& model, RunState* activations, RunState* const* caches, const int32_t* tokens,
+                       const int* positions, int n, float* all_logits);
+
 // Runs a recording session's commands (Session::recorded_commands) on the CPU in s, a run state that is not recording
 // and plays the host: it keeps the activations and the KV cache between passes. window: the session's tokens
 // (Session::window()); all_logits: the pass's every-row logits (Session::recorded_all_logits()) or null; logits

@@ -351,6 +351,86 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     return k + 1;  // not reached: the last row always returns
 }
 
+bool Session::fork_from(const Session& other) {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    if (refuse_recording("fork_from")) return false;
+    if (other.model_ != model_ || !use_kv_cache_ || !other.use_kv_cache_ || other.state_->recording ||
+        other.state_->kv_format != state_->kv_format) {
+        error_kind_ = ErrorKind::input;
+        error_ = "fork_from: the sessions differ in model, KV cache or KV-cache format";
+        return false;
+    }
+    const Config& c = model_->config();
+    copy_kv_cache(c, *other.state_, state_.get());
+    std::memcpy(state_->tokens, other.state_->tokens, sizeof(int32_t) * size_t(other.n_cached_));
+    std::memcpy(state_->logits, other.state_->logits, sizeof(float) * size_t(c.n_vocab));
+    n_cached_ = other.n_cached_;
+    n_generated_ = other.n_generated_;
+    reused_tokens_ = 0;
+    return true;
+}
+
+bool Session::step_sequences(Session* const* sessions, const int32_t* ids, int n, int32_t* out) {
+    Session& first = *sessions[0];
+    first.error_.clear();
+    first.error_kind_ = ErrorKind::none;
+    auto fail = [&](int i, const std::string& message) {
+        first.error_kind_ = i >= 0 ? sessions[i]->error_kind_ : ErrorKind::input;
+        first.error_ = i >= 0 ? "sequence " + std::to_string(i) + ": " + message : "step_sequences: " + message;
+        return false;
+    };
+    if (n < 1 || n > kMaxSequences)
+        return fail(-1, std::to_string(n) + " sequences, expected 1.." + std::to_string(kMaxSequences));
+    const Model& model = *first.model_;
+    const Config& c = model.config();
+    RunState* caches[kMaxSequences];
+    int32_t tokens[kMaxSequences];
+    int positions[kMaxSequences], rows[kMaxSequences];  // rows: the sessions fed in the batched pass
+    int n_rows = 0;
+    for (int i = 0; i < n; i++) {
+        Session& s = *sessions[i];
+        if (s.model_ != &model || !s.use_kv_cache_ || s.state_->recording || s.n_cached_ == 0) {
+            return fail(-1, "sequence " + std::to_string(i) + " is not a fed, cached session of the first's model");
+        }
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == &s)
+                return fail(-1, "sequence " + std::to_string(i) + " is sequence " + std::to_string(j));
+        if (!s.check_ids(ids + i, 1)) return fail(i, s.error_);
+        if (s.n_cached_ == c.n_ctx) {  // a full window slides through step()'s own path
+            out[i] = s.step(ids[i]);
+            if (out[i] < 0) return fail(i, s.error_);
+            continue;
+        }
+        caches[n_rows] = s.state_.get();
+        tokens[n_rows] = ids[i];
+        positions[n_rows] = s.n_cached_;
+        rows[n_rows++] = i;
+    }
+    if (n_rows == 0) return true;
+    const size_t V = size_t(c.n_vocab);
+    if (!first.sequence_logits_) {
+        first.sequence_logits_.reset(new (std::nothrow) float[size_t(kMaxSequences) * V]);
+        if (!first.sequence_logits_) {
+            first.error_kind_ = ErrorKind::memory;
+            first.error_ = "out of memory: need " + std::to_string(size_t(kMaxSequences) * V * sizeof(float)) +
+                           " bytes for the sequences' logits";
+            return false;
+        }
+    }
+    forward_sequences(model, first.state_.get(), caches, tokens, positions, n_rows, first.sequence_logits_.get());
+    for (int r = 0; r < n_rows; r++) {
+        Session& s = *sessions[rows[r]];
+        s.state_->tokens[s.n_cached_] = tokens[r];
+        s.n_cached_++;
+        s.n_generated_++;
+        std::memcpy(s.state_->logits, first.sequence_logits_.get() + size_t(r) * V, sizeof(float) * V);
+        out[rows[r]] = s.sample();
+        if (out[rows[r]] < 0) return fail(rows[r], s.error_);
+    }
+    return true;
+}
+
 const float* Session::verified_logits(int i) const {
     if (i == 0 && verified_rows_ == 0) return logits();  // a step_draft() that verified no draft: step()'s
     return i >= 0 && i < verified_rows_ ? draft_logits_.get() + size_t(i) * size_t(model_->config().n_vocab) : nullptr;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "gpt2.h"
@@ -160,6 +162,37 @@ TEST(Session, NoMallocPerTokenWhenVerifyingDrafts) {
             const int got = session->step_draft(next, draft, k == 0 ? 3 : k, out);  // wrong drafts when none
             ASSERT_GE(got, 1) << session->error();
             next = out[got - 1];
+        }
+        EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
+    }
+}
+
+TEST(Session, NoMallocPerTokenWhenSteppingSeveralSequences) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 30;  // slides the windows below
+    auto model = gpt2_test::make_model(spec);
+    ASSERT_TRUE(model);
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+        std::string error;
+        std::unique_ptr<gpt2::Session> sessions[3];
+        gpt2::Session* batch[3];
+        for (int i = 0; i < 3; i++) {
+            sessions[i] = gpt2::Session::create(*model, true, kv, &error);
+            ASSERT_TRUE(sessions[i]) << error;
+            batch[i] = sessions[i].get();
+        }
+        const int32_t prompt[4] = {1, 2, 3, 4};
+        int32_t ids[3], out[3];
+        ids[0] = sessions[0]->prefill(prompt, 4);
+        for (int i = 1; i < 3; i++) {
+            ASSERT_TRUE(sessions[i]->fork_from(*sessions[0])) << sessions[i]->error();
+            ids[i] = (ids[0] + i) % spec.n_vocab;
+        }
+        ASSERT_TRUE(gpt2::Session::step_sequences(batch, ids, 3, out));  // the first allocates the pass's logits
+        const long before = g_engine_mallocs;
+        for (int step = 0; step < 60; step++) {
+            std::memcpy(ids, out, sizeof(ids));
+            ASSERT_TRUE(gpt2::Session::step_sequences(batch, ids, 3, out)) << sessions[0]->error();
         }
         EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
     }
