@@ -365,6 +365,33 @@ val WasmSession::step_draft(int32_t id, const val& draft) {
     return tokens;
 }
 
+void WasmSession::add_sequence(int index, WasmSession& sequence, int32_t id) {
+    if (index < 0 || index >= gpt2::Session::kMaxSequences || index > n_queued_ || !sequence.session_) {
+        n_queued_ = gpt2::Session::kMaxSequences + 1;  // step_sequences() refuses the batch
+        return;
+    }
+    queued_[index] = sequence.session_.get();
+    queued_ids_[index] = id;
+    n_queued_ = index + 1;
+}
+
+val WasmSession::step_sequences() {
+    const int n = n_queued_;
+    n_queued_ = 0;
+    if (!session_) return val::null();
+    if (n > gpt2::Session::kMaxSequences || n == 0 || queued_[0] != session_.get()) {
+        session_->report_error(gpt2::ErrorKind::input, "step_sequences: queue this session first and at most " +
+                                                           std::to_string(gpt2::Session::kMaxSequences) +
+                                                           " live sessions");
+        return val::null();
+    }
+    int32_t out[gpt2::Session::kMaxSequences];
+    if (!gpt2::Session::step_sequences(queued_, queued_ids_, n, out)) return val::null();
+    val tokens = val::array();
+    for (int i = 0; i < n; i++) tokens.set(i, out[i]);
+    return tokens;
+}
+
 val WasmSession::lookup_draft(int32_t id, int max_draft) const {
     int32_t draft[gpt2::Session::kMaxDraftTokens];
     const int n = session_ ? session_->lookup_draft(id, std::clamp(max_draft, 0, gpt2::Session::kMaxDraftTokens), draft)
@@ -501,6 +528,9 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("distribution", &WasmSession::distribution)
         .function("stepDraft", &WasmSession::step_draft)
         .function("lookupDraft", &WasmSession::lookup_draft)
+        .function("forkFrom", &WasmSession::fork_from)
+        .function("addSequence", &WasmSession::add_sequence)
+        .function("stepSequences", &WasmSession::step_sequences)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes)

@@ -169,6 +169,15 @@ class WasmSession {
     // The model's distribution where token was sampled: at the last fed position (row -1), or at row i of the last
     // step_draft() (gpt2::Session::verified_logits).
     emscripten::val distribution(int32_t token, int top_k, int row);
+    // Several sequences (gpt2::Session::fork_from, step_sequences): fork_from copies other's window and KV cache;
+    // add_sequence(i, s, id) queues s as sequence i with the token it is fed next (i = 0, this session, starts a
+    // batch), and step_sequences() feeds the queued ones in one pass -> Array of their sampled tokens, or null
+    // (error() names the sequence).
+    bool fork_from(const WasmSession& other) {
+        return session_ && other.session_ && session_->fork_from(*other.session_);
+    }
+    void add_sequence(int index, WasmSession& sequence, int32_t id);
+    emscripten::val step_sequences();
     void reset() {
         if (session_) session_->reset();
     }
@@ -185,6 +194,9 @@ class WasmSession {
     std::unique_ptr<gpt2::Session> session_;
     std::unique_ptr<gpt2::RunState> cpu_host_;      // run_on_cpu's activations and KV cache, once it has run
     std::shared_ptr<const gpt2::Model> cpu_model_;  // the weights run_on_cpu runs with, once it has run
+    gpt2::Session* queued_[gpt2::Session::kMaxSequences] = {};  // add_sequence's sessions, this one first
+    int32_t queued_ids_[gpt2::Session::kMaxSequences] = {};     // (n_queued_) the token each is fed
+    int n_queued_ = 0;
     // A score run's ids and what it fills, from begin_score (or score) to its result; not std::vectors, whose
     // failed allocation would abort the instance.
     std::unique_ptr<int32_t[]> score_ids_;                    // (n_score_ids_)

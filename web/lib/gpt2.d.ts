@@ -140,6 +140,12 @@ export interface GenerateOptions {
   topAlternatives?: number;
   /** speculative decoding: drafted tokens verified several per pass, the text unchanged; off when absent */
   speculative?: SpeculativeOptions;
+  /**
+   * sequences sampled from one prefill (the others fork its KV cache) and decoded together, the weights read once
+   * per step for all; sequence i samples with seed + i; in [1, 16], > 1 needs temperature > 0, the KV cache and
+   * no speculation; 1
+   */
+  numReturnSequences?: number;
 }
 
 export interface SpeculativeOptions {
@@ -172,6 +178,8 @@ export interface Piece {
   probability?: number;
   /** with topAlternatives > 0 */
   alternatives?: PieceAlternative[];
+  /** with numReturnSequences > 1: which sequence the piece belongs to, from 0 */
+  sequence?: number;
 }
 
 /** Live while the generation runs. */
@@ -200,8 +208,18 @@ export interface GenerationStats {
 }
 
 /** Runs as it is iterated; leaving the loop early ends it with stopReason 'abort'. Iterate it once. */
+export interface GeneratedSequence {
+  tokens: number[];
+  text: string;
+  /** the sum of its tokens' log-probabilities under the model */
+  score: number;
+  stopReason: StopReason;
+}
+
 export interface Generation extends AsyncIterable<Piece> {
   readonly stats: GenerationStats;
+  /** with numReturnSequences > 1, once the run has ended: each sequence, in order */
+  readonly sequences: GeneratedSequence[];
 }
 
 export interface ScoreOptions {

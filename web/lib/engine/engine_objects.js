@@ -240,6 +240,27 @@ export class EngineSession extends EngineObject {
     return this.checkedCall((session) => session.stepDraft(id, draft), (tokens) => tokens === null);
   }
 
+  // Samples a token from the last fed position's logits with the current settings (Session::sample).
+  sample() {
+    return this.checkedCall((session) => session.sample(), (token) => token < 0);
+  }
+
+  // Makes this session continue from other's window, with a copy of its KV cache (Session::fork_from).
+  forkFrom(other) {
+    this.checkedCall((session) => other.call((from) => session.forkFrom(from)), (forked) => !forked);
+  }
+
+  // Feeds ids[i] to sessions[i] (sessions[0] this one) in one batched pass -> the token each samples next, as each
+  // one's step() would (Session::step_sequences).
+  stepSequences(sessions, ids) {
+    if (sessions[0] !== this) throw new Error('stepSequences: this session must come first');
+    ids.forEach(checkTokenId);
+    return this.checkedCall((leader) => {
+      sessions.forEach((sequence, i) => sequence.call((handle) => leader.addSequence(i, handle, ids[i])));
+      return leader.stepSequences();
+    }, (tokens) => tokens === null);
+  }
+
   // Prompt lookup's draft after id (Session::lookup_draft): at most maxDraft ids, [] when the context gives none.
   lookupDraft(id, maxDraft) {
     checkTokenId(id);

@@ -6,6 +6,9 @@
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 import { DraftPolicy } from './draft_policy.js';
 import { LookupDrafter, ModelDrafter } from './drafters.js';
+import { badWordIds, makePiece, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { runSequences } from './sequences.js';
+import { StopStringFilter } from './stop_strings.js';
 
 const DEFAULT_OPTIONS = Object.freeze({
   maxNewTokens: 64,
@@ -29,7 +32,11 @@ const DEFAULT_OPTIONS = Object.freeze({
   signal: undefined,
   topAlternatives: 0,
   speculative: undefined,  // { draft: 'prompt-lookup', maxDraftTokens }: speculative decoding, off when undefined
+  numReturnSequences: 1,  // sequences sampled from one prefill, decoded together (engine/gpt2.h Session::step_sequences)
 });
+
+// The most sequences one run decodes together (engine/gpt2.h Session::kMaxSequences).
+const MAX_SEQUENCES = 16;
 
 // Speculative decoding's drafts: at most this many per step (engine/gpt2.h Session::kMaxDraftTokens); a run's own
 // length adapts below its maxDraftTokens (draft_policy.js).
@@ -78,6 +85,14 @@ export function normalizeGenerateOptions(options = {}) {
   if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
   if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
+  if (!Number.isSafeInteger(o.numReturnSequences) || o.numReturnSequences < 1 || o.numReturnSequences > MAX_SEQUENCES) {
+    fail('numReturnSequences', `an integer in [1, ${MAX_SEQUENCES}]`);
+  }
+  if (o.numReturnSequences > 1) {
+    if (o.temperature === 0) throw new RangeError('generate: numReturnSequences > 1 needs sampling (temperature > 0): greedy gives one sequence n times');
+    if (o.speculative) throw new RangeError('generate: numReturnSequences > 1 cannot be combined with speculative');
+    if (!o.useKVCache) throw new RangeError('generate: numReturnSequences > 1 needs the KV cache (useKVCache: true): the sequences fork it');
+  }
   return o;
 }
 
@@ -111,12 +126,6 @@ function checkTokenOptions({ logitBias, badWords }, nVocab) {
     const outside = Array.isArray(word) ? word.find((id) => id >= nVocab) : undefined;
     if (outside !== undefined) throw new RangeError(`generate: option badWords[${i}] has token ${outside}, outside the model's vocabulary [0, ${nVocab})`);
   });
-}
-
-// badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word
-// mid-sentence is encoded); id sequences as they are.
-function badWordIds(badWords, tokenizer) {
-  return badWords.flatMap((word) => (typeof word === 'string' ? [tokenizer.encode(word), tokenizer.encode(` ${word}`)] : [word]));
 }
 
 // speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context) or a model (a draft model of the same
@@ -204,13 +213,15 @@ export class SessionPool {
 // when options.speculative.draft is a model }; options as normalizeGenerateOptions returns.
 export class Generation {
   stats;
+  sequences = [];  // with numReturnSequences > 1, once the run ends: { tokens, text, score, stopReason } per sequence
   #pieces;
 
   constructor(target, prompt, options) {
     checkPrompt(prompt);
     if (target.config.n_vocab !== undefined) checkTokenOptions(options, target.config.n_vocab);
     this.stats = createStats(target.config.n_ctx);
-    this.#pieces = runGeneration(target, prompt, options, this.stats);
+    this.#pieces = options.numReturnSequences > 1 ? runSequences(target, prompt, options, this.stats, this.sequences)
+      : runGeneration(target, prompt, options, this.stats);
   }
 
   [Symbol.asyncIterator]() {
@@ -337,122 +348,4 @@ class Decoding {
     }
     this.#pendingMs = (performance.now() - started) / this.#pending.length;
   }
-}
-
-function updateContextStats(stats, session) {
-  stats.contextUsed = session.nCached;
-  stats.kvCacheBytes = session.kvCacheBytes;
-  stats.kvCache = session.kvCache;
-  // a GPU session goes on on the CPU when its device is lost (gpu_session.js)
-  stats.device = session.device ?? 'wasm';
-  stats.deviceLost = session.deviceLost ?? null;
-}
-
-// A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
-// loader allows): such an id, if sampled, has no text.
-function makePiece(session, tokenizer, decoder, { token, row }, position, ms, options) {
-  const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position, ms };
-  if (options.topAlternatives > 0) {
-    const { probability, alternatives } = session.distribution(token, options.topAlternatives, row);
-    piece.probability = probability;
-    piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenText(tokenizer, a.token) }));
-  }
-  return piece;
-}
-
-// The text of one token on its own ('' for an id past the tokenizer's vocabulary, see makePiece).
-export function tokenText(tokenizer, id) {
-  return id < tokenizer.vocabSize ? tokenizer.decode([id]) : '';
-}
-
-// Holds back pieces whose text could be the beginning of a stop string; once a stop string appears, releases
-// the text before it and drops the rest. Pieces are never split except the one a stop string starts in.
-export class StopStringFilter {
-  #stops;
-  #held = [];
-
-  constructor(stops) {
-    this.#stops = stops;
-  }
-
-  // -> { pieces: released pieces, stopped: whether a stop string was found }
-  push(piece) {
-    this.#held.push(piece);
-    if (this.#stops.length === 0) return { pieces: this.#release(this.#held.length), stopped: false };
-    const text = this.#held.map((p) => p.text).join('');
-    const stopAt = this.#earliestStop(text);
-    if (stopAt >= 0) return { pieces: this.#truncateAt(stopAt), stopped: true };
-    const safeLength = text.length - this.#longestStopPrefixSuffix(text);
-    let count = 0;
-    for (let end = 0; count < this.#held.length; count++) {
-      end += this.#held[count].text.length;
-      if (end > safeLength) break;
-    }
-    return { pieces: this.#release(count), stopped: false };
-  }
-
-  // Releases whatever is held at the end of generation; remaining text (e.g. an incomplete UTF-8 sequence
-  // from the decoder's flush) joins the last held piece, or comes as a piece without a token.
-  finish(remainingText) {
-    if (remainingText) {
-      const last = this.#held.at(-1);
-      if (last) last.text += remainingText;
-      else this.#held.push({ text: remainingText, token: null, position: null, ms: 0 });
-    }
-    return this.#release(this.#held.length);
-  }
-
-  #release(count) {
-    return this.#held.splice(0, count);
-  }
-
-  #earliestStop(text) {
-    let earliest = -1;
-    for (const stop of this.#stops) {
-      const at = text.indexOf(stop);
-      if (at >= 0 && (earliest < 0 || at < earliest)) earliest = at;
-    }
-    return earliest;
-  }
-
-  #longestStopPrefixSuffix(text) {
-    let longest = 0;
-    for (const stop of this.#stops) {
-      for (let length = Math.min(stop.length - 1, text.length); length > longest; length--) {
-        if (text.endsWith(stop.slice(0, length))) {
-          longest = length;
-          break;
-        }
-      }
-    }
-    return longest;
-  }
-
-  #truncateAt(stopAt) {
-    const released = [];
-    let offset = 0;
-    for (const piece of this.#held) {
-      if (offset >= stopAt) break;
-      released.push({ ...piece, text: piece.text.slice(0, stopAt - offset) });
-      offset += piece.text.length;
-    }
-    this.#held = [];
-    return released;
-  }
-}
-
-let yieldChannel = null;
-const yieldWaiters = [];
-
-// A macrotask turn without setTimeout's 4 ms clamp: setImmediate in Node, a MessageChannel elsewhere.
-export function yieldToEventLoop() {
-  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
-  if (!yieldChannel) {
-    yieldChannel = new MessageChannel();
-    yieldChannel.port1.onmessage = () => yieldWaiters.shift()();
-  }
-  return new Promise((resolve) => {
-    yieldWaiters.push(resolve);
-    yieldChannel.port2.postMessage(null);
-  });
 }

@@ -47,7 +47,7 @@ const handlers = {
       error.stats = generation.stats;
       throw error;
     }
-    return { value: undefined, stats: generation.stats };
+    return { value: generation.sequences, stats: generation.stats };
   },
 
   async score({ modelId, text, options }) {

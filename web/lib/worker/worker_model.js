@@ -151,6 +151,7 @@ class WorkerModel extends DescribedModel {
 // Same interface as Generation (generate.js): the worker streams pieces and stats as messages.
 class WorkerGeneration {
   stats;
+  sequences = [];
   #iterator;
 
   // message() -> Promise of the generate request (it waits for a model being loaded again).
@@ -173,8 +174,9 @@ class WorkerGeneration {
       Object.assign(this.stats, stats);
       queue.push(piece);
     };
-    const onEnd = ({ stats }) => {
+    const onEnd = ({ value, stats }) => {
       Object.assign(this.stats, stats);
+      this.sequences.push(...(value ?? []));
       queue.end();
     };
     const onError = (error) => {

@@ -1,0 +1,51 @@
+// What the one-sequence run (generate.js) and the several-sequence run (sequences.js) share: the pieces they
+// stream, the stats of the window, the engine's form of badWords, and a turn of the event loop between tokens.
+// Plain ES module.
+
+// badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word
+// mid-sentence is encoded); id sequences as they are.
+export function badWordIds(badWords, tokenizer) {
+  return badWords.flatMap((word) => (typeof word === 'string' ? [tokenizer.encode(word), tokenizer.encode(` ${word}`)] : [word]));
+}
+
+export function updateContextStats(stats, session) {
+  stats.contextUsed = session.nCached;
+  stats.kvCacheBytes = session.kvCacheBytes;
+  stats.kvCache = session.kvCache;
+  // a GPU session goes on on the CPU when its device is lost (gpu_session.js)
+  stats.device = session.device ?? 'wasm';
+  stats.deviceLost = session.deviceLost ?? null;
+}
+
+// A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
+// loader allows): such an id, if sampled, has no text.
+export function makePiece(session, tokenizer, decoder, { token, row }, position, ms, options) {
+  const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position, ms };
+  if (options.topAlternatives > 0) {
+    const { probability, alternatives } = session.distribution(token, options.topAlternatives, row);
+    piece.probability = probability;
+    piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenText(tokenizer, a.token) }));
+  }
+  return piece;
+}
+
+// The text of one token on its own ('' for an id past the tokenizer's vocabulary, see makePiece).
+export function tokenText(tokenizer, id) {
+  return id < tokenizer.vocabSize ? tokenizer.decode([id]) : '';
+}
+
+let yieldChannel = null;
+const yieldWaiters = [];
+
+// A macrotask turn without setTimeout's 4 ms clamp: setImmediate in Node, a MessageChannel elsewhere.
+export function yieldToEventLoop() {
+  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
+  if (!yieldChannel) {
+    yieldChannel = new MessageChannel();
+    yieldChannel.port1.onmessage = () => yieldWaiters.shift()();
+  }
+  return new Promise((resolve) => {
+    yieldWaiters.push(resolve);
+    yieldChannel.port2.postMessage(null);
+  });
+}
