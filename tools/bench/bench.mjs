@@ -50,7 +50,10 @@
 // ort (onnxruntime-web) runs fp32, cached only, on the 124m model's export (gpt2tools.convert.export_onnx); when it was
 // not asked for explicitly and the export is missing, it is skipped with the command that creates it.
 // With the node runtime, a speculative decoding section (tools/bench/speculation_runner.mjs): prompt lookup on the
-// bundled model with real text, with and without, and the cost of verifying k = 1 … 8 drafted tokens on each model.
+// bundled model with real text, with and without, and the cost of verifying k = 1 … 8 drafted tokens on each model;
+// and a several-sequences section (speculation_runner.mjs sequences): generate's numReturnSequences n = 1, 2, 4, 8
+// at temperature 0.9, the decode's total tokens/s on each model with int8 and fp32 weights, target 4 sequences
+// ≥ 1.5× one (node tools/bench/speculation_runner.mjs sequences DIR WEIGHTS RUNS measures one model alone).
 // Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the shipped wasm engine (public/wasm: what
 // is timed), its testing build (build/wasm-testing: the same engine with the bandwidth probe), public/js.
 import { writeFileSync } from 'node:fs';
@@ -60,12 +63,12 @@ import { benchChartSvg } from './chart_svg.mjs';
 import { checkBuild, commit, ensureModel, machineInfo, planJobs, prepareGguf, uncachedContexts } from './jobs.mjs';
 import { adapterName } from '../../web/lib/gpu/device.js';
 import { TOKENS_DIFFER } from './measure.mjs';
-import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, REPO, parseArgs } from './options.mjs';
+import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, REPO, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
-import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, targetResults, toRecords } from './records.mjs';
+import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, sequencesTarget, targetResults, toRecords } from './records.mjs';
 import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
-import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, speculationTables,
-  speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
+import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
+  speculationTables, speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
 import { ensureGguf } from './gguf_files.mjs';
 
 async function main() {
@@ -190,6 +193,13 @@ async function main() {
       `Verifying k drafted tokens in one pass (drafts the model rejects) against one step, int8 KV cache; break-even: the share ` +
       `of the drafts that must be kept for the pass to beat the steps it replaces:\n\n${verificationTable}\n`);
   }
+  const [first] = speculation?.sequences ?? [];
+  if (first) {
+    console.log(`## Several sequences (Node, one thread)\n\ngenerate's numReturnSequences: n sequences from one prefill, each step one ` +
+      `batched pass for all; the decode's total tokens/s over all sequences (stats.decodeTokensPerSecond), ${first.new_tokens} new tokens ` +
+      `each, temperature ${first.sampling.temperature}, medians of ${options.runs} runs per n (interleaved), int8 KV cache; ${machine.cpu}, ` +
+      `load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')} after it:\n\n${sequencesTable(speculation.sequences)}\n`);
+  }
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
     `Module.heapUsedBytes(); wllama: Chromium's measureUserAgentSpecificMemory() of the page and its workers; native, ` +
@@ -207,7 +217,8 @@ async function main() {
   if (failures.length > 0) throw new Error(`${failures.length} of ${jobs.length} measurements failed:\n${failures.join('\n')}`);
 }
 // Speculative decoding on the Node wasm engine (tools/bench/speculation_runner.mjs, a process each): prompt lookup on
-// the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k).
+// the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k); and
+// several sequences on every model measured, with int8 and fp32 weights (those of --weights among them; the large shapes int8 only).
 async function measureSpeculation(options, modelDirs, started) {
   const script = join(REPO, 'tools/bench/speculation_runner.mjs');
   const runs = String(options.runs);
@@ -221,7 +232,16 @@ async function measureSpeculation(options, modelDirs, started) {
       verification.push({ model, ...await runNodeScript([script, 'verify', file, 'q4_k', runs], log) });
     }
   }
-  return { lookup, verification };
+  const sequences = [];
+  const sequenceWeights = ['int8', 'fp32'].filter((weights) => options.weights.includes(weights));
+  for (const [model, dir] of Object.entries(modelDirs)) {
+    // fp32 774M and 1.5B do not fit wasm32's memory: the large shapes run int8 only
+    for (const weights of sequenceWeights.filter((w) => w === 'int8' || !MODELS[model].large)) {
+      const measured = { model, ...await runNodeScript([script, 'sequences', dir, weights, runs], log) };
+      sequences.push({ ...measured, target: sequencesTarget(measured) });
+    }
+  }
+  return { lookup, verification, sequences };
 }
 
 main().catch((error) => {

@@ -107,6 +107,17 @@ export function targetResults(runs) {
   return results;
 }
 
+// Several sequences (generate's numReturnSequences, tools/bench/speculation_runner.mjs sequences): the decode's total
+// tokens/s with this many sequences against one, per model and weights.
+export const SEQUENCES_TARGET = { sequences: 4, minimum: 1.5 };
+
+// A sequences measurement's target: { target, ratio (null when n = 4 was not measured), met }.
+export function sequencesTarget({ results }) {
+  const { sequences, minimum } = SEQUENCES_TARGET;
+  const ratio = results.find((r) => r.sequences === sequences)?.ratio ?? null;
+  return { target: `${sequences} sequences ≥ ${minimum}× one (total decode tokens/s)`, ratio, met: ratio === null ? null : ratio >= minimum };
+}
+
 // Peak and steady memory per job. wasm: the heap's size (it never shrinks, so it is the peak) and what malloc
 // holds; native, onnxruntime-web and llama.cpp: the process's peak RSS (VmHWM) and RSS; wllama: what Chromium
 // measures of the page (its wasm memory never shrinks either: peak = the largest of the three figures). Steady =

@@ -1,4 +1,4 @@
-// The speculative decoding part of tools/bench/bench.mjs, in Node on the shipped wasm engine, one thread; prints
+// The speculative decoding and several-sequences parts of tools/bench/bench.mjs, in Node on the shipped wasm engine, one thread; prints
 // its result as JSON on stdout and progress on stderr.
 //
 //   node tools/bench/speculation_runner.mjs lookup MODEL_DIR RUNS
@@ -10,6 +10,10 @@
 //     the cost of verifying k = 1 … 8 drafted tokens (Session::step_draft, with drafts the model rejects) against one
 //     step, on a model of the GPT-2 shapes, and the prefill's speed against decode's, which bounds what a batched
 //     pass can save
+//   node tools/bench/speculation_runner.mjs sequences MODEL_DIR WEIGHTS RUNS
+//     generate's numReturnSequences: n = 1, 2, 4, 8 sequences sampled from one prefill (temperature 0.9), each step one
+//     batched pass for all; the decode's total tokens/s over all sequences (stats.decodeTokensPerSecond), the runs of
+//     each n interleaved, and its ratio to n = 1
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
@@ -25,13 +29,17 @@ const NEW_TOKENS = 64;
 const SPECULATIVE = { draft: 'prompt-lookup', maxDraftTokens: 8 };
 const MAX_VERIFIED = 8;
 const STEPS = 8;  // per run, for the step's time
+const SEQUENCE_COUNTS = [1, 2, 4, 8];
+const SEQUENCE_NEW_TOKENS = 32;
+const SEQUENCE_SAMPLING = { temperature: 0.9 };
 
 const [mode, ...args] = process.argv.slice(2);
 const result = mode === 'lookup' ? await measureLookup(args[0], Number(args[1]))
   : mode === 'verify' ? await measureVerification(args[0], args[1], Number(args[2]))
-    : (() => {
-      throw new Error(`speculation_runner.mjs: unknown mode ${mode} (lookup or verify)`);
-    })();
+    : mode === 'sequences' ? await measureSequences(args[0], args[1], Number(args[2]))
+      : (() => {
+        throw new Error(`speculation_runner.mjs: unknown mode ${mode} (lookup, verify or sequences)`);
+      })();
 process.stdout.write(`${JSON.stringify(result)}\n`);
 
 async function measureLookup(dir, runs) {
@@ -129,4 +137,32 @@ async function measureVerification(source, weights, runs) {
     // i.e. at an acceptance m / k above (verify / step - 1) / k
     break_even_acceptance: verifyMs.map((ms, i) => Math.max(0, (ms / stepMs - 1) / (i + 1))),
   };
+}
+
+async function measureSequences(dir, weights, runs) {
+  const model = await loadModel(dir, { threads: 1, weights });
+  const decode = async (n, seed) => {
+    const generation = model.generate(PROMPTS.plain, { ...SEQUENCE_SAMPLING, seed, numReturnSequences: n, maxNewTokens: SEQUENCE_NEW_TOKENS,
+      stopAtEndOfText: false });
+    for await (const piece of generation) void piece;
+    const { generatedTokens, decodeTokensPerSecond } = generation.stats;
+    if (generatedTokens !== n * SEQUENCE_NEW_TOKENS) throw new Error(`${n} sequences gave ${generatedTokens} tokens, not ${n * SEQUENCE_NEW_TOKENS}`);
+    return decodeTokensPerSecond;
+  };
+  for (const n of SEQUENCE_COUNTS) await decode(n, 999);  // warm-up
+  const speeds = SEQUENCE_COUNTS.map(() => []);
+  for (let run = 0; run < runs; run++) {
+    // each run's order rotated, so that no n always runs first on a cooler (or last on a warmer) machine
+    for (let i = 0; i < SEQUENCE_COUNTS.length; i++) {
+      const index = (i + run) % SEQUENCE_COUNTS.length;
+      speeds[index].push(await decode(SEQUENCE_COUNTS[index], 1000 + run));
+    }
+  }
+  const { config } = model;
+  model.dispose();
+  const tokensPerSecond = speeds.map(median);
+  const results = SEQUENCE_COUNTS.map((n, i) => ({ sequences: n, tokens_per_second: tokensPerSecond[i], ratio: tokensPerSecond[i] / tokensPerSecond[0],
+    runs: speeds[i] }));
+  console.error(`${weights}: ${results.map((r) => `${r.sequences}: ${r.tokens_per_second.toFixed(1)} tokens/s (${r.ratio.toFixed(2)}×)`).join(', ')}`);
+  return { config, weights, runs, new_tokens: SEQUENCE_NEW_TOKENS, sampling: SEQUENCE_SAMPLING, prompt: PROMPTS.plain, results };
 }

@@ -2,7 +2,7 @@
 // records, decodeBytes }) and records (records.mjs).
 import { median } from './measure.mjs';
 import { OTHER_ENGINES } from './options.mjs';
-import { cachedDecode, ggufTypesMeasured, oneThreadRun, range } from './records.mjs';
+import { SEQUENCES_TARGET, cachedDecode, ggufTypesMeasured, oneThreadRun, range } from './records.mjs';
 
 const fixed = (value, digits = 1) => value.toFixed(digits);
 
@@ -243,4 +243,14 @@ export function speculationTables({ lookup, verification }) {
     fixed(r.prefill_tokens_per_second / r.decode_tokens_per_second, 1),
     ...r.verify_ms.map((ms, i) => `${fixed(ms, 2)} (${fixed(ms / r.step_ms, 2)}×), ${fixed(100 * r.break_even_acceptance[i])} %`)]));
   return { lookupTable, verificationTable };
+}
+
+// Several sequences (tools/bench/speculation_runner.mjs sequences): per model and weights, the decode's total tokens/s
+// (all sequences' tokens) for each n and its ratio to n = 1, and the target's verdict.
+export function sequencesTable(sequences) {
+  const counts = sequences[0]?.results.map((r) => r.sequences) ?? [];
+  const verdict = ({ target }) => (target.met === null ? 'not measured' : target.met ? 'met' : 'NOT met');
+  return table(['model', 'weights', ...counts.map((n) => `n = ${n}: tokens/s (÷ n = 1)`), `target: ${SEQUENCES_TARGET.sequences} ≥ ${SEQUENCES_TARGET.minimum}× one`],
+    sequences.map((r) => [r.model, r.weights, ...r.results.map((x) => `${fixed(x.tokens_per_second)} (${fixed(x.ratio, 2)}×)`),
+      `${r.target.ratio === null ? '—' : `${fixed(r.target.ratio, 2)}×`} ${verdict(r)}`]));
 }
