@@ -180,6 +180,35 @@ test('a data-speculative="lookup" widget generates the engine\'s text and says h
   expect(errors).toEqual([]);
 });
 
+test('a data-num-return-sequences="3" widget shows three labelled outputs, each its own sequence\'s text, and no Continue', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/basic.html`);
+  await page.waitForFunction(() => window.GPT2Widget);
+  await page.evaluate(() => {
+    document.body.insertAdjacentHTML('beforeend', '<section id="sequences"><div data-gpt2-widget data-num-return-sequences="3" ' +
+      'data-temperature="0.9" data-seed="4" data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="16"></div></section>');
+    window.GPT2Widget.mountAll(document.getElementById('sequences'));
+  });
+  const host = page.locator('#sequences [data-gpt2-widget]');
+  const widget = widgetControls(host);
+  await expect(widget.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await widget.generate.click();
+  await expect(widget.status).toHaveText(/^\d+ tokens/, { timeout: MODEL_READY_TIMEOUT });
+  await expect(widget.output).toBeHidden();
+  const outputs = [1, 2, 3].map((n) => host.getByRole('region', { name: `Sequence ${n}`, exact: true }));
+  const texts = [];
+  for (const output of outputs) {
+    await expect(output).toBeVisible();
+    await expect(output).toContainText('ROMEO:');  // each starts with the prompt, as the one output does
+    texts.push(await output.locator('.generated').textContent());
+  }
+  await expect(host.getByRole('region', { name: /^Sequence/ })).toHaveCount(3);
+  expect(texts.every((text) => text.length > 0)).toBe(true);
+  expect(new Set(texts).size).toBeGreaterThan(1);
+  await expect(host.getByRole('button', { name: 'Continue' })).toBeDisabled();
+  expect(errors).toEqual([]);
+});
+
 test('on another origin the widget is one script request: the rest is the wasm files and the model', async ({ page }) => {
   await page.goto(`${hosts.isolated.origin}/basic.html`);
   await generateAndWait(widgetControls(page.locator('gpt2-widget')));

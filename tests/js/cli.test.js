@@ -102,6 +102,31 @@ describe('output', () => {
   });
 });
 
+describe('several sequences', () => {
+  test('--num-return-sequences 3 prints three blocks, each the API\'s sequence text for the same seed and options', async () => {
+    const options = { maxNewTokens: 16, temperature: 0.9, seed: 4, numReturnSequences: 3 };
+    const { stdout, stderr } = await cli(['-n', '16', '--temperature', '0.9', '--seed', '4', '--num-return-sequences', '3', 'ROMEO:']);
+    const model = await loadModel(BUNDLED);
+    let sequences;
+    try {
+      const generation = model.generate('ROMEO:', options);
+      for await (const piece of generation) void piece;
+      sequences = generation.sequences;
+    } finally {
+      model.dispose();
+    }
+    expect(sequences).toHaveLength(3);
+    expect(stdout).toBe(sequences.map(({ text, score, stopReason }, i) =>
+      `--- sequence ${i} (log-probability ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`).join(''));
+    expect(stderr).toMatch(/prompt tokens.*generated/);
+  });
+
+  test('--num-return-sequences 1 streams the one text as without the flag', async () => {
+    const args = ['-n', '8', '--seed', '2', 'ROMEO:'];
+    expect((await cli(['--num-return-sequences', '1', ...args])).stdout).toBe((await cli(args)).stdout);
+  });
+});
+
 describe('flags', () => {
   test('every generate() and loadModel() option has a flag, and the output is the API\'s with those options', async () => {
     const options = { maxNewTokens: 24, temperature: 0.8, topK: 20, topP: 0.9, repetitionPenalty: 1.3, seed: 7, stop: ['zz', 'qq'], stopAtEndOfText: false, kvCache: 'fp32' };
@@ -199,6 +224,9 @@ describe('flags', () => {
     [['-i', '--score'], '-i and --score cannot be combined'],
     [['--score', '-n', '5', '--ignore-eos', 'p'], '--score takes no generation options, got -n, --ignore-eos'],
     [['-n', '5'], 'missing prompt (gpt2-wasm --help for the usage)'],
+    [['--num-return-sequences', '3', '--top-alternatives', '2', 'p'], '--top-alternatives and --num-return-sequences > 1 cannot be combined'],
+    [['-i', '--num-return-sequences', '2'], '-i and --num-return-sequences > 1 cannot be combined'],
+    [['--num-return-sequences', '17', 'p'], '--num-return-sequences: expected an integer in [1, 16], got "17"'],
   ])('%j fails with "%s"', (args, message) => {
     expect(() => parseCliArguments(args)).toThrow(new Error(message));
   });

@@ -9,9 +9,10 @@
 // text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
 // perplexity <perplexity>` (model.score). --top-alternatives K: generation prints one line per token instead
 // of the text, `"token text"<TAB>probability`, and each line (of both modes) ends with the K likeliest tokens,
-// `<TAB>"text"<TAB>probability or logprob` each. Without --model, a checkout of the repository runs the bundled
-// public/models/tiny-shakespeare, as its safetensors folder: read from disk, the page's smaller Q4_0 GGUF file
-// would save no download, and the folder's weights are the exact fp32 ones. The npm package leaves the bundled
+// `<TAB>"text"<TAB>probability or logprob` each. --num-return-sequences N > 1: the N sequences are printed after
+// the run, each under a `--- sequence i (log-probability S, stop: REASON) ---` line. Without --model, a checkout
+// of the repository runs the bundled public/models/tiny-shakespeare, as its safetensors folder: read from disk,
+// the page's smaller Q4_0 GGUF file would save no download, and the folder's weights are the exact fp32 ones. The npm package leaves the bundled
 // model out (package.json "files"), so an installed gpt2-wasm runs GPT-2 itself from the Hugging Face Hub
 // instead, and says so. Remote models (URLs, Hub ids) are downloaded once into a disk cache (cli_cache.js), with
 // a progress bar when stderr is a terminal. On a terminal, control characters in the text are shown escaped
@@ -54,6 +55,7 @@ function formatDevice({ device, adapterInfo, deviceReason }) {
 // Streams the continuation of prompt (a text or token ids) to stdout, then the stats to stderr; -> the generated
 // token ids.
 async function continueText(model, prompt, options) {
+  if (options.numReturnSequences > 1) return printSequences(model, prompt, options);
   const generation = model.generate(prompt, options);
   const tokens = [];
   const write = options.topAlternatives > 0 ? writePieceLine : (piece) => writeOut(piece.text);
@@ -64,6 +66,19 @@ async function continueText(model, prompt, options) {
   if (!(options.topAlternatives > 0)) writeOut('\n');
   writeError(formatStats(generation.stats, model));
   return tokens;
+}
+
+// --num-return-sequences N > 1: the sequences' pieces arrive interleaved, step by step, so streaming them would mix
+// N texts on one terminal; each is printed whole once the run ends, under a line that says which it is, its
+// log-probability and why it stopped. -> []: there is no one text to continue (-i refuses N > 1).
+async function printSequences(model, prompt, options) {
+  const generation = model.generate(prompt, options);
+  for await (const piece of generation) void piece;  // the texts are in generation.sequences once it ends
+  for (const [i, { text, score, stopReason }] of generation.sequences.entries()) {
+    writeOut(`--- sequence ${i} (log-probability ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`);
+  }
+  writeError(formatStats(generation.stats, model));
+  return [];
 }
 
 function writePieceLine({ text, probability, alternatives }) {

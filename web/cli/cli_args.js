@@ -51,6 +51,8 @@ generation:
   --max-draft-tokens N       with --speculative: the most tokens drafted per step, 1..16 (default 8)
   --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
                              tokens and theirs (with --score: their logprobs after each token's line)
+  --num-return-sequences N   sample N continuations of the prompt at once, 1..16 (default 1; N > 1 needs
+                             --temperature > 0): each printed after the run, under a line with its log-probability
   -h, --help                 this help
 A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
 
@@ -80,6 +82,7 @@ const VALUE_FLAGS = {
   stop: { option: 'stop', parse: String, multiple: true, expected: 'a non-empty text' },  // the API's "or an array"
   'kv-cache': { option: 'kvCache', parse: String },
   'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
+  'num-return-sequences': { option: 'numReturnSequences', parse: parseNumber },
   // the two fill generate's option speculative: { draft, maxDraftTokens }
   // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
   speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },
@@ -168,6 +171,12 @@ function checked(rawName, typed, check, expected) {
 function checkMode({ interactive, score, prompt, options }, generateFlags) {
   if (options.speculative && options.speculative.draft === undefined) throw new Error('--max-draft-tokens needs --speculative');
   if (interactive && score) throw new Error('-i and --score cannot be combined');
+  if (options.numReturnSequences > 1) {
+    // one line per token of several sequences at once would interleave them past reading
+    if (options.topAlternatives > 0) throw new Error('--top-alternatives and --num-return-sequences > 1 cannot be combined');
+    // -i continues one text; which of the sequences it would go on from is no choice to make for the user
+    if (interactive) throw new Error('-i and --num-return-sequences > 1 cannot be combined');
+  }
   if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
   if (score && generateFlags.length > 0) throw new Error(`--score takes no generation options, got ${generateFlags.join(', ')}`);
   if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'} (gpt2-wasm --help for the usage)`);

@@ -50,6 +50,8 @@ declare namespace GPT2Widget {
     device?: 'auto' | 'webgpu' | 'wasm';
     /** generate's speculative option (data-speculative="lookup": prompt-lookup drafts); off when absent */
     speculative?: import('./gpt2.js').SpeculativeOptions;
+    /** 1; generate's numReturnSequences: n > 1 shows one output per sequence ("Sequence 1", …) */
+    numReturnSequences?: number;
   }
 
   interface Widget {

@@ -32,9 +32,10 @@ const OPTIONS = {
   theme: [String, 'auto'],
   device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
   speculative: [parseSpeculative, undefined],  // generate's: data-speculative="lookup" is { draft: 'prompt-lookup' }
+  numReturnSequences: [Number, 1],  // generate's: n > 1 shows one output per sequence (widget_view.js)
 };
 export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
-  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative'];
+  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences'];
 const THEMES = ['auto', 'light', 'dark'];
 // The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';

@@ -18,6 +18,7 @@ const MARKUP = `
     </div>
     <div class="progress" role="progressbar" aria-label="Model download" aria-valuemin="0" aria-valuemax="100" hidden><div class="bar"></div></div>
     <div class="output" role="region" aria-label="Output" hidden><span class="echo"></span><span class="generated"></span></div>
+    <div class="sequences" hidden></div>
     <p class="alert" role="alert" hidden></p>
   </div>
 `;
@@ -108,7 +109,7 @@ export class Widget {
     const ui = {
       widget: find('.widget'), model: find('.model'), prompt: find('.prompt'), generate: find('.generate'),
       continue: find('.continue'), stop: find('.stop'), status: find('.status'), progress: find('.progress'), bar: find('.bar'),
-      output: find('.output'), echo: find('.echo'), generated: find('.generated'), alert: find('.alert'),
+      output: find('.output'), echo: find('.echo'), generated: find('.generated'), sequences: find('.sequences'), alert: find('.alert'),
     };
     ui.widget.dataset.theme = this.#options.theme;
     ui.model.textContent = modelName(this.#options.model);
@@ -179,7 +180,10 @@ export class Widget {
       echo.textContent = prompt.value;
       generated.textContent = '';
     }
-    output.hidden = false;
+    // Several sequences each get a box of their own; the one output then stays empty, so Continue stays off:
+    // there is no one text to continue.
+    const sequenceOutputs = this.#options.numReturnSequences > 1 ? this.#showSequenceOutputs(echo.textContent) : null;
+    output.hidden = sequenceOutputs !== null;
     this.#hideAlert();
     status.textContent = 'Generating…';
     try {
@@ -188,8 +192,12 @@ export class Widget {
       const input = continuing && this.#outputIds.length ? this.#outputIds : echo.textContent + generated.textContent;
       const generation = model.generate(input, { ...this.#generateOptions(), signal });
       for await (const piece of generation) {
-        if (Number.isInteger(piece.token)) this.#outputIds.push(piece.token);
-        generated.append(piece.text);  // a text node: model output is never parsed as HTML
+        // text nodes: model output is never parsed as HTML
+        if (sequenceOutputs) sequenceOutputs[piece.sequence].append(piece.text);
+        else {
+          if (Number.isInteger(piece.token)) this.#outputIds.push(piece.token);
+          generated.append(piece.text);
+        }
       }
       status.textContent = describeRun(generation.stats);
     } catch (error) {
@@ -198,6 +206,36 @@ export class Widget {
       if (error.name === 'EngineAbortedError') await this.#recoverFromCrash(model, error);
       else this.#showAlert(`Generation failed: ${error.message}`);
     }
+  }
+
+  // Fills the sequences' box with one output per sequence, labelled "Sequence 1", "Sequence 2", …, each starting
+  // with the prompt as the one output does; -> the element of each that receives its generated text.
+  #showSequenceOutputs(promptText) {
+    const outputs = [];
+    const boxes = Array.from({ length: this.#options.numReturnSequences }, (_, i) => {
+      const box = document.createElement('div');
+      box.className = 'sequence';
+      const label = document.createElement('div');
+      label.className = 'sequence-label';
+      label.textContent = `Sequence ${i + 1}`;
+      label.id = `sequence-label-${i + 1}`;  // ids are the shadow root's own, so widgets do not clash
+      const text = document.createElement('div');
+      text.className = 'output';
+      text.setAttribute('role', 'region');
+      text.setAttribute('aria-labelledby', label.id);
+      const echo = document.createElement('span');
+      echo.className = 'echo';
+      echo.textContent = promptText;
+      const generated = document.createElement('span');
+      generated.className = 'generated';
+      text.append(echo, generated);
+      box.append(label, text);
+      outputs.push(generated);
+      return box;
+    });
+    this.#ui.sequences.replaceChildren(...boxes);
+    this.#ui.sequences.hidden = false;
+    return outputs;
   }
 
   // The engine aborted (a genuine out-of-memory, say): the model loads itself again (gpt2.js); if that fails,
