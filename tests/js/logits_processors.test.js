@@ -94,7 +94,7 @@ test('speculation leaves the text of every processor unchanged, greedy and seede
     minP: 0.05, typicalP: 0.9, noRepeatNgramSize: 4, presencePenalty: 0.3, frequencyPenalty: 0.2,
     logitBias: { 11: 1.5 }, badWords: ['king'], minNewTokens: 10, maxNewTokens: 50,
   };
-  for (const seed of [0, 1, 2, 3, 4, 5]) {
+  for (const seed of [0, 1, 2]) {
     const options = { ...processors, temperature: seed === 0 ? 0 : 0.9, seed };
     const plain = await run(PROMPT, options);
     const speculated = await run(PROMPT, { ...options, speculative: { draft: 'prompt-lookup' } });

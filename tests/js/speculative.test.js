@@ -119,7 +119,7 @@ test('a draft model of the same vocabulary gives the tokens of a run without it,
   const draft = await loadModel(`${BUNDLED}tiny-shakespeare.Q4_0.gguf`, { threads: 1 });  // other weights, same vocabulary
   try {
     let accepted = 0;
-    for (let seed = 0; seed <= 8; seed++) {
+    for (let seed = 0; seed <= 4; seed++) {
       const prompt = seed % 2 === 0 ? PLAIN : REWRITE;
       const options = { temperature: seed === 0 ? 0 : 0.8, seed, maxNewTokens: 40 };
       const plain = await run(model, prompt, options);
@@ -128,7 +128,7 @@ test('a draft model of the same vocabulary gives the tokens of a run without it,
       if (seed === 0) expect(speculated.stats.acceptedTokens).toBeGreaterThan(20);  // the two models mostly agree greedily
       accepted += speculated.stats.acceptedTokens;
     }
-    expect(accepted).toBeGreaterThan(40);
+    expect(accepted).toBeGreaterThan(30);
     // across the target's window slide (256 positions) and the draft's, the same tokens
     const long = { temperature: 0, maxNewTokens: 300 };
     expect((await run(model, PLAIN, { ...long, speculative: { draft } })).tokens).toEqual((await run(model, PLAIN, long)).tokens);
