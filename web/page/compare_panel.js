@@ -2,7 +2,7 @@
 // side, so that a learner sees what temperature, top-k, top-p, min-p and speculative decoding change in the text
 // and in the speed. Its tokens carry the output's tooltips (tooltip.js).
 import { recoverFromCrash } from './crash_recovery.js';
-import { $, TOP_ALTERNATIVES, clearError, elements, pieceOfToken, showError, state, updateControls } from './page_state.js';
+import { $, TOP_ALTERNATIVES, clearError, elements, invalidNumberMessage, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { hideTooltip, wireTooltip } from './tooltip.js';
 
 // One of each family the page offers, with a fixed seed so that a run can be repeated and a copied column with
@@ -126,12 +126,12 @@ function updateColumnControls() {
 // -> the generate() options of each column, or null after pointing at the first invalid field
 function readAllOptions() {
   const maxNewTokens = elements.maxNewTokens;
-  if (!maxNewTokens.checkValidity() || maxNewTokens.value === '') return showInvalid(maxNewTokens);
+  if (!maxNewTokens.checkValidity() || maxNewTokens.value === '') return showInvalid(maxNewTokens, invalidNumberMessage(maxNewTokens));
   const columnOptions = [];
   for (const column of columnList()) {
     const invalid = NUMBER_SETTINGS.map((setting) => column.querySelector(`input[data-setting="${setting}"]`))
       .find((input) => !input.checkValidity() || (input.dataset.setting !== 'seed' && input.value === ''));
-    if (invalid) return showInvalid(invalid);
+    if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
     const { speculative, ...numbers } = readSettings(column);
     columnOptions.push({
       ...numbers,
@@ -144,17 +144,6 @@ function readAllOptions() {
     });
   }
   return columnOptions;
-}
-
-// A field in a folded <details> (Max new tokens is not, the columns' may be) cannot take the focus: it is
-// unfolded first.
-function showInvalid(input) {
-  const label = document.querySelector(`label[for="${input.id}"]`).textContent;
-  showError(`${label}: ${input.validationMessage || 'please enter a number.'}`);
-  const group = input.closest('details');
-  if (group) group.open = true;
-  input.focus();
-  return null;
 }
 
 // The columns run one after another rather than at once: the engine runs one generation at a time, and each

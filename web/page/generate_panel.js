@@ -2,7 +2,7 @@
 // and the ms/token chart.
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
-import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, pieceOfToken, showError, state, updateControls } from './page_state.js';
+import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, invalidNumberMessage, labelOf, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
 import { hideTooltip } from './tooltip.js';
@@ -84,7 +84,7 @@ function readGenerationOptions() {
   const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed, elements.minP,
     elements.typicalP, elements.presencePenalty, elements.frequencyPenalty, elements.noRepeatNgramSize, elements.minNewTokens];
   const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
-  if (invalid) return showInvalid(invalid, `${labelOf(invalid)}: ${invalid.validationMessage || 'please enter a number.'}`);
+  if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
   let logitBias;
   try {
     logitBias = parseLogitBias(elements.logitBias.value, labelOf(elements.logitBias));
@@ -109,20 +109,6 @@ function readGenerationOptions() {
     kvCache: elements.kvStorage.value,
     speculative: elements.speculative.checked ? { draft: 'prompt-lookup' } : undefined,
   };
-}
-
-function labelOf(input) {
-  return document.querySelector(`label[for="${input.id}"]`).textContent;
-}
-
-// Shows the error and moves to the field; -> null, readGenerationOptions' answer. A field in the folded Advanced
-// decoding group is unfolded first: one hidden in a closed <details> cannot take the focus.
-function showInvalid(input, message) {
-  showError(message);
-  const group = input.closest('details');
-  if (group) group.open = true;
-  input.focus();
-  return null;
 }
 
 function startOutput(prompt) {

@@ -112,6 +112,26 @@ export function showError(message) {
   elements.error.textContent = message;
 }
 
+// The label of a settings field, for its error message.
+export function labelOf(input) {
+  return document.querySelector(`label[for="${input.id}"]`).textContent;
+}
+
+// The error of a number field the browser finds invalid (or that is empty).
+export function invalidNumberMessage(input) {
+  return `${labelOf(input)}: ${input.validationMessage || 'please enter a number.'}`;
+}
+
+// Shows the error and moves to the field; -> null, the answer of the option readers that call it. A field in a
+// folded <details> (Advanced decoding, Compare strategies) is unfolded first: a hidden one cannot take the focus.
+export function showInvalid(input, message) {
+  showError(message);
+  const group = input.closest('details');
+  if (group) group.open = true;
+  input.focus();
+  return null;
+}
+
 export function clearError() {
   elements.error.textContent = '';
 }
