@@ -4,8 +4,12 @@
 // tests/types/example.ts by tests/js/types.test.js.
 
 declare namespace GPT2Widget {
-  /** Each one also a data-* attribute of the tag or of a placeholder (data-max-new-tokens, …). */
-  interface MountOptions {
+  /**
+   * Each one also a data-* attribute of the tag or of a placeholder (data-max-new-tokens, …; data-logit-bias="50256:-inf,
+   * 13:2.5", data-bad-words="thou, thee"). The logits processors are generate()'s, with its defaults.
+   */
+  interface MountOptions extends Pick<import('./gpt2.js').GenerateOptions, 'minP' | 'typicalP' | 'noRepeatNgramSize'
+    | 'presencePenalty' | 'frequencyPenalty' | 'logitBias' | 'badWords' | 'minNewTokens'> {
     /** a model folder URL or a .gguf file URL, relative to the page; default: the bundled model */
     model?: string | URL;
     /** the text in the prompt box; '' */
@@ -20,22 +24,6 @@ declare namespace GPT2Widget {
     topP?: number;
     /** 1 */
     repetitionPenalty?: number;
-    /** 0 (off) */
-    minP?: number;
-    /** 1 (off) */
-    typicalP?: number;
-    /** 0 (off) */
-    noRepeatNgramSize?: number;
-    /** 0 */
-    presencePenalty?: number;
-    /** 0 */
-    frequencyPenalty?: number;
-    /** token id -> added to its logit, -Infinity bans it (data-logit-bias="50256:-inf, 13:2.5"); {} */
-    logitBias?: Readonly<Record<number, number>>;
-    /** texts, or token id sequences, never generated (data-bad-words="thou, thee"); [] */
-    badWords?: readonly (string | readonly number[])[];
-    /** no <|endoftext|> before this many tokens; 0 */
-    minNewTokens?: number;
     /** random */
     seed?: number;
     /** none */
