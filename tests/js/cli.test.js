@@ -372,7 +372,11 @@ describe('disk cache of remote models', () => {
     expect(error.code).toBe(1);
     const [size, reached] = [files[GGUF_NAME].length, stored[GGUF_NAME][1]];
     expect(reached).toBeGreaterThan(size * 0.8);
-    expect(error.stderr).toMatch(new RegExp(`^gpt2-wasm: ${GGUF_NAME}: network error: the download stopped at ${reached} of ${size} bytes after 6 attempts \\([^\\n]+\\)\\n$`));
+    // the server reads the stored bytes when a request arrives, which can be a write ahead of or behind the
+    // downloader's own count of what it kept: the message's figure is that count, within a few chunks of reached
+    const message = new RegExp(`^gpt2-wasm: ${GGUF_NAME}: network error: the download stopped at (\\d+) of ${size} bytes after 6 attempts \\([^\\n]+\\)\\n$`).exec(error.stderr);
+    expect(message).not.toBeNull();
+    expect(Math.abs(Number(message[1]) - reached)).toBeLessThan(size * 0.05);
     expect(server.requestCount()).toBe(6);
     expect(cachedFiles()).toEqual([]);
   });
