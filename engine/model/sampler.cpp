@@ -155,11 +155,13 @@ void Sampler::ban_bad_words(const int32_t* window, int n_window) {
     }
 }
 
-int Sampler::argmax() const {  // the first maximum wins, so ties go to the lowest id
+int Sampler::argmax(std::string* error) const {  // the first maximum wins, so ties go to the lowest id
     int best = 0;
     for (int i = 1; i < n_vocab_; i++)
         if (scores_[i] > scores_[best]) best = i;
-    return scores_[best] == -INFINITY ? kAllBanned : best;
+    if (scores_[best] != -INFINITY) return best;
+    if (error) *error = kAllBannedMessage;
+    return kAllBanned;
 }
 
 int Sampler::warp(std::string* error) {
@@ -276,13 +278,7 @@ int Sampler::keep_typical(int n) {
 int Sampler::sample(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
     const int processed = process(logits, window, n_window, n_generated, error);
     if (processed < 0) return processed;
-    if (settings_.temperature == 0.0f) {
-        const int best = argmax();
-        if (best == kAllBanned && error) {
-            *error = kAllBannedMessage;
-        }
-        return best;
-    }
+    if (settings_.temperature == 0.0f) return argmax(error);
     const int n = warp(error);
     if (n < 0) return n;
     // inverse CDF over the candidates in their (deterministic) order
@@ -301,7 +297,7 @@ int Sampler::distribution(const float* logits, const int32_t* window, int n_wind
     if (processed < 0) return processed;
     std::memset(probabilities, 0, sizeof(float) * size_t(n_vocab_));
     if (settings_.temperature == 0.0f) {
-        const int best = argmax();
+        const int best = argmax(error);
         if (best < 0) return best;
         probabilities[best] = 1.0f;
         return 0;

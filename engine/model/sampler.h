@@ -55,7 +55,7 @@ class Sampler {
     int process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error);
     void ban_repeated_ngrams(const int32_t* window, int n_window);
     void ban_bad_words(const int32_t* window, int n_window);
-    int argmax() const;  // the first maximum of scores_, or kAllBanned
+    int argmax(std::string* error) const;  // the first maximum of scores_, or kAllBanned (*error says so)
     // The warpers over scores_: candidates_[0, n) in draw order with their probabilities in scores_ summing to
     // mass_ (not renormalized); returns n, or kAllBanned.
     int warp(std::string* error);
