@@ -281,7 +281,10 @@ class Session {
     // Several sequences from one prompt. fork_from() makes this session continue from other's window: its tokens,
     // positions, KV cache (copied, not recomputed), last logits and count of generated tokens; the sampling settings
     // stay this session's. Both must be cached sessions of the same model and KV-cache format, neither recording.
+    // Only the cache rows after the two windows' common prefix are copied (forked_rows() of them): a row depends on
+    // the tokens up to it alone, so those before are already equal.
     bool fork_from(const Session& other);
+    int forked_rows() const { return forked_rows_; }
     // Feeds ids[i] to sessions[i] (1 <= n <= kMaxSequences distinct sessions of one model, cached, not recording)
     // in one batched pass, the weights read once for all, and samples each one's next token into out[i] as its
     // step() would, bit for bit; a session whose window is full slides on its own as step() does. false on
@@ -289,6 +292,14 @@ class Session {
     // sessions[0]; later ones allocate nothing.
     static constexpr int kMaxSequences = 16;
     static bool step_sequences(Session* const* sessions, const int32_t* ids, int n, int32_t* out);
+    // step_sequences() without the sampling: each session's logits() become its next position's.
+    static bool feed_sequences(Session* const* sessions, const int32_t* ids, int n);
+    // (n_vocab) what beam search adds to a beam's score for each next token: the log-softmax of logits(), then
+    // the logits processors (SamplingSettings steps 1-6, on log-probabilities as Hugging Face's beam search
+    // applies them) and, at a temperature > 0 (beam sampling), the warpers: a kept token's score divided by the
+    // temperature, the others -inf. 0, or -1 and error() (nothing fed, non-finite logits).
+    int beam_scores(float* out);
+    const SamplingSettings& sampling() const;  // as set_sampling() sanitized them
     // The feeding halves of step() and of prefill() / prefill_reusing() (reuse): everything but the sampling, so
     // step(id) is feed_step(id) then sample(). false and error() set when the ids cannot be fed.
     bool feed_step(int32_t id);
@@ -343,6 +354,7 @@ class Session {
     int feed_score_pass();
     bool score_fed_pass();
     bool uses_kv_cache() const { return use_kv_cache_; }
+    const Model& model() const { return *model_; }
 
    private:
     Session() = default;
@@ -350,6 +362,8 @@ class Session {
     // runs ids through the network from scratch (window := ids), optionally keeping all logits
     void feed_from_scratch(const int32_t* ids, size_t n, float* all_logits);
     bool check_prompt(const int32_t* ids, size_t n);  // clears the error; then false + error() if ids can't be fed
+    // feed_sequences() with errors named after method
+    static bool feed_batch(Session* const* sessions, const int32_t* ids, int n, const char* method);
     static std::unique_ptr<Session> create_session(const Model& model, bool use_kv_cache, KvCacheFormat kv_cache,
                                                    bool recording, std::string* error);
     // true + error() for a recording session, which method cannot serve (its forward passes do not run here)
@@ -377,11 +391,122 @@ class Session {
     int n_cached_ = 0;
     int reused_tokens_ = 0;
     int n_generated_ = 0;  // tokens fed since the last prefill: the window's last ones are the run's own (sampling)
+    int forked_rows_ = 0;  // cache rows the last fork_from() copied
     std::unique_ptr<float[]> score_logits_;     // (kScoreRows, n_vocab) once score() has run
     std::unique_ptr<float[]> draft_logits_;     // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
     int verified_rows_ = 0;                     // rows of draft_logits_ the last step_draft() sampled from
     std::unique_ptr<float[]> sequence_logits_;  // (kMaxSequences, n_vocab) once step_sequences() ran with it first
     ScoreRun score_run_;
+    std::string error_;
+    ErrorKind error_kind_ = ErrorKind::none;
+};
+
+// Beam search with Hugging Face's semantics (transformers' BeamSearchScorer and beam sampling; docs/api.md "Beam
+// search"; tools/python/gpt2tools/reference_beam_search.py is the independent reference). Each step scores every
+// running beam's next tokens with Session::beam_scores() added to the beam's score, keeps the 2 x num_beams best
+// continuations (with a temperature > 0, draws them without replacement from the softmax of those scores), and
+// walks them best first: an end-of-text among the first num_beams ends a hypothesis (scored sum / length ^
+// length_penalty, the end-of-text counted in the length), the others become the next beams until there are
+// num_beams. The search is done when num_beams hypotheses exist and (early_stopping) that is enough, or no running
+// beam can beat the worst of them, or max_new_tokens have been generated (the running beams then become
+// hypotheses too).
+// The beams live in the sessions given, one each, and are fed together in one batched pass per step
+// (Session::feed_sequences). A beam that continues its parent takes over the parent's session; only a parent's
+// second and later children are forked into sessions whose beams ended, and a fork copies only the cache rows
+// after the two windows' common prefix. No step allocates but the first (the batched pass's logits, once per
+// session that leads it) and the last (hypotheses()).
+enum class EarlyStopping { heuristic, done, never };  // Hugging Face's early_stopping False, True, "never"
+
+struct BeamSettings {
+    int num_beams = 2;  // 2..Session::kMaxSequences
+    float length_penalty = 1.0f;
+    EarlyStopping early_stopping = EarlyStopping::heuristic;
+    int max_new_tokens = 16;  // >= 1
+    int32_t eos_token = -1;   // ends a hypothesis; -1: none (every beam runs to max_new_tokens)
+};
+
+struct BeamHypothesis {
+    std::vector<int32_t> tokens;  // the generated tokens, the end-of-text not included
+    float score;                  // sum of the tokens' beam scores (end-of-text's too) / length ^ length_penalty
+    bool ended_by_eos;
+};
+
+class Rng;
+
+class BeamSearch {
+   public:
+    // sessions: num_beams distinct cached sessions of one model, not recording; the first one's sampling settings
+    // give the logits processors, and a temperature > 0 beam sampling with the warpers and that seed.
+    // nullptr + *error on invalid settings or sessions (ErrorKind::input) or for lack of memory.
+    static std::unique_ptr<BeamSearch> create(Session* const* sessions, const BeamSettings& settings,
+                                              std::string* error);
+    ~BeamSearch();
+    BeamSearch(const BeamSearch&) = delete;
+    BeamSearch& operator=(const BeamSearch&) = delete;
+
+    // Feeds the prompt to the first session (Session::prefill_reusing) and starts a search from it; false and
+    // error() when it cannot be fed.
+    bool start(const int32_t* ids, size_t n);
+    // One step: 1 while running, 0 once done (hypotheses() holds the result), -1 and error() on a failure.
+    int step();
+    // Ends the search now, as if max_new_tokens were reached: the running beams become hypotheses.
+    void finish();
+    // Best first (ties: the later found first), at most num_beams; final once step() returned 0 or finish() ran.
+    const std::vector<BeamHypothesis>& hypotheses() const { return results_; }
+    int n_beams() const { return n_beams_; }           // running beams, best first
+    int n_generated() const { return n_generated_; }   // tokens each running beam has generated
+    const int32_t* beam_tokens(int i) const;           // (n_generated) beam i's tokens
+    float beam_score(int i) const;                     // beam i's sum of beam scores
+    Session* beam_session(int i) const;                // the session holding beam i's window
+    long copied_rows() const { return copied_rows_; }  // KV-cache rows forks have copied so far
+    const std::string& error() const { return error_; }
+    ErrorKind error_kind() const { return error_kind_; }
+
+   private:
+    struct Candidate {
+        int beam;
+        int32_t token;
+        float score;
+    };
+    struct Hypothesis {
+        double score;
+        int slot;  // its tokens: hypothesis_tokens_ row
+        int n_tokens;
+        bool ended_by_eos;
+        long order;  // when it was added
+    };
+    BeamSearch() = default;
+    int select_best();      // candidates_ <- the best continuations; -> how many
+    int draw_candidates();  // candidates_ <- continuations drawn by beam sampling; -> how many
+    void add_hypothesis(const int32_t* tokens, int n, float sum, int length, bool ended_by_eos);
+    bool enough_hypotheses(float best) const;  // the early-stopping test
+    bool feed_next_beams(int n_next);          // reassigns the sessions to the next beams and feeds them
+    void collect_results();
+    bool fail(const std::string& message, ErrorKind kind);  // sets error(); false
+
+    BeamSettings settings_;
+    int n_vocab_ = 0;
+    bool sampling_ = false;
+    std::unique_ptr<Rng> rng_;
+    Session* sessions_[Session::kMaxSequences] = {};  // the sessions given
+    int slot_[Session::kMaxSequences] = {};           // beam i's session: sessions_[slot_[i]]
+    float beam_score_[Session::kMaxSequences] = {};
+    int n_beams_ = 0;
+    int n_generated_ = 0;
+    bool done_ = true;
+    std::unique_ptr<float[]> scores_;               // (num_beams, n_vocab) each beam's Session::beam_scores
+    std::unique_ptr<float[]> weights_;              // (num_beams, n_vocab) beam sampling: exp(candidate score - max)
+    std::unique_ptr<Candidate[]> candidates_;       // (2 * num_beams) the step's continuations, best first
+    std::unique_ptr<int32_t[]> tokens_;             // (2, num_beams, max_new_tokens) the beams' tokens: this step's
+                                                    // half and the next one's
+    int tokens_half_ = 0;                           // which half is this step's
+    std::unique_ptr<int32_t[]> hypothesis_tokens_;  // (num_beams + 1, max_new_tokens)
+    Hypothesis hypotheses_[Session::kMaxSequences + 1];
+    int n_hypotheses_ = 0;
+    double worst_score_ = 1e9;
+    long added_ = 0;
+    long copied_rows_ = 0;
+    std::vector<BeamHypothesis> results_;
     std::string error_;
     ErrorKind error_kind_ = ErrorKind::none;
 };

@@ -489,16 +489,25 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
     if (all_logits && !s->recording) std::memcpy(s->logits, all_logits + (size_t(n) - 1) * V, sizeof(float) * V);
 }
 
-void copy_kv_cache(const Config& c, const RunState& from, RunState* to) {
-    const size_t T = size_t(c.n_ctx), C = size_t(c.n_embd), L = size_t(c.n_layer), H = size_t(c.n_head);
-    if (from.kv_format == KvCacheFormat::fp32) {
-        std::memcpy(to->key_cache, from.key_cache, sizeof(float) * L * T * C);
-        std::memcpy(to->value_cache, from.value_cache, sizeof(float) * L * T * C);
-    } else {
-        std::memcpy(to->key_scale, from.key_scale, sizeof(float) * L * H * T);
-        std::memcpy(to->value_scale, from.value_scale, sizeof(float) * L * H * T);
-        std::memcpy(to->key_cache_q8, from.key_cache_q8, L * T * C);
-        std::memcpy(to->value_cache_q8, from.value_cache_q8, L * C * 2 * ((T + 1) / 2));
+void copy_kv_cache(const Config& c, const RunState& from, RunState* to, int first, int n) {
+    if (n <= 0) return;
+    const size_t T = size_t(c.n_ctx), D = size_t(c.n_embd / c.n_head), LH = size_t(c.n_layer) * size_t(c.n_head);
+    const size_t p0 = size_t(first), rows = size_t(n);
+    for (size_t head = 0; head < LH; head++) {  // each (layer, head) holds its positions contiguously
+        if (from.kv_format == KvCacheFormat::fp32) {
+            const size_t at = (head * T + p0) * D;
+            std::memcpy(to->key_cache + at, from.key_cache + at, sizeof(float) * rows * D);
+            std::memcpy(to->value_cache + at, from.value_cache + at, sizeof(float) * rows * D);
+        } else {
+            std::memcpy(to->key_scale + head * T + p0, from.key_scale + head * T + p0, sizeof(float) * rows);
+            std::memcpy(to->value_scale + head * T + p0, from.value_scale + head * T + p0, sizeof(float) * rows);
+            std::memcpy(to->key_cache_q8 + (head * T + p0) * D, from.key_cache_q8 + (head * T + p0) * D, rows * D);
+            // values: positions 2m and 2m + 1 share a pair row, so whole pairs (the other one's rows are equal or
+            // not yet written)
+            const size_t pairs = (T + 1) / 2, pair0 = p0 / 2, pair_end = (p0 + rows + 1) / 2;
+            const size_t at = (head * pairs + pair0) * D * 2;
+            std::memcpy(to->value_cache_q8 + at, from.value_cache_q8 + at, (pair_end - pair0) * D * 2);
+        }
     }
 }
 

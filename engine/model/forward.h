@@ -77,8 +77,9 @@ uint64_t kv_cache_bytes(const Config& config, KvCacheFormat kv_format);
 // it (GpuCommand::logits_row).
 void forward(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0, float* all_logits);
 
-// Copies from's KV cache into to's (both run states of one config and KV-cache format, not recording).
-void copy_kv_cache(const Config& config, const RunState& from, RunState* to);
+// Copies positions [first, first + n) of from's KV cache into to's (both run states of one config and KV-cache
+// format, not recording; 0 <= first, first + n <= n_ctx).
+void copy_kv_cache(const Config& config, const RunState& from, RunState* to, int first, int n);
 
 // Feeds one token to each of n sequences in one pass (n <= activations->n_batch): tokens[i] at position
 // positions[i] of the sequence whose KV cache is caches[i] (holding positions < positions[i], positions[i] < n_ctx;

@@ -308,4 +308,24 @@ int Sampler::distribution(const float* logits, const int32_t* window, int n_wind
     return 0;
 }
 
+int Sampler::beam_scores(const float* logits, const int32_t* window, int n_window, int n_generated, float* out,
+                         std::string* error) {
+    const int V = n_vocab_;
+    float max = logits[0];
+    for (int i = 1; i < V; i++) max = std::max(max, logits[i]);
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += std::exp(double(logits[i]) - double(max));
+    const float log_sum = float(std::log(sum));
+    for (int i = 0; i < V; i++) out[i] = logits[i] - max - log_sum;
+    const int processed = process(out, window, n_window, n_generated, error);  // names a non-finite logit
+    if (processed < 0) return processed;
+    std::memcpy(out, scores_, sizeof(float) * size_t(V));
+    if (settings_.temperature == 0.0f) return 0;
+    const int n = warp(nullptr);  // kAllBanned: out is all -inf already
+    for (int i = 0; i < n; i++) in_window_[candidates_[i]] = 1;
+    for (int i = 0; i < V; i++) out[i] = in_window_[i] ? out[i] / settings_.temperature : -INFINITY;
+    for (int i = 0; i < n; i++) in_window_[candidates_[i]] = 0;
+    return 0;
+}
+
 }  // namespace gpt2

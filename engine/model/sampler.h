@@ -50,6 +50,12 @@ class Sampler {
     int distribution(const float* logits, const int32_t* window, int n_window, int n_generated, float* probabilities,
                      std::string* error);
 
+    // What beam search adds to a beam's score (Session::beam_scores): out (n_vocab) = the processors over the
+    // log-softmax of logits and, at a temperature > 0, the warpers (kept tokens' scores / temperature, the rest
+    // -inf). 0 or kNonFiniteLogits; a token of out may be -inf (banned), all of them too.
+    int beam_scores(const float* logits, const int32_t* window, int n_window, int n_generated, float* out,
+                    std::string* error);
+
    private:
     // The processors, logits -> scores_ (banned tokens at -inf); kNonFiniteLogits or 0.
     int process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error);
@@ -69,7 +75,7 @@ class Sampler {
     float* surprise_gap_ = nullptr;  // (n_vocab) typical-p's |-log p - entropy| per candidate
     int32_t* candidates_ = nullptr;  // (n_vocab) token ids still in the running
     int32_t* counts_ = nullptr;      // (n_vocab) occurrences among the generated tokens, zero between calls
-    uint8_t* in_window_ = nullptr;   // (n_vocab) marks tokens already penalized in this call
+    uint8_t* in_window_ = nullptr;   // (n_vocab) marks of one call (tokens penalized; beam_scores' kept), zero between
     float mass_ = 1.0f;              // the candidates' probability after warp()
 };
 

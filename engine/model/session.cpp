@@ -62,6 +62,8 @@ std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv
 
 void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); }
 
+const SamplingSettings& Session::sampling() const { return sampler_->settings(); }
+
 const float* Session::logits() const { return state_->logits; }
 float* Session::host_logits() { return state_->logits; }
 bool Session::recording() const { return state_->recording; }
@@ -362,8 +364,14 @@ bool Session::fork_from(const Session& other) {
         return false;
     }
     const Config& c = model_->config();
-    copy_kv_cache(c, *other.state_, state_.get());
-    std::memcpy(state_->tokens, other.state_->tokens, sizeof(int32_t) * size_t(other.n_cached_));
+    // The cache rows of a position depend only on the tokens up to it, so the rows of the windows' common prefix
+    // are already equal: only the rest is copied (beams that share most of their text copy little).
+    const int32_t* from = other.state_->tokens;
+    const int common =
+        int(std::mismatch(from, from + std::min(n_cached_, other.n_cached_), state_->tokens).first - from);
+    copy_kv_cache(c, *other.state_, state_.get(), common, other.n_cached_ - common);
+    forked_rows_ = other.n_cached_ - common;
+    std::memcpy(state_->tokens, from, sizeof(int32_t) * size_t(other.n_cached_));
     std::memcpy(state_->logits, other.state_->logits, sizeof(float) * size_t(c.n_vocab));
     n_cached_ = other.n_cached_;
     n_generated_ = other.n_generated_;
@@ -371,13 +379,17 @@ bool Session::fork_from(const Session& other) {
     return true;
 }
 
-bool Session::step_sequences(Session* const* sessions, const int32_t* ids, int n, int32_t* out) {
+bool Session::feed_sequences(Session* const* sessions, const int32_t* ids, int n) {
+    return feed_batch(sessions, ids, n, "feed_sequences");
+}
+
+bool Session::feed_batch(Session* const* sessions, const int32_t* ids, int n, const char* method) {
     Session& first = *sessions[0];
     first.error_.clear();
     first.error_kind_ = ErrorKind::none;
     auto fail = [&](int i, const std::string& message) {
         first.error_kind_ = i >= 0 ? sessions[i]->error_kind_ : ErrorKind::input;
-        first.error_ = i >= 0 ? "sequence " + std::to_string(i) + ": " + message : "step_sequences: " + message;
+        first.error_ = i >= 0 ? "sequence " + std::to_string(i) + ": " + message : method + (": " + message);
         return false;
     };
     if (n < 1 || n > kMaxSequences)
@@ -398,8 +410,7 @@ bool Session::step_sequences(Session* const* sessions, const int32_t* ids, int n
                 return fail(-1, "sequence " + std::to_string(i) + " is sequence " + std::to_string(j));
         if (!s.check_ids(ids + i, 1)) return fail(i, s.error_);
         if (s.n_cached_ == c.n_ctx) {  // a full window slides through step()'s own path
-            out[i] = s.step(ids[i]);
-            if (out[i] < 0) return fail(i, s.error_);
+            if (!s.feed_step(ids[i])) return fail(i, s.error_);
             continue;
         }
         caches[n_rows] = s.state_.get();
@@ -425,8 +436,18 @@ bool Session::step_sequences(Session* const* sessions, const int32_t* ids, int n
         s.n_cached_++;
         s.n_generated_++;
         std::memcpy(s.state_->logits, first.sequence_logits_.get() + size_t(r) * V, sizeof(float) * V);
-        out[rows[r]] = s.sample();
-        if (out[rows[r]] < 0) return fail(rows[r], s.error_);
+    }
+    return true;
+}
+
+bool Session::step_sequences(Session* const* sessions, const int32_t* ids, int n, int32_t* out) {
+    if (!feed_batch(sessions, ids, n, "step_sequences")) return false;
+    for (int i = 0; i < n; i++) {
+        out[i] = sessions[i]->sample();
+        if (out[i] >= 0) continue;
+        sessions[0]->error_kind_ = sessions[i]->error_kind_;
+        sessions[0]->error_ = "sequence " + std::to_string(i) + ": " + sessions[i]->error_;
+        return false;
     }
     return true;
 }
@@ -473,6 +494,20 @@ int Session::sample() {
         error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(n_cached_ - 1);
     }
     return next < 0 ? -1 : next;
+}
+
+int Session::beam_scores(float* out) {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    if (n_cached_ == 0) {
+        error_kind_ = ErrorKind::input;
+        error_ = "beam_scores: no token has been fed yet";
+        return -1;
+    }
+    if (sampler_->beam_scores(state_->logits, state_->tokens, n_cached_, n_generated_, out, &error_) == 0) return 0;
+    error_kind_ = ErrorKind::file;  // non-finite logits: the weights' doing, as in sample()
+    error_ = "the model produced non-finite logits (NaN/Inf) at position " + std::to_string(n_cached_ - 1);
+    return -1;
 }
 
 }  // namespace gpt2

@@ -197,3 +197,38 @@ TEST(Session, NoMallocPerTokenWhenSteppingSeveralSequences) {
         EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
     }
 }
+
+TEST(BeamSearch, NoMallocPerStepBetweenTheFirstAndTheLast) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 30;  // slides the windows below
+    auto model = gpt2_test::make_model(spec);
+    ASSERT_TRUE(model);
+    for (float temperature : {0.0f, 0.8f}) {  // beam search and beam sampling
+        std::string error;
+        std::unique_ptr<gpt2::Session> sessions[4];
+        gpt2::Session* beams[4];
+        gpt2::SamplingSettings sampling;
+        sampling.temperature = temperature;
+        sampling.top_k = 20;
+        sampling.no_repeat_ngram_size = 3;
+        for (int i = 0; i < 4; i++) {
+            sessions[i] = gpt2::Session::create(*model, true, gpt2::KvCacheFormat::int8, &error);
+            ASSERT_TRUE(sessions[i]) << error;
+            sessions[i]->set_sampling(sampling);
+            beams[i] = sessions[i].get();
+        }
+        gpt2::BeamSettings settings;
+        settings.num_beams = 4;
+        settings.max_new_tokens = 40;
+        auto search = gpt2::BeamSearch::create(beams, settings, &error);
+        ASSERT_TRUE(search) << error;
+        const int32_t prompt[4] = {1, 2, 3, 4};
+        ASSERT_TRUE(search->start(prompt, 4)) << search->error();
+        ASSERT_EQ(search->step(), 1) << search->error();  // the first allocates the pass's logits
+        const long before = g_engine_mallocs;
+        for (int step = 0; step < 38; step++) ASSERT_EQ(search->step(), 1) << search->error();
+        EXPECT_EQ(g_engine_mallocs - before, 0) << "temperature " << temperature;
+        ASSERT_EQ(search->step(), 0);  // the last collects the hypotheses
+        EXPECT_EQ(search->hypotheses().size(), 4u);
+    }
+}
