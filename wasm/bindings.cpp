@@ -392,6 +392,62 @@ val WasmSession::step_sequences() {
     return tokens;
 }
 
+bool WasmSession::begin_beams(int num_beams, float length_penalty, const std::string& early_stopping,
+                              int max_new_tokens, int32_t eos_token, const val& ids) {
+    const int n = n_queued_;
+    n_queued_ = 0;
+    beams_.reset();
+    if (!session_) return false;
+    if (n != num_beams || queued_[0] != session_.get()) {
+        session_->report_error(gpt2::ErrorKind::input,
+                               "beam search: queue this session first, then one session per beam");
+        return false;
+    }
+    gpt2::BeamSettings settings;
+    settings.num_beams = num_beams;
+    settings.length_penalty = length_penalty;
+    settings.early_stopping = early_stopping == "done"    ? gpt2::EarlyStopping::done
+                              : early_stopping == "never" ? gpt2::EarlyStopping::never
+                                                          : gpt2::EarlyStopping::heuristic;
+    settings.max_new_tokens = max_new_tokens;
+    settings.eos_token = eos_token;
+    std::string error;
+    beams_ = gpt2::BeamSearch::create(queued_, settings, &error);
+    if (!beams_) {
+        session_->report_error(error.rfind("out of memory", 0) == 0 ? gpt2::ErrorKind::memory : gpt2::ErrorKind::input,
+                               error);
+        return false;
+    }
+    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
+    if (beams_->start(tokens.data(), tokens.size())) return true;
+    session_->report_error(beams_->error_kind(), beams_->error());
+    beams_.reset();
+    return false;
+}
+
+int WasmSession::step_beams() {
+    if (!session_ || !beams_) return -1;
+    const int status = beams_->step();
+    if (status < 0) session_->report_error(beams_->error_kind(), beams_->error());
+    return status;
+}
+
+val WasmSession::beam_results() const {
+    val out = val::array();
+    if (!beams_) return out;
+    const std::vector<gpt2::BeamHypothesis>& hypotheses = beams_->hypotheses();
+    for (size_t i = 0; i < hypotheses.size(); i++) {
+        val tokens = val::array();
+        for (size_t j = 0; j < hypotheses[i].tokens.size(); j++) tokens.set(j, hypotheses[i].tokens[j]);
+        val h = val::object();
+        h.set("tokens", tokens);
+        h.set("score", hypotheses[i].score);
+        h.set("endedByEos", hypotheses[i].ended_by_eos);
+        out.set(i, h);
+    }
+    return out;
+}
+
 val WasmSession::lookup_draft(int32_t id, int max_draft) const {
     int32_t draft[gpt2::Session::kMaxDraftTokens];
     const int n = session_ ? session_->lookup_draft(id, std::clamp(max_draft, 0, gpt2::Session::kMaxDraftTokens), draft)
@@ -531,6 +587,12 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("forkFrom", &WasmSession::fork_from)
         .function("addSequence", &WasmSession::add_sequence)
         .function("stepSequences", &WasmSession::step_sequences)
+        .function("beginBeams", &WasmSession::begin_beams)
+        .function("stepBeams", &WasmSession::step_beams)
+        .function("finishBeams", &WasmSession::finish_beams)
+        .function("beamResults", &WasmSession::beam_results)
+        .function("beamCopiedRows", &WasmSession::beam_copied_rows)
+        .function("endBeams", &WasmSession::end_beams)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)
         .function("kvCacheBytes", &WasmSession::kv_cache_bytes)

@@ -178,6 +178,19 @@ class WasmSession {
     }
     void add_sequence(int index, WasmSession& sequence, int32_t id);
     emscripten::val step_sequences();
+    // Beam search (gpt2::BeamSearch) over the queued sessions (add_sequence: this one first, as many as beams; the
+    // ids are not used), which must outlive it: begin_beams() creates it and feeds the prompt ids, step_beams()
+    // runs a step (1 running, 0 done, -1 error()), finish_beams() ends it now, beam_results() -> Array of
+    // { tokens, score, endedByEos } best first, end_beams() frees it. early_stopping: "heuristic", "done" or "never".
+    bool begin_beams(int num_beams, float length_penalty, const std::string& early_stopping, int max_new_tokens,
+                     int32_t eos_token, const emscripten::val& ids);
+    int step_beams();
+    void finish_beams() {
+        if (beams_) beams_->finish();
+    }
+    emscripten::val beam_results() const;
+    double beam_copied_rows() const { return beams_ ? double(beams_->copied_rows()) : 0.0; }
+    void end_beams() { beams_.reset(); }
     void reset() {
         if (session_) session_->reset();
     }
@@ -197,6 +210,7 @@ class WasmSession {
     gpt2::Session* queued_[gpt2::Session::kMaxSequences] = {};  // add_sequence's sessions, this one first
     int32_t queued_ids_[gpt2::Session::kMaxSequences] = {};     // (n_queued_) the token each is fed
     int n_queued_ = 0;
+    std::unique_ptr<gpt2::BeamSearch> beams_;  // begin_beams to end_beams, over queued_
     // A score run's ids and what it fills, from begin_score (or score) to its result; not std::vectors, whose
     // failed allocation would abort the instance.
     std::unique_ptr<int32_t[]> score_ids_;                    // (n_score_ids_)

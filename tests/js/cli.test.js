@@ -121,6 +121,23 @@ describe('several sequences', () => {
     expect(stderr).toMatch(/prompt tokens.*generated/);
   });
 
+  test('--num-beams 4 --num-return-sequences 2 prints the API\'s two best hypotheses with their scores', async () => {
+    const options = { maxNewTokens: 12, temperature: 0, numBeams: 4, numReturnSequences: 2, lengthPenalty: 0.5, earlyStopping: 'never' };
+    const { stdout } = await cli(['-n', '12', '--temperature', '0', '--num-beams', '4', '--num-return-sequences', '2',
+      '--length-penalty', '0.5', '--early-stopping', 'never', 'ROMEO:']);
+    const model = await loadModel(BUNDLED);
+    let sequences;
+    try {
+      const generation = model.generate('ROMEO:', options);
+      for await (const piece of generation) void piece;
+      sequences = generation.sequences;
+    } finally {
+      model.dispose();
+    }
+    expect(stdout).toBe(sequences.map(({ text, score, stopReason }, i) =>
+      `--- sequence ${i} (score ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`).join(''));
+  });
+
   test('--num-return-sequences 1 streams the one text as without the flag', async () => {
     const args = ['-n', '8', '--seed', '2', 'ROMEO:'];
     expect((await cli(['--num-return-sequences', '1', ...args])).stdout).toBe((await cli(args)).stdout);
@@ -227,6 +244,8 @@ describe('flags', () => {
     [['--num-return-sequences', '3', '--top-alternatives', '2', 'p'], '--top-alternatives and --num-return-sequences > 1 cannot be combined'],
     [['-i', '--num-return-sequences', '2'], '-i and --num-return-sequences > 1 cannot be combined'],
     [['--num-return-sequences', '17', 'p'], '--num-return-sequences: expected an integer in [1, 16], got "17"'],
+    [['--num-beams', '2', '--num-return-sequences', '3', 'p'], '--num-return-sequences: expected an integer in [1, numBeams = 2], got "3"'],
+    [['--early-stopping', 'sometimes', '--num-beams', '2', 'p'], '--early-stopping: expected true, false or "never", got "sometimes"'],
   ])('%j fails with "%s"', (args, message) => {
     expect(() => parseCliArguments(args)).toThrow(new Error(message));
   });

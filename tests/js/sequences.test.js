@@ -84,7 +84,7 @@ test('Stop (an AbortSignal) ends every sequence', async () => {
 test.each([
   ['generate: option numReturnSequences must be an integer in [1, 16], got 17', { numReturnSequences: 17 }],
   ['generate: option numReturnSequences must be an integer in [1, 16], got 0', { numReturnSequences: 0 }],
-  ['generate: numReturnSequences > 1 needs sampling (temperature > 0): greedy gives one sequence n times', { numReturnSequences: 2, temperature: 0 }],
+  ['generate: numReturnSequences > 1 needs sampling (temperature > 0) or numBeams: greedy gives one sequence n times', { numReturnSequences: 2, temperature: 0 }],
   ['generate: numReturnSequences > 1 cannot be combined with speculative', { numReturnSequences: 2, speculative: {} }],
   ['generate: numReturnSequences > 1 needs the KV cache (useKVCache: true): the sequences fork it', { numReturnSequences: 2, useKVCache: false }],
 ])('a bad value is refused: %s', (message, options) => {

@@ -53,6 +53,9 @@ export async function generateAndScore(signal: AbortSignal): Promise<string> {
   const more = model.generate([...await model.encode('ROMEO:'), ...tokensSoFar], { stop: 'JULIET:', kvCache: 'fp32' });
   for await (const piece of more) text += piece.text;
   const fromTypedIds = model.generate(Uint32Array.from(tokensSoFar), { useKVCache: false });
+  const beams = model.generate('ROMEO:', { temperature: 0, numBeams: 4, numReturnSequences: 2, lengthPenalty: 0.8, earlyStopping: 'never' });
+  for await (const piece of beams) if (piece.sequence === 0) text += piece.text;
+  for (const { tokens: beamTokens, text: beamText, score, stopReason } of beams.sequences) console.log(beamTokens.length, beamText, score, stopReason);
   text += (await firstPiece(fromTypedIds))?.text ?? '';
 
   const { tokens, totalLogprob, perplexity }: ScoreResult = await model.score('To be, or not to be', { topAlternatives: 5 });
@@ -173,6 +176,8 @@ export function wrongUses(model: Model, element: HTMLElement, stats: GenerationS
   model.generate('ROMEO:', { maxTokens: 20 });
   // @ts-expect-error the KV cache is 'int8' or 'fp32'
   model.generate('ROMEO:', { kvCache: 'int4' });
+  // @ts-expect-error earlyStopping is true, false or 'never'
+  model.generate('ROMEO:', { numBeams: 2, earlyStopping: 'always' });
   // @ts-expect-error score takes topAlternatives and kvCache only
   void model.score('text', { temperature: 0 });
   // @ts-expect-error the KV cache is 'int8' or 'fp32'

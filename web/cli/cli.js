@@ -70,12 +70,14 @@ async function continueText(model, prompt, options) {
 
 // --num-return-sequences N > 1: the sequences' pieces arrive interleaved, step by step, so streaming them would mix
 // N texts on one terminal; each is printed whole once the run ends, under a line that says which it is, its
-// log-probability and why it stopped. -> []: there is no one text to continue (-i refuses N > 1).
+// log-probability (beam search: its score) and why it stopped. -> []: there is no one text to continue (-i
+// refuses N > 1).
 async function printSequences(model, prompt, options) {
   const generation = model.generate(prompt, options);
   for await (const piece of generation) void piece;  // the texts are in generation.sequences once it ends
   for (const [i, { text, score, stopReason }] of generation.sequences.entries()) {
-    writeOut(`--- sequence ${i} (log-probability ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`);
+    const scored = options.numBeams > 1 ? 'score' : 'log-probability';
+    writeOut(`--- sequence ${i} (${scored} ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`);
   }
   writeError(formatStats(generation.stats, model));
   return [];

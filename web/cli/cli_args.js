@@ -52,7 +52,13 @@ generation:
   --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
                              tokens and theirs (with --score: their logprobs after each token's line)
   --num-return-sequences N   sample N continuations of the prompt at once, 1..16 (default 1; N > 1 needs
-                             --temperature > 0): each printed after the run, under a line with its log-probability
+                             --temperature > 0 or --num-beams): each printed after the run, under a line with
+                             its log-probability (beam search: its score)
+  --num-beams N              beam search with N beams, 1..16 (default 1: off); at --temperature 0 Hugging Face's
+                             beam search, above it beam sampling; N >= --num-return-sequences
+  --length-penalty X         beam search: a hypothesis scores its log-probability / length^X (default 1)
+  --early-stopping WHEN      beam search: false (default: when no beam is likely to do better), true (at N
+                             finished hypotheses) or never (when no beam can do better)
   -h, --help                 this help
 A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
 
@@ -83,6 +89,9 @@ const VALUE_FLAGS = {
   'kv-cache': { option: 'kvCache', parse: String },
   'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
   'num-return-sequences': { option: 'numReturnSequences', parse: parseNumber },
+  'num-beams': { option: 'numBeams', parse: parseNumber },
+  'length-penalty': { option: 'lengthPenalty', parse: parseNumber },
+  'early-stopping': { option: 'earlyStopping', parse: (text) => ({ true: true, false: false })[text] ?? text },
   // the two fill generate's option speculative: { draft, maxDraftTokens }
   // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
   speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },
@@ -177,7 +186,20 @@ function checkMode({ interactive, score, prompt, options }, generateFlags) {
     // -i continues one text; which of the sequences it would go on from is no choice to make for the user
     if (interactive) throw new Error('-i and --num-return-sequences > 1 cannot be combined');
   }
+  checkTogether(options);
   if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
   if (score && generateFlags.length > 0) throw new Error(`--score takes no generation options, got ${generateFlags.join(', ')}`);
   if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'} (gpt2-wasm --help for the usage)`);
+}
+
+// The generation options' checks that span several flags (--num-return-sequences against --num-beams, ...), with
+// the flag named when the complaint is about one.
+function checkTogether(options) {
+  try {
+    normalizeGenerateOptions(options);
+  } catch (error) {
+    const [, option, expected, got] = /option (\w+) must be (.*), got (.*)$/.exec(error.message) ?? [];
+    const flag = Object.keys(VALUE_FLAGS).find((name) => option && VALUE_FLAGS[name].option === option);
+    throw new Error(flag ? `--${flag}: expected ${expected}, got ${JSON.stringify(got)}` : error.message.replace(/^generate: /, ''));
+  }
 }

@@ -146,6 +146,19 @@ export interface GenerateOptions {
    * no speculation; 1
    */
   numReturnSequences?: number;
+  /**
+   * beam search with Hugging Face's semantics: an integer in [1, 16], 1 = off; deterministic at temperature 0,
+   * beam sampling above it; numReturnSequences at most numBeams; needs the KV cache and no speculation. The text
+   * comes when the search ends; 1
+   */
+  numBeams?: number;
+  /** beam search: a hypothesis scores its log-probabilities' sum / length ^ lengthPenalty (end-of-text counted); 1 */
+  lengthPenalty?: number;
+  /**
+   * beam search ends once numBeams hypotheses have ended and: false, no running beam is likely to beat them (a
+   * heuristic); true, at once; 'never', none can (with lengthPenalty > 0, scored at maxNewTokens); false
+   */
+  earlyStopping?: boolean | 'never';
 }
 
 export interface SpeculativeOptions {
@@ -178,7 +191,7 @@ export interface Piece {
   probability?: number;
   /** with topAlternatives > 0 */
   alternatives?: PieceAlternative[];
-  /** with numReturnSequences > 1: which sequence the piece belongs to, from 0 */
+  /** with numReturnSequences > 1: which sequence the piece belongs to, from 0 (beam search: 0 is the best) */
   sequence?: number;
 }
 
@@ -211,14 +224,17 @@ export interface GenerationStats {
 export interface GeneratedSequence {
   tokens: number[];
   text: string;
-  /** the sum of its tokens' log-probabilities under the model */
+  /**
+   * the sum of its tokens' log-probabilities under the model; beam search: its hypothesis's score (the sum of its
+   * beam scores, end-of-text included, / length ^ lengthPenalty)
+   */
   score: number;
   stopReason: StopReason;
 }
 
 export interface Generation extends AsyncIterable<Piece> {
   readonly stats: GenerationStats;
-  /** with numReturnSequences > 1, once the run has ended: each sequence, in order */
+  /** with numReturnSequences or numBeams > 1, once the run has ended: each sequence, in order (beam search: best first) */
   readonly sequences: GeneratedSequence[];
 }
 

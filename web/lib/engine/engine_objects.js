@@ -261,6 +261,37 @@ export class EngineSession extends EngineObject {
     }, (tokens) => tokens === null);
   }
 
+  // Beam search over sessions (this one first, one per beam; gpt2::BeamSearch in engine/gpt2.h), started on the
+  // prompt ids. earlyStopping: false, true or 'never' (Hugging Face's). The sessions must outlive it: endBeams().
+  beginBeams(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids) {
+    if (sessions[0] !== this) throw new Error('beginBeams: this session must come first');
+    ids.forEach(checkTokenId);
+    const stopping = earlyStopping === 'never' ? 'never' : earlyStopping ? 'done' : 'heuristic';
+    this.checkedCall((leader) => {
+      sessions.forEach((beam, i) => beam.call((handle) => leader.addSequence(i, handle, 0)));
+      return leader.beginBeams(numBeams, lengthPenalty, stopping, maxNewTokens, eosToken, Array.from(ids));
+    }, (started) => !started);
+  }
+
+  // One step of the search -> true while it runs, false once it is done.
+  stepBeams() {
+    return this.checkedCall((leader) => leader.stepBeams(), (status) => status < 0) === 1;
+  }
+
+  // Ends the search now: the running beams become hypotheses.
+  finishBeams() {
+    this.call((leader) => leader.finishBeams());
+  }
+
+  // The search's hypotheses, best first: [{ tokens, score, endedByEos }]; and the KV-cache rows its forks copied.
+  beamResults() {
+    return { hypotheses: this.call((leader) => leader.beamResults()), copiedRows: this.call((leader) => leader.beamCopiedRows()) };
+  }
+
+  endBeams() {
+    this.call((leader) => leader.endBeams());
+  }
+
   // Prompt lookup's draft after id (Session::lookup_draft): at most maxDraft ids, [] when the context gives none.
   lookupDraft(id, maxDraft) {
     checkTokenId(id);

@@ -7,6 +7,7 @@
 import { DraftPolicy } from './draft_policy.js';
 import { LookupDrafter, ModelDrafter } from './drafters.js';
 import { badWordIds, makePiece, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { runBeams } from './beams.js';
 import { runSequences } from './sequences.js';
 import { StopStringFilter } from './stop_strings.js';
 
@@ -33,6 +34,9 @@ const DEFAULT_OPTIONS = Object.freeze({
   topAlternatives: 0,
   speculative: undefined,  // { draft: 'prompt-lookup', maxDraftTokens }: speculative decoding, off when undefined
   numReturnSequences: 1,  // sequences sampled from one prefill, decoded together (engine/gpt2.h Session::step_sequences)
+  numBeams: 1,  // beam search (engine/gpt2.h BeamSearch): 1 = off; beam sampling when temperature > 0
+  lengthPenalty: 1,  // a hypothesis scores its log-probability sum / length ^ lengthPenalty
+  earlyStopping: false,  // Hugging Face's: false (a heuristic), true (at numBeams hypotheses) or 'never'
 });
 
 // The most sequences one run decodes together (engine/gpt2.h Session::kMaxSequences).
@@ -85,15 +89,24 @@ export function normalizeGenerateOptions(options = {}) {
   if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
   if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
-  if (!Number.isSafeInteger(o.numReturnSequences) || o.numReturnSequences < 1 || o.numReturnSequences > MAX_SEQUENCES) {
-    fail('numReturnSequences', `an integer in [1, ${MAX_SEQUENCES}]`);
-  }
-  if (o.numReturnSequences > 1) {
-    if (o.temperature === 0) throw new RangeError('generate: numReturnSequences > 1 needs sampling (temperature > 0): greedy gives one sequence n times');
-    if (o.speculative) throw new RangeError('generate: numReturnSequences > 1 cannot be combined with speculative');
-    if (!o.useKVCache) throw new RangeError('generate: numReturnSequences > 1 needs the KV cache (useKVCache: true): the sequences fork it');
-  }
+  checkSequenceOptions(o, fail);
   return o;
+}
+
+// numReturnSequences and the beam search's options, which decide how many sequences a run decodes together.
+function checkSequenceOptions(o, fail) {
+  if (!Number.isSafeInteger(o.numBeams) || o.numBeams < 1 || o.numBeams > MAX_SEQUENCES) fail('numBeams', `an integer in [1, ${MAX_SEQUENCES}] (1 = off)`);
+  if (typeof o.lengthPenalty !== 'number' || !Number.isFinite(o.lengthPenalty)) fail('lengthPenalty', 'a finite number');
+  if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never') fail('earlyStopping', 'true, false or "never"');
+  const most = o.numBeams > 1 ? o.numBeams : MAX_SEQUENCES;
+  if (!Number.isSafeInteger(o.numReturnSequences) || o.numReturnSequences < 1 || o.numReturnSequences > most) {
+    fail('numReturnSequences', o.numBeams > 1 ? `an integer in [1, numBeams = ${o.numBeams}]` : `an integer in [1, ${MAX_SEQUENCES}]`);
+  }
+  const several = o.numBeams > 1 ? 'numBeams > 1' : o.numReturnSequences > 1 ? 'numReturnSequences > 1' : null;
+  if (!several) return;
+  if (o.numBeams === 1 && o.temperature === 0) throw new RangeError('generate: numReturnSequences > 1 needs sampling (temperature > 0) or numBeams: greedy gives one sequence n times');
+  if (o.speculative) throw new RangeError(`generate: ${several} cannot be combined with speculative`);
+  if (!o.useKVCache) throw new RangeError(`generate: ${several} needs the KV cache (useKVCache: true): the sequences fork it`);
 }
 
 const isTokenId = (value) => Number.isSafeInteger(value) && value >= 0;
@@ -213,15 +226,16 @@ export class SessionPool {
 // when options.speculative.draft is a model }; options as normalizeGenerateOptions returns.
 export class Generation {
   stats;
-  sequences = [];  // with numReturnSequences > 1, once the run ends: { tokens, text, score, stopReason } per sequence
+  sequences = [];  // with numReturnSequences or numBeams > 1, once the run ends: { tokens, text, score, stopReason } each
   #pieces;
 
   constructor(target, prompt, options) {
     checkPrompt(prompt);
     if (target.config.n_vocab !== undefined) checkTokenOptions(options, target.config.n_vocab);
     this.stats = createStats(target.config.n_ctx);
-    this.#pieces = options.numReturnSequences > 1 ? runSequences(target, prompt, options, this.stats, this.sequences)
-      : runGeneration(target, prompt, options, this.stats);
+    this.#pieces = options.numBeams > 1 ? runBeams(target, prompt, options, this.stats, this.sequences)
+      : options.numReturnSequences > 1 ? runSequences(target, prompt, options, this.stats, this.sequences)
+        : runGeneration(target, prompt, options, this.stats);
   }
 
   [Symbol.asyncIterator]() {

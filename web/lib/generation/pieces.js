@@ -1,5 +1,6 @@
-// What the one-sequence run (generate.js) and the several-sequence run (sequences.js) share: the pieces they
-// stream, the stats of the window, the engine's form of badWords, and a turn of the event loop between tokens.
+// What the one-sequence run (generate.js), the several-sequence run (sequences.js) and beam search (beams.js)
+// share: the pieces they stream, the stats of the window, the engine's form of badWords, a score pass's
+// alternatives, and a turn of the event loop between tokens.
 // Plain ES module.
 
 // badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word
@@ -32,6 +33,13 @@ export function makePiece(session, tokenizer, decoder, { token, row }, position,
 // The text of one token on its own ('' for an id past the tokenizer's vocabulary, see makePiece).
 export function tokenText(tokenizer, id) {
   return id < tokenizer.vocabSize ? tokenizer.decode([id]) : '';
+}
+
+// A score pass's alternatives [token, logprob, token, logprob, ...] -> [[token, logprob], ...]
+export function pairs(flat) {
+  const out = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
+  return out;
 }
 
 let yieldChannel = null;

@@ -4,7 +4,7 @@
 // window scores its tokens 1..n_ctx-1, each next one starts n_ctx/2 tokens later and scores only the tokens no
 // window has scored yet, so each of those has at least n_ctx/2 tokens of context (`gpt2 --eval` scores the same
 // way). Used by local_model.js; worker_model.js checks options here before they cross to the worker.
-import { tokenText } from './pieces.js';
+import { pairs, tokenText } from './pieces.js';
 
 const SCORE_OPTION_NAMES = new Set(['topAlternatives', 'kvCache']);
 
@@ -65,11 +65,4 @@ function describeScores(tokenizer, ids, { logprobs, ranks, alternatives }) {
   tokens.at(-1).text += decoder.flush();
   const totalLogprob = logprobs.reduce((sum, logprob) => sum + logprob, 0);
   return { tokens, totalLogprob, perplexity: Math.exp(-totalLogprob / tokens.length) };
-}
-
-// [token, logprob, token, logprob, ...] -> [[token, logprob], ...]
-function pairs(flat) {
-  const out = [];
-  for (let i = 0; i < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
-  return out;
 }

@@ -1,0 +1,122 @@
+// Beam search (generate's numBeams) on the wasm engine in Node with the bundled model: the returned sequences come
+// best first with their scores, which are the model's log-probabilities of their tokens (a score pass agrees);
+// stop strings, end-of-text and Stop end them; beam sampling repeats with its seed; a Continue reuses the best
+// sequence's cache; bad options get one-line errors. (That the hypotheses are Hugging Face's is
+// tests/cpp/test_beam_search.cpp's, against the NumPy reference.)
+import { fileURLToPath } from 'node:url';
+import { jest } from '@jest/globals';
+import { loadModel } from '../../web/lib/gpt2.js';
+
+const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
+const PROMPT = 'ROMEO:\nI will go to my lord, and';
+
+jest.setTimeout(120_000);
+
+async function run(options, prompt = PROMPT) {
+  const generation = model.generate(prompt, { maxNewTokens: 16, temperature: 0, ...options });
+  const pieces = [];
+  for await (const piece of generation) pieces.push(piece);
+  return { pieces, sequences: generation.sequences, stats: generation.stats };
+}
+
+let model;
+beforeAll(async () => {
+  model = await loadModel(BUNDLED, { threads: 1 });
+});
+afterAll(() => model?.dispose());
+
+test('four beams return three sequences best first, the same on every run, each piece naming its sequence', async () => {
+  const first = await run({ numBeams: 4, numReturnSequences: 3, stopAtEndOfText: false });
+  const again = await run({ numBeams: 4, numReturnSequences: 3, stopAtEndOfText: false, seed: 99 });
+  expect(first.sequences).toHaveLength(3);
+  expect(again.sequences).toEqual(first.sequences);  // deterministic at temperature 0: the seed plays no part
+  const scores = first.sequences.map((s) => s.score);
+  expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+  expect(new Set(first.sequences.map((s) => s.text)).size).toBe(3);
+  for (const [i, sequence] of first.sequences.entries()) {
+    const own = first.pieces.filter((p) => p.sequence === i);
+    expect(own.map((p) => p.token)).toEqual(sequence.tokens);
+    expect(own.map((p) => p.text).join('')).toBe(sequence.text);
+    expect(sequence.tokens).toHaveLength(16);
+    expect(sequence.stopReason).toBe('length');
+  }
+  expect(first.stats.generatedTokens).toBe(3 * 16);
+  expect(first.stats.decodeTokensPerSecond).toBeGreaterThan(0);
+});
+
+test('a sequence\'s score is its tokens\' log-probabilities (as a score pass gives them) over its length ^ lengthPenalty', async () => {
+  for (const lengthPenalty of [1, 0, 2]) {
+    const { sequences, pieces } = await run({ numBeams: 3, numReturnSequences: 2, lengthPenalty, topAlternatives: 3, stopAtEndOfText: false, maxNewTokens: 10 });
+    for (const [i, sequence] of sequences.entries()) {
+      const own = pieces.filter((p) => p.sequence === i);
+      const sum = own.reduce((total, piece) => total + Math.log(piece.probability), 0);
+      const expected = sum / sequence.tokens.length ** lengthPenalty;
+      console.log(`lengthPenalty ${lengthPenalty}, sequence ${i}: score ${sequence.score.toFixed(6)}, from the pieces ${expected.toFixed(6)}`);
+      expect(Math.abs(sequence.score - expected)).toBeLessThan(1e-4);
+      for (const piece of own) {
+        expect(piece.alternatives).toHaveLength(3);
+        expect(piece.alternatives[0].probability).toBeGreaterThanOrEqual(piece.probability - 1e-6);
+      }
+    }
+  }
+});
+
+test('the beams end on end-of-text, and the run on the best sequence\'s reason; one returned sequence has no index', async () => {
+  // with end-of-text made likely (the bias adds to its log-probability), hypotheses end on it
+  const eos = 50256;
+  const { sequences, pieces, stats } = await run({ numBeams: 4, logitBias: { [eos]: 20 }, maxNewTokens: 24 });
+  expect(sequences).toHaveLength(1);
+  expect(sequences[0].stopReason).toBe('eos');
+  expect(sequences[0].tokens).not.toContain(eos);
+  expect(stats.stopReason).toBe('eos');
+  expect(pieces.every((p) => p.sequence === undefined)).toBe(true);
+});
+
+test('a stop string ends each returned sequence before it', async () => {
+  const { sequences, stats } = await run({ numBeams: 4, numReturnSequences: 4, stop: [','], maxNewTokens: 30, stopAtEndOfText: false });
+  expect(sequences.map((s) => s.stopReason)).toContain('stop');
+  for (const sequence of sequences) expect(sequence.text).not.toContain(',');
+  expect(stats.stopReason).toBe(sequences[0].stopReason);
+});
+
+test('Stop (an AbortSignal) ends the search with the running beams as the sequences', async () => {
+  const controller = new AbortController();
+  const generation = model.generate(PROMPT, { temperature: 0, numBeams: 3, numReturnSequences: 3, maxNewTokens: 200, stopAtEndOfText: false, signal: controller.signal });
+  setTimeout(() => controller.abort(), 150);
+  for await (const piece of generation) void piece;
+  expect(generation.stats.stopReason).toBe('abort');
+  expect(generation.sequences.map((s) => s.stopReason)).toEqual(['abort', 'abort', 'abort']);
+  const lengths = generation.sequences.map((s) => s.tokens.length);
+  expect(lengths[0]).toBeGreaterThan(0);
+  expect(lengths[0]).toBeLessThan(200);
+  expect(new Set(lengths).size).toBe(1);  // every beam has generated as many tokens
+});
+
+test('beam sampling (temperature > 0) repeats with its seed and differs between seeds', async () => {
+  const options = { numBeams: 4, numReturnSequences: 2, temperature: 0.9, topK: 40, stopAtEndOfText: false };
+  const texts = async (seed) => (await run({ ...options, seed })).sequences.map((s) => s.text);
+  const one = await texts(1);
+  expect(await texts(1)).toEqual(one);
+  const others = [await texts(2), await texts(3)];
+  expect(others.some((t) => JSON.stringify(t) !== JSON.stringify(one))).toBe(true);
+});
+
+test('a Continue of the best sequence reuses its whole cache', async () => {
+  const { sequences, stats } = await run({ numBeams: 3, stopAtEndOfText: false });
+  const ids = [...(await model.encode(PROMPT)), ...sequences[0].tokens];
+  const next = await run({ maxNewTokens: 4 }, ids);
+  expect(next.stats.reusedTokens).toBe(stats.promptTokens + sequences[0].tokens.length - 1);
+});
+
+test.each([
+  ['generate: option numBeams must be an integer in [1, 16] (1 = off), got 0', { numBeams: 0 }],
+  ['generate: option numBeams must be an integer in [1, 16] (1 = off), got 17', { numBeams: 17 }],
+  ['generate: option numBeams must be an integer in [1, 16] (1 = off), got 2.5', { numBeams: 2.5 }],
+  ['generate: option lengthPenalty must be a finite number, got NaN', { numBeams: 2, lengthPenalty: NaN }],
+  ['generate: option earlyStopping must be true, false or "never", got "sometimes"', { numBeams: 2, earlyStopping: 'sometimes' }],
+  ['generate: option numReturnSequences must be an integer in [1, numBeams = 4], got 5', { numBeams: 4, numReturnSequences: 5 }],
+  ['generate: numBeams > 1 cannot be combined with speculative', { numBeams: 2, speculative: {} }],
+  ['generate: numBeams > 1 needs the KV cache (useKVCache: true): the sequences fork it', { numBeams: 2, useKVCache: false }],
+])('%s', (message, options) => {
+  expect(() => model.generate(PROMPT, options)).toThrow(message);
+});

@@ -1,0 +1,112 @@
+// generate()'s numBeams > 1 (runBeams): beam search and beam sampling. Plain ES module.
+import { badWordIds, pairs, tokenText, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { StopStringFilter } from './stop_strings.js';
+
+// Beam search with Hugging Face's semantics (engine/gpt2.h BeamSearch): deterministic at temperature 0, beam
+// sampling above it (the warpers and the seed apply). numBeams sessions hold one beam each and are fed together,
+// one batched pass per step. A beam's text can change until the search ends, so the text comes then: the first
+// numReturnSequences hypotheses, best first, each through its own stop-string filter, with `sequence: i` on its
+// pieces when there are several. With topAlternatives, each piece's probability and alternatives are the model's
+// (a score pass over the prompt and the hypothesis). Stop (the signal) ends the search with the running beams as
+// hypotheses. sequences receives { tokens, text, score (the hypothesis's: sum of log-probabilities / length ^
+// lengthPenalty), stopReason } per returned hypothesis, best first.
+export async function* runBeams({ pool, tokenizer }, prompt, options, stats, sequences) {
+  const sessions = [];
+  let searching = false;
+  try {
+    sessions.push(pool.acquire(options));
+    if (!sessions[0].beginBeams) throw new Error('generate: numBeams > 1 runs on the CPU engine (device: "wasm")');
+    while (sessions.length < options.numBeams) sessions.push(pool.acquire(options));
+    const eos = tokenizer.eosId;
+    const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+    const ids = given.length === 0 ? [eos] : given;
+    stats.promptTokens = ids.length;
+    const settings = { ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: eos };
+    for (const session of sessions) session.setSampling(settings);
+    const started = performance.now();
+    const { numBeams, lengthPenalty, earlyStopping, maxNewTokens } = options;
+    const eosToken = options.stopAtEndOfText ? eos : -1;
+    sessions[0].beginBeams(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids);
+    searching = true;
+    stats.reusedTokens = sessions[0].reusedTokens;
+    stats.prefillMs = performance.now() - started;
+    const { hypotheses, msPerStep, aborted } = await search(sessions[0], numBeams, options, stats);
+    searching = false;
+    sessions[0].endBeams();
+    const returned = hypotheses.slice(0, options.numReturnSequences);
+    const scored = [];
+    for (let i = returned.length - 1; i >= 0; i--) scored[i] = await scoreTokens(sessions[0], ids, returned[i].tokens, options);
+    // The first session, which the pool keeps, is left holding the best sequence (the last one scored), for a
+    // Continue to reuse.
+    if (!scored[0]) sessions[0].feedPrompt([...ids, ...(returned[0]?.tokens ?? [])], true);
+    for (const [i, hypothesis] of returned.entries()) {
+      const sequence = { tokens: [], text: '', score: hypothesis.score, stopReason: null };
+      sequences.push(sequence);
+      yield* emitHypothesis(tokenizer, ids, hypothesis, scored[i], { index: i, tagged: returned.length > 1, msPerStep, aborted }, sequence, options);
+      stats.generatedTokens += sequence.tokens.length;
+    }
+    updateContextStats(stats, sessions[0]);
+    stats.stopReason = sequences[0]?.stopReason ?? (aborted ? 'abort' : 'length');
+  } catch (error) {
+    stats.stopReason = 'error';
+    throw error;
+  } finally {
+    stats.stopReason ??= 'abort';
+    if (searching) sessions[0].endBeams();
+    for (const session of sessions.reverse()) pool.release(session, options);
+  }
+}
+
+// Runs the search's steps, a turn of the event loop between them -> { hypotheses, msPerStep, aborted }.
+async function search(leader, numBeams, options, stats) {
+  let steps = 0;
+  let decodeMs = 0;
+  let aborted = false;
+  for (let running = true; running;) {
+    await yieldToEventLoop();
+    if (options.signal?.aborted) {
+      leader.finishBeams();
+      aborted = true;
+      break;
+    }
+    const started = performance.now();
+    running = leader.stepBeams();
+    decodeMs += performance.now() - started;
+    steps++;
+    // every step feeds each beam one token (the last one feeds none)
+    stats.decodeTokensPerSecond = (steps * numBeams * 1000) / decodeMs;
+  }
+  return { hypotheses: leader.beamResults().hypotheses, msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
+}
+
+// With topAlternatives: the model's log-probability, rank and alternatives of each of tokens after ids (one score
+// pass); else null.
+async function scoreTokens(session, ids, tokens, options) {
+  if (options.topAlternatives === 0 || tokens.length === 0) return null;
+  return session.score([...ids, ...tokens], Math.min(options.topAlternatives, session.vocabSize));
+}
+
+// A hypothesis's pieces through a stop-string filter, filling sequence; scores: scoreTokens' result or null.
+function* emitHypothesis(tokenizer, ids, hypothesis, scores, { index, tagged, msPerStep, aborted }, sequence, options) {
+  const decoder = tokenizer.createDecoder();
+  const filter = new StopStringFilter(options.stop);
+  const emit = (piece) => {
+    sequence.text += piece.text;
+    return tagged ? { ...piece, sequence: index } : piece;
+  };
+  let stopped = false;
+  for (const [j, token] of hypothesis.tokens.entries()) {
+    sequence.tokens.push(token);
+    const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position: ids.length + j, ms: msPerStep };
+    if (scores) {
+      const row = ids.length - 1 + j;  // score() scores ids[1..]: row r is token r + 1 given those before it
+      piece.probability = Math.exp(scores.logprobs[row]);
+      piece.alternatives = pairs(scores.alternatives[row]).map(([id, logprob]) => ({ token: id, text: tokenText(tokenizer, id), probability: Math.exp(logprob) }));
+    }
+    const result = filter.push(piece);
+    for (const released of result.pieces) yield emit(released);
+    if ((stopped = result.stopped)) break;
+  }
+  if (!stopped) for (const piece of filter.finish(decoder.flush())) yield emit(piece);
+  sequence.stopReason = stopped ? 'stop' : aborted ? 'abort' : hypothesis.endedByEos ? 'eos' : 'length';
+}
