@@ -30,34 +30,41 @@ async function compare(page) {
   await expect(controls(page).alert).toBeEmpty();
 }
 
-test('the default columns run greedy, top-k, top-p and min-p, and the greedy one gives the Node API\'s greedy text', async ({ page }) => {
-  const { text: expected } = await generateInNode(BUNDLED_GGUF_FILE, PROMPT, { temperature: 0, maxNewTokens: MAX_NEW_TOKENS });
+test('the default columns run greedy, beam search, top-k, top-p and min-p; greedy and beam search give the Node API\'s texts', async ({ page }) => {
+  const greedy = { temperature: 0, maxNewTokens: MAX_NEW_TOKENS };
+  const { text: expected } = await generateInNode(BUNDLED_GGUF_FILE, PROMPT, greedy);
+  const { text: expectedBeams } = await generateInNode(BUNDLED_GGUF_FILE, PROMPT, { ...greedy, numBeams: 4 });
   expect(expected.length).toBeGreaterThan(0);
+  expect(expectedBeams).not.toBe(expected);  // the search finds another text than greedy's
   await openCompareView(page);
   await expect(columns(page).getByRole('heading')).toHaveText([
-    'Column 1: Greedy', 'Column 2: Top-k 40 at temperature 0.8', 'Column 3: Top-p 0.9 at temperature 0.8', 'Column 4: Min-p 0.1 at temperature 1',
+    'Column 1: Greedy', 'Column 2: Beam search, 4 beams', 'Column 3: Top-k 40 at temperature 0.8', 'Column 4: Top-p 0.9 at temperature 0.8',
+    'Column 5: Min-p 0.1 at temperature 1',
   ]);
-  await expect(page.getByLabel('Seed (column 3)')).toHaveValue('1');
+  await expect(page.getByLabel('Seed (column 4)')).toHaveValue('1');
   await compare(page);
   expect(await columnText(page, 1)).toBe(expected);
-  for (const number of [1, 2, 3, 4]) {
+  expect(await columnText(page, 2)).toBe(expectedBeams);
+  for (const number of [1, 2, 3, 4, 5]) {
     await expect(column(page, number).locator('.compare-speed')).toHaveText(/^\d+(\.\d)? tokens\/s$/);
     expect((await columnText(page, number)).length).toBeGreaterThan(0);
   }
   // the same seed gives the same text
-  const sampled = await columnText(page, 2);
+  const sampled = await columnText(page, 3);
   await compare(page);
-  expect(await columnText(page, 2)).toBe(sampled);
+  expect(await columnText(page, 3)).toBe(sampled);
 });
 
 test('hovering or focusing a column\'s token shows its tooltip with the probability and the alternatives', async ({ page }) => {
   await openCompareView(page);
   await compare(page);
   const tooltip = page.getByRole('tooltip');
-  await column(page, 2).locator('.token').nth(3).hover();
-  await expect(tooltip).toBeVisible();
-  await expect(tooltip.locator('.tooltip-probability')).toHaveText(/p = (\d\.\d\d|\d\.\de−\d+)$/);
-  await expect(tooltip.getByRole('listitem')).toHaveCount(5);
+  for (const number of [3, 2]) {  // a sampled column's token, and a beam's (the model's probability)
+    await column(page, number).locator('.token').nth(3).hover();
+    await expect(tooltip).toBeVisible();
+    await expect(tooltip.locator('.tooltip-probability')).toHaveText(/p = (\d\.\d\d|\d\.\de−\d+)$/);
+    await expect(tooltip.getByRole('listitem')).toHaveCount(5);
+  }
   await page.mouse.move(0, 0);
   await expect(tooltip).toBeHidden();
   await column(page, 1).locator('.token').first().focus();
@@ -69,8 +76,8 @@ test('hovering or focusing a column\'s token shows its tooltip with the probabil
 
 test('columns are removed down to one and added as a copy of the last; a greedy copy with speculative decoding gives the same text and shows its acceptance', async ({ page }) => {
   await openCompareView(page);
-  await expect(columns(page)).toHaveCount(4);
-  for (const number of [4, 3, 2]) await page.getByRole('button', { name: `Remove column ${number}` }).click();
+  await expect(columns(page)).toHaveCount(5);
+  for (const number of [5, 4, 3, 2]) await page.getByRole('button', { name: `Remove column ${number}` }).click();
   await expect(columns(page)).toHaveCount(1);
   await expect(page.getByRole('button', { name: 'Remove column 1' })).toBeDisabled();  // at least one stays
 
@@ -90,15 +97,22 @@ test('columns are removed down to one and added as a copy of the last; a greedy 
   await page.getByRole('button', { name: 'Add column' }).click();
   await page.getByRole('button', { name: 'Remove column 2' }).click();
   await expect(columns(page).getByRole('heading')).toHaveText(['Column 1: Greedy', 'Column 2: Greedy, speculative']);
+
+  // beams and speculation do not go together: the field says so, and nothing runs
+  await page.getByLabel('Beams (column 2)').fill('3');
+  await expect(column(page, 2)).toHaveAccessibleName('Column 2: Beam search, 3 beams, speculative');
+  await compareButton(page).click();
+  await expect(controls(page).alert).toHaveText('Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.');
+  await expect(page.getByLabel('Beams (column 2)')).toBeFocused();
 });
 
 test('an invalid column field is the page\'s error and Compare stays usable; Stop ends a run', async ({ page }) => {
   await openCompareView(page);
-  await page.getByLabel('Top-p (column 3)').fill('2');
+  await page.getByLabel('Top-p (column 4)').fill('2');
   await compareButton(page).click();
-  await expect(controls(page).alert).toContainText('Top-p (column 3)');
-  await expect(page.getByLabel('Top-p (column 3)')).toBeFocused();
-  await page.getByLabel('Top-p (column 3)').fill('0.9');
+  await expect(controls(page).alert).toContainText('Top-p (column 4)');
+  await expect(page.getByLabel('Top-p (column 4)')).toBeFocused();
+  await page.getByLabel('Top-p (column 4)').fill('0.9');
 
   await fillSettings(page, { maxNewTokens: 1000 });
   await compareButton(page).click();
@@ -107,6 +121,6 @@ test('an invalid column field is the page\'s error and Compare stays usable; Sto
   await expect(compareButton(page)).toBeEnabled();
   await expect(controls(page).generate).toBeEnabled();
   await expect(page.getByText(/stopped$/)).toHaveCount(1);
-  await expect(column(page, 4).locator('.token')).toHaveCount(0);
+  await expect(column(page, 5).locator('.token')).toHaveCount(0);
   await expect(controls(page).alert).toBeEmpty();
 });

@@ -20,6 +20,15 @@ describe('data-* attributes', () => {
       .toEqual({ logitBias: { 50256: -Infinity, 13: 2.5 }, badWords: ['thou', 'thee'] });
   });
 
+  test('data-num-beams, data-length-penalty and data-early-stopping ("true", "false" or "never") are beam search\'s', () => {
+    expect(optionsFromDataset({ numBeams: '4', lengthPenalty: '0.5', earlyStopping: 'never' })).toEqual({ numBeams: 4, lengthPenalty: 0.5, earlyStopping: 'never' });
+    expect(optionsFromDataset({ earlyStopping: 'true' }).earlyStopping).toBe(true);
+    expect(optionsFromDataset({ earlyStopping: 'false' }).earlyStopping).toBe(false);
+    const options = completeOptions(optionsFromDataset({ numBeams: '3', earlyStopping: 'sometimes' }), MODEL);
+    const generateOptions = Object.fromEntries(GENERATE_OPTIONS.map((name) => [name, options[name]]));
+    expect(() => normalizeGenerateOptions(generateOptions)).toThrow('generate: option earlyStopping must be true, false or "never", got "sometimes"');
+  });
+
   test('an empty attribute is no option: the default', () => {
     expect(optionsFromDataset({ logitBias: '', badWords: '', minP: '' })).toEqual({});
   });

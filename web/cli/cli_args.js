@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
 import { checkDevice } from '../lib/gpu/device.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
-import { parseBadWords, parseLogitBias, parseNumber } from '../lib/generation/option_text.js';
+import { parseBadWords, parseEarlyStopping, parseLogitBias, parseNumber } from '../lib/generation/option_text.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
        gpt2-wasm [options] -i             each line read from stdin continues the text
@@ -91,7 +91,7 @@ const VALUE_FLAGS = {
   'num-return-sequences': { option: 'numReturnSequences', parse: parseNumber },
   'num-beams': { option: 'numBeams', parse: parseNumber },
   'length-penalty': { option: 'lengthPenalty', parse: parseNumber },
-  'early-stopping': { option: 'earlyStopping', parse: (text) => ({ true: true, false: false })[text] ?? text },
+  'early-stopping': { option: 'earlyStopping', parse: parseEarlyStopping },
   // the two fill generate's option speculative: { draft, maxDraftTokens }
   // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
   speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },

@@ -6,10 +6,12 @@
 declare namespace GPT2Widget {
   /**
    * Each one also a data-* attribute of the tag or of a placeholder (data-max-new-tokens, …; data-logit-bias="50256:-inf,
-   * 13:2.5", data-bad-words="thou, thee"). The logits processors are generate()'s, with its defaults.
+   * 13:2.5", data-bad-words="thou, thee", data-early-stopping="never"). The logits processors and the beam search's
+   * options are generate()'s, with its defaults.
    */
   interface MountOptions extends Pick<import('./gpt2.js').GenerateOptions, 'minP' | 'typicalP' | 'noRepeatNgramSize'
-    | 'presencePenalty' | 'frequencyPenalty' | 'logitBias' | 'badWords' | 'minNewTokens'> {
+    | 'presencePenalty' | 'frequencyPenalty' | 'logitBias' | 'badWords' | 'minNewTokens' | 'numBeams' | 'lengthPenalty'
+    | 'earlyStopping'> {
     /** a model folder URL or a .gguf file URL, relative to the page; default: the bundled model */
     model?: string | URL;
     /** the text in the prompt box; '' */

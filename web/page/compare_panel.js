@@ -1,6 +1,6 @@
 // The Compare strategies view: the page's prompt run with several decoding strategies, one column each, side by
-// side, so that a learner sees what temperature, top-k, top-p, min-p and speculative decoding change in the text
-// and in the speed. Its tokens carry the output's tooltips (tooltip.js).
+// side, so that a learner sees what temperature, beam search, top-k, top-p, min-p and speculative decoding change
+// in the text and in the speed. Its tokens carry the output's tooltips (tooltip.js).
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, TOP_ALTERNATIVES, clearError, elements, invalidNumberMessage, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { hideTooltip, wireTooltip } from './tooltip.js';
@@ -9,13 +9,14 @@ import { hideTooltip, wireTooltip } from './tooltip.js';
 // speculation on can be checked against the one without. topK 0, topP 1 and minP 0 are off: each sampling column
 // shows one filter alone.
 const DEFAULT_COLUMNS = [
-  { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 1, speculative: false },
-  { temperature: 0.8, topK: 40, topP: 1, minP: 0, seed: 1, speculative: false },
-  { temperature: 0.8, topK: 0, topP: 0.9, minP: 0, seed: 1, speculative: false },
-  { temperature: 1, topK: 0, topP: 1, minP: 0.1, seed: 1, speculative: false },
+  { temperature: 0, topK: 0, topP: 1, minP: 0, numBeams: 1, seed: 1, speculative: false },
+  { temperature: 0, topK: 0, topP: 1, minP: 0, numBeams: 4, seed: 1, speculative: false },
+  { temperature: 0.8, topK: 40, topP: 1, minP: 0, numBeams: 1, seed: 1, speculative: false },
+  { temperature: 0.8, topK: 0, topP: 0.9, minP: 0, numBeams: 1, seed: 1, speculative: false },
+  { temperature: 1, topK: 0, topP: 1, minP: 0.1, numBeams: 1, seed: 1, speculative: false },
 ];
 
-const NUMBER_SETTINGS = ['temperature', 'topK', 'topP', 'minP', 'seed'];
+const NUMBER_SETTINGS = ['temperature', 'topK', 'topP', 'minP', 'numBeams', 'seed'];
 
 const view = {
   details: $('compare-view'),
@@ -91,14 +92,16 @@ function showTitle(column) {
   column.querySelector('.compare-title').textContent = `Column ${column.dataset.number}: ${strategyName(readSettings(column))}`;
 }
 
-// The strategy in a learner's words: greedy, or the filters that sample from what is left at the temperature.
-function strategyName({ temperature, topK, topP, minP, speculative }) {
+// The strategy in a learner's words: greedy or beam search, or the filters that sample (one text, or beams) from
+// what is left at the temperature.
+function strategyName({ temperature, topK, topP, minP, numBeams, speculative }) {
+  const beams = numBeams > 1 ? `${numBeams} beams` : null;
   let name;
-  if (temperature === 0) name = 'Greedy';
+  if (temperature === 0) name = beams ? `Beam search, ${beams}` : 'Greedy';
   else {
     const filters = [topK > 0 && `top-k ${topK}`, topP < 1 && `top-p ${topP}`, minP > 0 && `min-p ${minP}`].filter(Boolean);
     name = `${filters.length ? filters.join(', ') : 'sampling'} at temperature ${temperature}`;
-    name = name[0].toUpperCase() + name.slice(1);
+    name = beams ? `Beam sampling, ${beams}, ${name}` : name[0].toUpperCase() + name.slice(1);
   }
   return speculative ? `${name}, speculative` : name;
 }
@@ -133,6 +136,9 @@ function readAllOptions() {
       .find((input) => !input.checkValidity() || (input.dataset.setting !== 'seed' && input.value === ''));
     if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
     const { speculative, ...numbers } = readSettings(column);
+    if (speculative && numbers.numBeams > 1) {
+      return showInvalid(column.querySelector('input[data-setting="numBeams"]'), 'Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.');
+    }
     columnOptions.push({
       ...numbers,
       maxNewTokens: maxNewTokens.valueAsNumber,

@@ -1,7 +1,7 @@
 // The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
 import { resolveAgainstPage } from '../lib/environment.js';
 import { normalizeGenerateOptions } from '../lib/generation/generate.js';
-import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
+import { parseBadWords, parseEarlyStopping, parseLogitBias } from '../lib/generation/option_text.js';
 import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
@@ -33,9 +33,12 @@ const OPTIONS = {
   device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
   speculative: [parseSpeculative, undefined],  // generate's: data-speculative="lookup" is { draft: 'prompt-lookup' }
   numReturnSequences: [Number, 1],  // generate's: n > 1 shows one output per sequence (widget_view.js)
+  numBeams: [Number, 1],  // generate's beam search; data-early-stopping="true", "false" or "never"
+  lengthPenalty: [Number, 1],
+  earlyStopping: [parseEarlyStopping, false],
 };
 export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
-  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences'];
+  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences', 'numBeams', 'lengthPenalty', 'earlyStopping'];
 const THEMES = ['auto', 'light', 'dark'];
 // The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';

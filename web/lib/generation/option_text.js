@@ -1,6 +1,6 @@
-// The text form of generate()'s two options that are not one number: logitBias and badWords. The command line
-// (--logit-bias, --bad-words), the widget's data-* attributes (data-logit-bias, data-bad-words) and the page's
-// fields all read this one syntax, so a value copied from one works in the others. Only the syntax is checked
+// The text form of generate()'s options that are not one number: logitBias, badWords and earlyStopping. The
+// command line (--logit-bias, --bad-words, --early-stopping), the widget's data-* attributes (data-logit-bias, …)
+// and the page's fields all read this one syntax, so a value copied from one works in the others. Only the syntax is checked
 // here; what the values may be (a token id within the vocabulary, …) is generate()'s check. Plain ES module.
 
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
@@ -10,6 +10,9 @@ const BAN = /^-inf(inity)?$/i;
 
 // A number as these texts write it: decimal only ("0x10", "1e" and "" are not numbers here, NaN).
 export const parseNumber = (text) => (DECIMAL.test(text) ? Number(text) : NaN);
+
+// "true", "false" -> the boolean; anything else ("never", or a mistake) as it is, for generate()'s check to name.
+export const parseEarlyStopping = (text) => ({ true: true, false: false })[text] ?? text;
 
 // "50256:-inf, 13:2.5" -> { 50256: -Infinity, 13: 2.5 }: comma-separated TOKEN:BIAS entries, spaces allowed around
 // each part, empty entries (a trailing comma) skipped; "" -> {}. A malformed entry, or a token given twice (which
