@@ -157,6 +157,16 @@ TEST_F(Cli, EvaluatesTheMeanNegativeLogprobOfTheSessionsScore) {
     char expected[128];
     std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 80 predictions\n", total / 80);
     EXPECT_EQ(r.out, expected);
+
+    // --eval-tokens 50: the file's first 50 ids, as scored alone
+    const Result first = run("--model " + dir_ + " --eval " + dir_ + "/ids.u16 --eval-tokens 50");
+    ASSERT_EQ(first.status, 0) << first.err;
+    ASSERT_TRUE(session->score(ids32.data(), 50, 0, scores.data(), nullptr)) << session->error();
+    total = 0;
+    for (int i = 0; i < 49; i++) total -= scores[size_t(i)].logprob;
+    std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 49 predictions\n", total / 49);
+    EXPECT_EQ(first.out, expected);
+    expect_one_error_line(run("--model " + dir_ + " --ids 1,2 --eval-tokens 50"), "--eval-tokens needs --eval");
 }
 
 TEST_F(Cli, ScorePrintsEachTokensLogprobAndRankThenTheTotalAndPerplexity) {

@@ -3,7 +3,7 @@
 //   gpt2 --model DIR|FILE.gguf --ids 464,3290 [-n N] [--temperature T] [--top-k K] [--top-p P]
 //        [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N]
 //        [--kv-cache int8|fp32]
-//   gpt2 --model DIR --eval FILE.u16 [--int8] [--threads N] [--kv-cache int8|fp32]
+//   gpt2 --model DIR --eval FILE.u16 [--eval-tokens N] [--int8] [--threads N] [--kv-cache int8|fp32]
 //   gpt2 --model DIR --score --ids 464,3290,... [--int8] [--threads N] [--kv-cache int8|fp32]
 //   gpt2 --model DIR --bench [--int8] [--threads N] [--kv-cache int8|fp32]
 //
@@ -18,7 +18,8 @@
 // (<|endoftext|> = 50256; a GGUF file's tokenizer.ggml.eos_token_id), which is not printed.
 // Any error: one line on stderr and exit status 1.
 //
-// --eval prints the mean of -log p(token) over ids[1..] of a file of little-endian uint16 ids; --score prints, for
+// --eval prints the mean of -log p(token) over ids[1..] of a file of little-endian uint16 ids (--eval-tokens N: of
+// its first N ids only, a shorter check of the same windows); --score prints, for
 // each of ids[1..], "position<TAB>token<TAB>logprob<TAB>rank" (rank 1: the likeliest token), then
 // "total <sum of logprobs> perplexity <exp(-mean logprob)>". Both score with gpt2::Session::score: windows of
 // n_ctx tokens with a stride of n_ctx / 2 for longer texts.
@@ -59,6 +60,7 @@ struct Options {
     bool stop_at_eos = true;
     std::string dump_logits_path;
     std::string eval_path;
+    long eval_tokens = 0;  // 0: the whole file
     bool bench = false;
     bool score = false;
     bool int8 = false;
@@ -72,7 +74,7 @@ struct Options {
 }
 
 const char* kUsage =
-    "usage: gpt2 --model DIR (--ids 464,3290 [--score] | --eval FILE.u16 | --bench) [-n N] [--temperature T] [--top-k K] "
+    "usage: gpt2 --model DIR (--ids 464,3290 [--score] | --eval FILE.u16 [--eval-tokens N] | --bench) [-n N] [--temperature T] [--top-k K] "
     "[--top-p P] [--repetition-penalty R] [--seed S] [--no-cache] [--no-stop] [--dump-logits FILE] [--int8] [--threads N] "
     "[--kv-cache int8|fp32]";
 
@@ -140,6 +142,7 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--no-stop") o.stop_at_eos = false;
         else if (flag == "--dump-logits") o.dump_logits_path = value();
         else if (flag == "--eval") o.eval_path = value();
+        else if (flag == "--eval-tokens") o.eval_tokens = parse_long(flag, value(), 2, 1L << 40);
         else if (flag == "--bench") o.bench = true;
         else if (flag == "--score") o.score = true;
         else if (flag == "--int8") o.int8 = true;
@@ -157,6 +160,7 @@ Options parse_args(int argc, char** argv) {
     if (o.bench ? o.have_ids || !o.eval_path.empty() : o.have_ids == !o.eval_path.empty())
         die(std::string("give exactly one of --ids and --eval, or --bench alone; ") + kUsage);
     if (!o.eval_path.empty() && !o.dump_logits_path.empty()) die("--dump-logits cannot be combined with --eval");
+    if (o.eval_tokens > 0 && o.eval_path.empty()) die("--eval-tokens needs --eval");
     if (o.score && (!o.have_ids || !o.dump_logits_path.empty()))
         die(std::string("--score needs --ids and no --dump-logits; ") + kUsage);
     return o;
@@ -216,11 +220,12 @@ std::vector<gpt2::TokenScore> score_ids(gpt2::Session& session, const std::vecto
 }
 
 // Mean cross-entropy (nats/token) of ids[1..]: -logprob averaged, as --score computes it.
-void run_eval(gpt2::Session& session, const std::string& path) {
+void run_eval(gpt2::Session& session, const std::string& path, long max_tokens) {
     const std::vector<uint8_t> bytes = read_file(path);
     if (bytes.size() % 2 != 0) die(path + ": odd size " + std::to_string(bytes.size()) + ", expected uint16 ids");
     std::vector<int32_t> ids(bytes.size() / 2);
     for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+    if (max_tokens > 0 && ids.size() > size_t(max_tokens)) ids.resize(size_t(max_tokens));
     if (ids.size() < 2) die(path + ": fewer than 2 tokens, nothing to evaluate");
     double total = 0.0;
     for (const gpt2::TokenScore& s : score_ids(session, ids, path)) total -= s.logprob;
@@ -340,7 +345,7 @@ int main(int argc, char** argv) {
     }
     std::unique_ptr<gpt2::Session> session = gpt2::Session::create(*model, o.use_cache, o.kv_cache, &error);
     if (!session) die(error);
-    if (!o.eval_path.empty()) run_eval(*session, o.eval_path);
+    if (!o.eval_path.empty()) run_eval(*session, o.eval_path, o.eval_tokens);
     else if (o.score) run_score(*session, o.ids);
     else {
         const gpt2::Vocabulary* vocabulary = model->vocabulary();
