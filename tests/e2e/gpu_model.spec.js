@@ -136,7 +136,7 @@ test('on the GPU, Stop ends a run at once and Continue reuses its cache, as on t
 // LOGITS_BOUND of their rms, and a log-probability by about as much.
 const LOGPROB_BOUND = 1e-3;
 
-test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and alternatives over several windows', async ({ page }) => {
+test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and alternatives over several windows; beams and several sequences are the CPU\'s, refused in one line', async ({ page }) => {
   await page.route(`**${TINY_RANDOM_GGUF}`, (route) => route.fulfill({ body: readFileSync(TINY_RANDOM_GGUF_PATH), contentType: 'application/octet-stream' }));
   await page.goto('/');
   const result = await page.evaluate(async (url) => {
@@ -149,6 +149,17 @@ test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and al
         device: model.device, contextSize: model.config.n_ctx, logprobs: scored.tokens.map((t) => t.logprob),
         ranks: scored.tokens.map((t) => t.rank), alternatives: scored.tokens.map((t) => t.alternatives.map((a) => a.token)),
       };
+      if (device === 'webgpu') {
+        both.refusals = [];
+        for (const options of [{ numBeams: 2, temperature: 0 }, { numReturnSequences: 2 }]) {
+          try {
+            for await (const piece of model.generate('To be', { ...options, maxNewTokens: 2 })) void piece;
+            both.refusals.push(null);
+          } catch (error) {
+            both.refusals.push(error.message);
+          }
+        }
+      }
       model.dispose();
     }
     return both;
@@ -164,6 +175,10 @@ test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and al
   expect(gap).toBeGreaterThan(0);  // f32 sums in another order: the GPU did run the passes
   expect(gpu.ranks).toEqual(wasm.ranks);
   expect(gpu.alternatives).toEqual(wasm.alternatives);
+  expect(result.refusals).toEqual([
+    'generate: numBeams > 1 runs on the CPU engine (device: "wasm")',
+    'generate: numReturnSequences > 1 runs on the CPU engine (device: "wasm")',
+  ]);
 });
 
 // Page side: a random fp32 GPT-2 as local files ({ config, weights, vocab, merges }: config.json and a safetensors
