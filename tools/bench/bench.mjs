@@ -51,6 +51,7 @@
 // not asked for explicitly and the export is missing, it is skipped with the command that creates it.
 // With the node runtime, a speculative decoding section (tools/bench/speculation_runner.mjs): prompt lookup on the
 // bundled model with real text, with and without, and the cost of verifying k = 1 … 8 drafted tokens on each model;
+// a beam-search section (speculation_runner.mjs beams: 2, 4, 8 beams against greedy, int8 weights),
 // and a several-sequences section (speculation_runner.mjs sequences): generate's numReturnSequences n = 1, 2, 4, 8
 // at temperature 0.9, the decode's total tokens/s on each model with int8 and fp32 weights, target 4 sequences
 // ≥ 1.5× one (node tools/bench/speculation_runner.mjs sequences DIR WEIGHTS RUNS measures one model alone).
@@ -67,7 +68,7 @@ import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, REPO, parseArgs } f
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, sequencesTarget, targetResults, toRecords } from './records.mjs';
 import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
-import { bandwidthTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
+import { bandwidthTable, beamsTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
   speculationTables, speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
 import { ensureGguf } from './gguf_files.mjs';
 
@@ -200,6 +201,11 @@ async function main() {
       `each, temperature ${first.sampling.temperature}, medians of ${options.runs} runs per n (interleaved), int8 KV cache; ${machine.cpu}, ` +
       `load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')} after it:\n\n${sequencesTable(speculation.sequences)}\n`);
   }
+  if (speculation?.beams.length > 0) {
+    console.log(`## Beam search (Node, one thread)\n\ngenerate's numBeams at temperature 0 against greedy decoding (n = 1): each step one batched ` +
+      `pass for all beams; the decode's tokens/s over all beams, ${speculation.beams[0].new_tokens} steps, medians of ${options.runs} runs per n, ` +
+      `int8 KV cache:\n\n${beamsTable(speculation.beams)}\n`);
+  }
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
     `Module.heapUsedBytes(); wllama: Chromium's measureUserAgentSpecificMemory() of the page and its workers; native, ` +
@@ -233,6 +239,7 @@ async function measureSpeculation(options, modelDirs, started) {
     }
   }
   const sequences = [];
+  const beams = [];
   const sequenceWeights = ['int8', 'fp32'].filter((weights) => options.weights.includes(weights));
   for (const [model, dir] of Object.entries(modelDirs)) {
     // fp32 774M and 1.5B do not fit wasm32's memory: the large shapes run int8 only
@@ -240,8 +247,9 @@ async function measureSpeculation(options, modelDirs, started) {
       const measured = { model, ...await runNodeScript([script, 'sequences', dir, weights, runs], log) };
       sequences.push({ ...measured, target: sequencesTarget(measured) });
     }
+    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([script, 'beams', dir, 'int8', runs], log) });
   }
-  return { lookup, verification, sequences };
+  return { lookup, verification, sequences, beams };
 }
 
 main().catch((error) => {

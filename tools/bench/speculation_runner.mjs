@@ -14,6 +14,9 @@
 //     generate's numReturnSequences: n = 1, 2, 4, 8 sequences sampled from one prefill (temperature 0.9), each step one
 //     batched pass for all; the decode's total tokens/s over all sequences (stats.decodeTokensPerSecond), the runs of
 //     each n interleaved, and its ratio to n = 1
+//   node tools/bench/speculation_runner.mjs beams MODEL_DIR WEIGHTS RUNS
+//     generate's numBeams: beam search with n = 2, 4, 8 beams (temperature 0), each step one batched pass for all
+//     beams, against greedy decoding (n = 1): the decode's tokens/s over all beams (stats.decodeTokensPerSecond)
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
@@ -32,13 +35,14 @@ const STEPS = 8;  // per run, for the step's time
 const SEQUENCE_COUNTS = [1, 2, 4, 8];
 const SEQUENCE_NEW_TOKENS = 32;
 const SEQUENCE_SAMPLING = { temperature: 0.9 };
+const BEAM_SAMPLING = { temperature: 0 };
 
 const [mode, ...args] = process.argv.slice(2);
 const result = mode === 'lookup' ? await measureLookup(args[0], Number(args[1]))
   : mode === 'verify' ? await measureVerification(args[0], args[1], Number(args[2]))
-    : mode === 'sequences' ? await measureSequences(args[0], args[1], Number(args[2]))
+    : mode === 'sequences' || mode === 'beams' ? await measureSequences(args[0], args[1], Number(args[2]), mode)
       : (() => {
-        throw new Error(`speculation_runner.mjs: unknown mode ${mode} (lookup, verify or sequences)`);
+        throw new Error(`speculation_runner.mjs: unknown mode ${mode} (lookup, verify, sequences or beams)`);
       })();
 process.stdout.write(`${JSON.stringify(result)}\n`);
 
@@ -139,14 +143,18 @@ async function measureVerification(source, weights, runs) {
   };
 }
 
-async function measureSequences(dir, weights, runs) {
+// kind: 'sequences' (n sampled sequences) or 'beams' (beam search with n beams; n = 1 is greedy decoding)
+async function measureSequences(dir, weights, runs, kind) {
   const model = await loadModel(dir, { threads: 1, weights });
+  const sampling = kind === 'beams' ? BEAM_SAMPLING : SEQUENCE_SAMPLING;
   const decode = async (n, seed) => {
-    const generation = model.generate(PROMPTS.plain, { ...SEQUENCE_SAMPLING, seed, numReturnSequences: n, maxNewTokens: SEQUENCE_NEW_TOKENS,
-      stopAtEndOfText: false });
+    const several = kind === 'beams' ? { numBeams: n } : { numReturnSequences: n };
+    const generation = model.generate(PROMPTS.plain, { ...sampling, ...several, seed, maxNewTokens: SEQUENCE_NEW_TOKENS, stopAtEndOfText: false });
     for await (const piece of generation) void piece;
     const { generatedTokens, decodeTokensPerSecond } = generation.stats;
-    if (generatedTokens !== n * SEQUENCE_NEW_TOKENS) throw new Error(`${n} sequences gave ${generatedTokens} tokens, not ${n * SEQUENCE_NEW_TOKENS}`);
+    // every sampled sequence, and beam search's best, runs to maxNewTokens (no end-of-text ends them)
+    const expected = (kind === 'beams' ? 1 : n) * SEQUENCE_NEW_TOKENS;
+    if (generatedTokens !== expected) throw new Error(`${n} ${kind} gave ${generatedTokens} tokens, not ${expected}`);
     return decodeTokensPerSecond;
   };
   for (const n of SEQUENCE_COUNTS) await decode(n, 999);  // warm-up
@@ -163,6 +171,6 @@ async function measureSequences(dir, weights, runs) {
   const tokensPerSecond = speeds.map(median);
   const results = SEQUENCE_COUNTS.map((n, i) => ({ sequences: n, tokens_per_second: tokensPerSecond[i], ratio: tokensPerSecond[i] / tokensPerSecond[0],
     runs: speeds[i] }));
-  console.error(`${weights}: ${results.map((r) => `${r.sequences}: ${r.tokens_per_second.toFixed(1)} tokens/s (${r.ratio.toFixed(2)}×)`).join(', ')}`);
-  return { config, weights, runs, new_tokens: SEQUENCE_NEW_TOKENS, sampling: SEQUENCE_SAMPLING, prompt: PROMPTS.plain, results };
+  console.error(`${weights} ${kind}: ${results.map((r) => `${r.sequences}: ${r.tokens_per_second.toFixed(1)} tokens/s (${r.ratio.toFixed(2)}×)`).join(', ')}`);
+  return { config, weights, runs, new_tokens: SEQUENCE_NEW_TOKENS, sampling, prompt: PROMPTS.plain, results };
 }

@@ -254,3 +254,11 @@ export function sequencesTable(sequences) {
     sequences.map((r) => [r.model, r.weights, ...r.results.map((x) => `${fixed(x.tokens_per_second)} (${fixed(x.ratio, 2)}×)`),
       `${r.target.ratio === null ? '—' : `${fixed(r.target.ratio, 2)}×`} ${verdict(r)}`]));
 }
+
+// Beam search (tools/bench/speculation_runner.mjs beams): per model, the decode's tokens/s over all beams for each
+// number of beams and its ratio to greedy decoding (n = 1).
+export function beamsTable(beams) {
+  const counts = beams[0]?.results.map((r) => r.sequences) ?? [];
+  return table(['model', 'weights', ...counts.map((n) => (n === 1 ? 'greedy: tokens/s' : `${n} beams: tokens/s (÷ greedy)`))],
+    beams.map((r) => [r.model, r.weights, ...r.results.map((x) => (x.sequences === 1 ? fixed(x.tokens_per_second) : `${fixed(x.tokens_per_second)} (${fixed(x.ratio, 2)}×)`))]));
+}
