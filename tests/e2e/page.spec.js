@@ -122,6 +122,30 @@ test('Advanced decoding: a logit bias of -inf bans its token, the settings give 
   await expect(page.getByLabel('Logit bias')).toBeFocused();
 });
 
+test('Beams in Advanced decoding: beam search gives the Node API\'s text and is remembered; with speculation on it is the settings error', async ({ page }) => {
+  const beams = { numBeams: 4, lengthPenalty: 0.5 };
+  const [plain, expected] = await Promise.all([
+    nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY), nodeText(BUNDLED_GGUF_FILE, PROMPT, { ...GREEDY, ...beams }),
+  ]);
+  expect(expected).not.toBe(plain);
+  await openPageWithModel(page);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
+  await page.getByText('Advanced decoding', { exact: true }).click();
+  await page.getByLabel('Beams', { exact: true }).fill('4');
+  await page.getByLabel('Length penalty').fill('0.5');
+  expect(await generateText(page)).toBe(expected);
+  await expect(controls(page).alert).toBeEmpty();
+
+  await page.reload();
+  await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByLabel('Beams', { exact: true })).toHaveValue('4');  // remembered
+  await page.getByText('Advanced decoding', { exact: true }).click();
+  await page.getByRole('checkbox', { name: 'Speculative decoding', exact: true }).check();
+  await controls(page).generate.click();
+  await expect(controls(page).alert).toHaveText('Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.');
+  await expect(page.getByLabel('Beams', { exact: true })).toBeFocused();
+});
+
 test('the KV cache storage is int8 unless fp32 is chosen: fp32 shows four times the memory and the Node API\'s fp32 text', async ({ page }) => {
   const [expectedInt8, expectedFp32] = await Promise.all([
     nodeText(BUNDLED_GGUF_FILE, PROMPT, GREEDY), nodeText(BUNDLED_GGUF_FILE, PROMPT, { ...GREEDY, kvCache: 'fp32' }),

@@ -2,7 +2,7 @@
 // and the ms/token chart.
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
-import { $, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, invalidNumberMessage, labelOf, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
+import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, clearError, elements, hasGeneratedOutput, invalidNumberMessage, labelOf, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
 import { hideTooltip } from './tooltip.js';
@@ -82,9 +82,11 @@ function finishGeneration(controller) {
 // Returns the generate() options, or null after pointing at the first invalid field.
 function readGenerationOptions() {
   const numberFields = [elements.temperature, elements.topK, elements.topP, elements.maxNewTokens, elements.seed, elements.minP,
-    elements.typicalP, elements.presencePenalty, elements.frequencyPenalty, elements.noRepeatNgramSize, elements.minNewTokens];
+    elements.typicalP, elements.presencePenalty, elements.frequencyPenalty, elements.noRepeatNgramSize, elements.minNewTokens,
+    elements.numBeams, elements.lengthPenalty];
   const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
   if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
+  if (elements.numBeams.valueAsNumber > 1 && elements.speculative.checked) return showInvalid(elements.numBeams, BEAMS_AND_SPECULATION);
   let logitBias;
   try {
     logitBias = parseLogitBias(elements.logitBias.value, labelOf(elements.logitBias));
@@ -103,6 +105,8 @@ function readGenerationOptions() {
     frequencyPenalty: elements.frequencyPenalty.valueAsNumber,
     noRepeatNgramSize: elements.noRepeatNgramSize.valueAsNumber,
     minNewTokens: elements.minNewTokens.valueAsNumber,
+    numBeams: elements.numBeams.valueAsNumber,
+    lengthPenalty: elements.lengthPenalty.valueAsNumber,
     logitBias,
     badWords: parseBadWords(elements.badWords.value),
     useKVCache: elements.kvCache.checked,

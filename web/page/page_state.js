@@ -51,6 +51,8 @@ export const elements = {
   frequencyPenalty: $('frequency-penalty'),
   noRepeatNgramSize: $('no-repeat-ngram-size'),
   minNewTokens: $('min-new-tokens'),
+  numBeams: $('num-beams'),
+  lengthPenalty: $('length-penalty'),
   logitBias: $('logit-bias'),
   badWords: $('bad-words'),
   tooltip: $('token-tooltip'),
@@ -124,6 +126,9 @@ export function invalidNumberMessage(input) {
 
 // Shows the error and moves to the field; -> null, the answer of the option readers that call it. A field in a
 // folded <details> (Advanced decoding, Compare strategies) is unfolded first: a hidden one cannot take the focus.
+// Beams above 1 with speculation on, in the Generate panel or a Compare column: generate() takes one or the other.
+export const BEAMS_AND_SPECULATION = 'Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.';
+
 export function showInvalid(input, message) {
   showError(message);
   const group = input.closest('details');

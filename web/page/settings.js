@@ -57,8 +57,8 @@ const SETTINGS_KEY = 'gpt2-wasm.settings';
 
 // The logit bias and banned words are kept as they were typed (option_text.js reads them at Generate).
 export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'minP', 'typicalP', 'presencePenalty',
-  'frequencyPenalty', 'noRepeatNgramSize', 'minNewTokens', 'logitBias', 'badWords', 'kvCache', 'kvStorage', 'speculative', 'weights',
-  'device'];
+  'frequencyPenalty', 'noRepeatNgramSize', 'minNewTokens', 'numBeams', 'lengthPenalty', 'logitBias', 'badWords', 'kvCache', 'kvStorage',
+  'speculative', 'weights', 'device'];
 
 export function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {
