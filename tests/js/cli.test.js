@@ -102,19 +102,23 @@ describe('output', () => {
   });
 });
 
+// The API's run.sequences for the bundled model, the prompt and generate() options.
+async function apiSequences(prompt, options) {
+  const model = await loadModel(BUNDLED);
+  try {
+    const generation = model.generate(prompt, options);
+    for await (const piece of generation) void piece;
+    return generation.sequences;
+  } finally {
+    model.dispose();
+  }
+}
+
 describe('several sequences', () => {
   test('--num-return-sequences 3 prints three blocks, each the API\'s sequence text for the same seed and options', async () => {
     const options = { maxNewTokens: 16, temperature: 0.9, seed: 4, numReturnSequences: 3 };
     const { stdout, stderr } = await cli(['-n', '16', '--temperature', '0.9', '--seed', '4', '--num-return-sequences', '3', 'ROMEO:']);
-    const model = await loadModel(BUNDLED);
-    let sequences;
-    try {
-      const generation = model.generate('ROMEO:', options);
-      for await (const piece of generation) void piece;
-      sequences = generation.sequences;
-    } finally {
-      model.dispose();
-    }
+    const sequences = await apiSequences('ROMEO:', options);
     expect(sequences).toHaveLength(3);
     expect(stdout).toBe(sequences.map(({ text, score, stopReason }, i) =>
       `--- sequence ${i} (log-probability ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`).join(''));
@@ -125,15 +129,7 @@ describe('several sequences', () => {
     const options = { maxNewTokens: 12, temperature: 0, numBeams: 4, numReturnSequences: 2, lengthPenalty: 0.5, earlyStopping: 'never' };
     const { stdout } = await cli(['-n', '12', '--temperature', '0', '--num-beams', '4', '--num-return-sequences', '2',
       '--length-penalty', '0.5', '--early-stopping', 'never', 'ROMEO:']);
-    const model = await loadModel(BUNDLED);
-    let sequences;
-    try {
-      const generation = model.generate('ROMEO:', options);
-      for await (const piece of generation) void piece;
-      sequences = generation.sequences;
-    } finally {
-      model.dispose();
-    }
+    const sequences = await apiSequences('ROMEO:', options);
     expect(stdout).toBe(sequences.map(({ text, score, stopReason }, i) =>
       `--- sequence ${i} (score ${score.toFixed(4)}, stop: ${stopReason}) ---\n${text}\n`).join(''));
   });
