@@ -591,7 +591,6 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .function("stepBeams", &WasmSession::step_beams)
         .function("finishBeams", &WasmSession::finish_beams)
         .function("beamResults", &WasmSession::beam_results)
-        .function("beamCopiedRows", &WasmSession::beam_copied_rows)
         .function("endBeams", &WasmSession::end_beams)
         .function("reset", &WasmSession::reset)
         .function("nCached", &WasmSession::n_cached)

@@ -189,7 +189,6 @@ class WasmSession {
         if (beams_) beams_->finish();
     }
     emscripten::val beam_results() const;
-    double beam_copied_rows() const { return beams_ ? double(beams_->copied_rows()) : 0.0; }
     void end_beams() { beams_.reset(); }
     void reset() {
         if (session_) session_->reset();

@@ -283,9 +283,9 @@ export class EngineSession extends EngineObject {
     this.call((leader) => leader.finishBeams());
   }
 
-  // The search's hypotheses, best first: [{ tokens, score, endedByEos }]; and the KV-cache rows its forks copied.
+  // The search's hypotheses, best first: [{ tokens, score, endedByEos }].
   beamResults() {
-    return { hypotheses: this.call((leader) => leader.beamResults()), copiedRows: this.call((leader) => leader.beamCopiedRows()) };
+    return this.call((leader) => leader.beamResults());
   }
 
   endBeams() {

@@ -76,7 +76,7 @@ async function search(leader, numBeams, options, stats) {
     // every step feeds each beam one token (the last one feeds none)
     stats.decodeTokensPerSecond = (steps * numBeams * 1000) / decodeMs;
   }
-  return { hypotheses: leader.beamResults().hypotheses, msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
+  return { hypotheses: leader.beamResults(), msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
 }
 
 // With topAlternatives: the model's log-probability, rank and alternatives of each of tokens after ids (one score
