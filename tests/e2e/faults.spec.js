@@ -374,7 +374,7 @@ test.describe('controls under stress', () => {
     await expectGenerates(page);
   });
 
-  test('a hundred HTML/JS payloads in the prompt are shown as text and never run', async ({ page }) => {
+  test('fifty HTML/JS payloads in the prompt are shown as text and never run', async ({ page }) => {
     const dialogs = [];
     page.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
@@ -398,7 +398,7 @@ test.describe('controls under stress', () => {
       (i) => `javascript:${mark(i)}//<div onmouseover="${mark(i)}">&lt;b&gt;&amp;</div>`,
     ];
     const elementsBefore = await page.evaluate(() => document.querySelectorAll('*').length);
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 50; i++) {
       const payload = `${templates[i % templates.length](i)} #${i}`;
       await page.evaluate((text) => {
         const prompt = document.getElementById('prompt');
