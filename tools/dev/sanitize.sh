@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../.."
 compiler=()
 if cxx=$(command -v clang++ || command -v clang++-14); then compiler=(-DCMAKE_CXX_COMPILER="$cxx"); fi
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT2_SANITIZE=ON "${compiler[@]}"
-cmake --build build/asan -j"${JOBS:-2}"
+# the C++ tests and the CLI they run (the benchmark's tools are not tested here)
+cmake --build build/asan -j"${JOBS:-2}" --target gpt2_tests gpt2
 
 # Stop at the first report (UBSan is also built with -fno-sanitize-recover) and count leaks as errors. ctest
 # sets the same options on each test (tests/cpp/CMakeLists.txt, plus allocator_may_return_null=1 for the
@@ -17,8 +18,9 @@ cmake --build build/asan -j"${JOBS:-2}"
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # The bundled model's held-out loss checks (fp32, int8 weights, the int8 cache, the GGUF file) are skipped here:
-# minutes each of the same arithmetic that the other tests run on the same code paths.
-ctest --test-dir build/asan --output-on-failure -j"${JOBS:-2}" -E held_out_loss
+# minutes each of the same arithmetic that the other tests run on the same code paths; and the Python tools'
+# checks, which run no C++.
+ctest --test-dir build/asan --output-on-failure -j"${JOBS:-2}" -E "held_out_loss|python_check"
 
 # ThreadSanitizer: the pool's tests, the threaded forward pass with two sessions on two threads sharing the
 # workers, and the int8 KV cache's sweep, whose prefills split attention across heads (about a minute and a
