@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -46,6 +47,14 @@ void softmax(float* x, int n) {
     Row v(x, n);
     v = (v - v.maxCoeff()).exp();
     v *= 1.0f / v.sum();
+}
+
+double log_sum_exp(const float* x, int n) {
+    double max = x[0];
+    for (int i = 1; i < n; i++) max = std::max(max, double(x[i]));
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += std::exp(double(x[i]) - max);
+    return max + std::log(sum);
 }
 
 void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,

@@ -18,6 +18,9 @@ void residual_add(float* x, const float* y, int n);
 // in place, numerically stable (max subtracted)
 void softmax(float* x, int n);
 
+// log(sum of exp(x[i])) in double, the max subtracted first: the normalizer of a log-softmax (n >= 1, x finite)
+double log_sum_exp(const float* x, int n);
+
 // Causal self-attention of ONE query row in ONE head: out (head_size) = softmax(q . keys[j] / sqrt(head_size))
 // weighted sum of values[j] over the positions j < n_keys of the head's cache rows keys / values (n_ctx,
 // head_size). scores is scratch (n_keys).

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/ops.h"
+
 namespace gpt2 {
 
 static const char kAllBannedMessage[] =
@@ -311,13 +313,9 @@ int Sampler::distribution(const float* logits, const int32_t* window, int n_wind
 int Sampler::beam_scores(const float* logits, const int32_t* window, int n_window, int n_generated, float* out,
                          std::string* error) {
     const int V = n_vocab_;
-    float max = logits[0];
-    for (int i = 1; i < V; i++) max = std::max(max, logits[i]);
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += std::exp(double(logits[i]) - double(max));
-    const float log_sum = float(std::log(sum));
-    for (int i = 0; i < V; i++) out[i] = logits[i] - max - log_sum;
-    const int processed = process(out, window, n_window, n_generated, error);  // names a non-finite logit
+    const double log_z = log_sum_exp(logits, V);  // not finite for non-finite logits, which process() names
+    for (int i = 0; i < V; i++) out[i] = float(double(logits[i]) - log_z);
+    const int processed = process(out, window, n_window, n_generated, error);
     if (processed < 0) return processed;
     std::memcpy(out, scores_, sizeof(float) * size_t(V));
     if (settings_.temperature == 0.0f) return 0;

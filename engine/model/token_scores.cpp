@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gpt2.h"
+#include "kernels/ops.h"
 
 namespace gpt2 {
 
@@ -12,14 +13,9 @@ bool score_logits(const float* logits, int n_vocab, int32_t token, int top_k, To
     if (n_vocab < 1 || top_k < 0 || top_k > n_vocab || (top_k > 0 && !alternatives) ||
         (score && (token < 0 || token >= n_vocab)))
         return false;
-    double max = logits[0];
-    for (int v = 0; v < n_vocab; v++) {
+    for (int v = 0; v < n_vocab; v++)
         if (!std::isfinite(logits[v])) return false;
-        max = std::max(max, double(logits[v]));
-    }
-    double sum = 0.0;
-    for (int v = 0; v < n_vocab; v++) sum += std::exp(double(logits[v]) - max);
-    const double log_z = max + std::log(sum);
+    const double log_z = log_sum_exp(logits, n_vocab);
     if (score) {
         int greater = 0;
         for (int v = 0; v < n_vocab; v++) greater += logits[v] > logits[token];
