@@ -1,5 +1,5 @@
 // generate()'s numBeams > 1 (runBeams): beam search and beam sampling. Plain ES module.
-import { badWordIds, pairs, tokenText, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { acquireSessions, pairs, promptIds, samplingSettings, tokenText, updateContextStats, yieldToEventLoop } from './pieces.js';
 import { StopStringFilter } from './stop_strings.js';
 
 // Beam search with Hugging Face's semantics (engine/gpt2.h BeamSearch): deterministic at temperature 0, beam
@@ -14,18 +14,14 @@ export async function* runBeams({ pool, tokenizer }, prompt, options, stats, seq
   const sessions = [];
   let searching = false;
   try {
-    sessions.push(pool.acquire(options));
-    if (!sessions[0].beginBeams) throw new Error('generate: numBeams > 1 runs on the CPU engine (device: "wasm")');
-    while (sessions.length < options.numBeams) sessions.push(pool.acquire(options));
-    const eos = tokenizer.eosId;
-    const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
-    const ids = given.length === 0 ? [eos] : given;
+    acquireSessions(pool, options, options.numBeams, sessions, { method: 'beginBeams', option: 'numBeams' });
+    const ids = promptIds(tokenizer, prompt);
     stats.promptTokens = ids.length;
-    const settings = { ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: eos };
+    const settings = samplingSettings(options, tokenizer);
     for (const session of sessions) session.setSampling(settings);
     const started = performance.now();
     const { numBeams, lengthPenalty, earlyStopping, maxNewTokens } = options;
-    const eosToken = options.stopAtEndOfText ? eos : -1;
+    const eosToken = options.stopAtEndOfText ? tokenizer.eosId : -1;
     sessions[0].beginBeams(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids);
     searching = true;
     stats.reusedTokens = sessions[0].reusedTokens;

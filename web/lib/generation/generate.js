@@ -6,7 +6,7 @@
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 import { DraftPolicy } from './draft_policy.js';
 import { LookupDrafter, ModelDrafter } from './drafters.js';
-import { badWordIds, makePiece, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { makePiece, promptIds, samplingSettings, updateContextStats, yieldToEventLoop } from './pieces.js';
 import { runBeams } from './beams.js';
 import { runSequences } from './sequences.js';
 import { StopStringFilter } from './stop_strings.js';
@@ -278,9 +278,8 @@ function describePrompt(prompt) {
 async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel) {
   const eos = tokenizer.eosId;
   if (options.signal?.aborted) return 'abort';
-  session.setSampling({ ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: eos });
-  const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
-  const ids = given.length === 0 ? [eos] : given;
+  session.setSampling(samplingSettings(options, tokenizer));
+  const ids = promptIds(tokenizer, prompt);
   stats.promptTokens = ids.length;
   const started = performance.now();
   // a GPU session's feeds are promises (gpu_session.js); the CPU's are numbers

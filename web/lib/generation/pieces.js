@@ -1,12 +1,32 @@
 // What the one-sequence run (generate.js), the several-sequence run (sequences.js) and beam search (beams.js)
-// share: the pieces they stream, the stats of the window, the engine's form of badWords, a score pass's
-// alternatives, and a turn of the event loop between tokens.
+// share: the prompt's ids, the sampler's settings, the sessions of a run of several sequences, the pieces they
+// stream, the stats of the window, a score pass's alternatives, and a turn of the event loop between tokens.
 // Plain ES module.
+
+// The ids a run feeds: a text's tokens or the ids given; <|endoftext|> alone for an empty prompt.
+export function promptIds(tokenizer, prompt) {
+  const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+  return given.length === 0 ? [tokenizer.eosId] : given;
+}
+
+// generate()'s options as the engine's sampler takes them (EngineSession.setSampling): badWords as token ids, and
+// the end-of-text token that minNewTokens holds back; seed: the run's, or a sequence's own.
+export function samplingSettings(options, tokenizer, seed = options.seed) {
+  return { ...options, seed, badWords: badWordIds(options.badWords, tokenizer), eosToken: tokenizer.eosId };
+}
 
 // badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word
 // mid-sentence is encoded); id sequences as they are.
-export function badWordIds(badWords, tokenizer) {
+function badWordIds(badWords, tokenizer) {
   return badWords.flatMap((word) => (typeof word === 'string' ? [tokenizer.encode(word), tokenizer.encode(` ${word}`)] : [word]));
+}
+
+// Fills sessions with n of the pool's sessions for a run that decodes several sequences together, which only the
+// CPU engine's can (a GPU session has no `method`; the error names `option`). The caller releases them.
+export function acquireSessions(pool, options, n, sessions, { method, option }) {
+  sessions.push(pool.acquire(options));
+  if (!sessions[0][method]) throw new Error(`generate: ${option} > 1 runs on the CPU engine (device: "wasm")`);
+  while (sessions.length < n) sessions.push(pool.acquire(options));
 }
 
 export function updateContextStats(stats, session) {

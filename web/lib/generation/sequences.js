@@ -1,5 +1,5 @@
 // generate()'s numReturnSequences > 1 (runSequences). Plain ES module.
-import { badWordIds, makePiece, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { acquireSessions, makePiece, promptIds, samplingSettings, updateContextStats, yieldToEventLoop } from './pieces.js';
 import { StopStringFilter } from './stop_strings.js';
 
 // numReturnSequences > 1: the prompt is prefilled once and the other sequences fork its KV cache; then each step
@@ -11,12 +11,9 @@ export async function* runSequences({ pool, tokenizer }, prompt, options, stats,
   const n = options.numReturnSequences;
   const sessions = [];
   try {
-    sessions.push(pool.acquire(options));
-    if (!sessions[0].stepSequences) throw new Error('generate: numReturnSequences > 1 runs on the CPU engine (device: "wasm")');
-    while (sessions.length < n) sessions.push(pool.acquire(options));
+    acquireSessions(pool, options, n, sessions, { method: 'stepSequences', option: 'numReturnSequences' });
     const eos = tokenizer.eosId;
-    const given = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
-    const ids = given.length === 0 ? [eos] : given;
+    const ids = promptIds(tokenizer, prompt);
     stats.promptTokens = ids.length;
     const started = performance.now();
     const live = startSequences(sessions, tokenizer, ids, options, sequences);
@@ -81,7 +78,7 @@ export async function* runSequences({ pool, tokenizer }, prompt, options, stats,
 
 // Prefills ids in sessions[0] and forks the others from it -> each sequence's run state, with its first token.
 function startSequences(sessions, tokenizer, ids, options, sequences) {
-  const settings = (i) => ({ ...options, seed: (options.seed + i) % 2 ** 53, badWords: badWordIds(options.badWords, tokenizer), eosToken: tokenizer.eosId });
+  const settings = (i) => samplingSettings(options, tokenizer, (options.seed + i) % 2 ** 53);
   sessions[0].setSampling(settings(0));
   const first = sessions[0].prefillReusing(ids);
   return sessions.map((session, i) => {
