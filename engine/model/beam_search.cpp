@@ -124,9 +124,9 @@ int BeamSearch::step() {
     const int n_candidates = sampling_ ? draw_candidates() : select_best();
 
     // Walk the continuations best first: an end-of-text among the first num_beams ends a hypothesis, the others
-    // make the next beams (parents and tokens into next_parent / the next half of tokens_).
+    // make the next beams (each first in its parent's session, next_slot; its tokens into the next half of tokens_).
     const int B = settings_.num_beams, T = settings_.max_new_tokens;
-    int next_parent[Session::kMaxSequences];
+    int next_slot[Session::kMaxSequences];
     float next_score[Session::kMaxSequences];
     int32_t* next_tokens = tokens_.get() + size_t(1 - tokens_half_) * size_t(B) * size_t(T);
     int n_next = 0;
@@ -139,19 +139,17 @@ int BeamSearch::step() {
         int32_t* tokens = next_tokens + size_t(n_next) * size_t(T);
         std::memcpy(tokens, beam_tokens(c.beam), sizeof(int32_t) * size_t(n_generated_));
         tokens[n_generated_] = c.token;
-        next_parent[n_next] = c.beam;
+        next_slot[n_next] = slot_[c.beam];
         next_score[n_next] = c.score;
         n_next++;
     }
     n_generated_++;
 
-    bool done = n_candidates > 0 && enough_hypotheses(candidates_[0].score);
-    int old_slots[Session::kMaxSequences];
-    std::memcpy(old_slots, slot_, sizeof(slot_));
+    const bool done = n_candidates > 0 && enough_hypotheses(candidates_[0].score);
     tokens_half_ = 1 - tokens_half_;
     for (int i = 0; i < n_next; i++) {
         beam_score_[i] = next_score[i];
-        slot_[i] = old_slots[next_parent[i]];  // the parent's session, for now (feed_next_beams reassigns)
+        slot_[i] = next_slot[i];  // the parent's session, for now (feed_next_beams reassigns)
     }
     n_beams_ = n_next;
     if (!done && (n_generated_ == T || n_next == 0)) {
