@@ -18,7 +18,8 @@ void residual_add(float* x, const float* y, int n);
 // in place, numerically stable (max subtracted)
 void softmax(float* x, int n);
 
-// log(sum of exp(x[i])) in double, the max subtracted first: the normalizer of a log-softmax (n >= 1, x finite)
+// log(sum of exp(x[i])) in double, the max subtracted first: the normalizer of a log-softmax (n >= 1); NaN when x
+// holds a NaN or +Inf, finite when it holds -Inf beside a finite value
 double log_sum_exp(const float* x, int n);
 
 // Causal self-attention of ONE query row in ONE head: out (head_size) = softmax(q . keys[j] / sqrt(head_size))

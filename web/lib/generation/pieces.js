@@ -10,9 +10,9 @@ export function promptIds(tokenizer, prompt) {
 }
 
 // generate()'s options as the engine's sampler takes them (EngineSession.setSampling): badWords as token ids, and
-// the end-of-text token that minNewTokens holds back; seed: the run's, or a sequence's own.
-export function samplingSettings(options, tokenizer, seed = options.seed) {
-  return { ...options, seed, badWords: badWordIds(options.badWords, tokenizer), eosToken: tokenizer.eosId };
+// the end-of-text token that minNewTokens holds back.
+export function samplingSettings(options, tokenizer) {
+  return { ...options, badWords: badWordIds(options.badWords, tokenizer), eosToken: tokenizer.eosId };
 }
 
 // badWords as the engine takes them: each text as its tokens, and again with a leading space (how a word

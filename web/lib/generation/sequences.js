@@ -78,7 +78,8 @@ export async function* runSequences({ pool, tokenizer }, prompt, options, stats,
 
 // Prefills ids in sessions[0] and forks the others from it -> each sequence's run state, with its first token.
 function startSequences(sessions, tokenizer, ids, options, sequences) {
-  const settings = (i) => samplingSettings(options, tokenizer, (options.seed + i) % 2 ** 53);
+  const shared = samplingSettings(options, tokenizer);  // badWords tokenized once for all the sequences
+  const settings = (i) => ({ ...shared, seed: (options.seed + i) % 2 ** 53 });
   sessions[0].setSampling(settings(0));
   const first = sessions[0].prefillReusing(ids);
   return sessions.map((session, i) => {
