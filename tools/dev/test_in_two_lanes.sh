@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# npm test's suites after the build and the C++ tests, in two lanes so that neither core of the 2-core machines
+# that run them waits idle:
+#   browser lane: the end-to-end tests, one Chromium at a time (the webgpu project, WebGPU on SwiftShader, and
+#                 the wasm project), streaming their report;
+#   engine lane:  the sanitizers (their builds with one job), then Jest with one worker, at a lower priority; its
+#                 report is printed once both lanes end, so that the two reports do not interleave.
+# Each lane runs all of its suites even when one fails; the script fails if any suite failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+engine_lane() {
+  local status=0
+  # below the browser's priority: the end-to-end tests click while tokens stream, and wait on the page's timers
+  renice -n 10 -p "$BASHPID" > /dev/null
+  JOBS=1 bash tools/dev/sanitize.sh || status=1
+  node --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 || status=1
+  return "$status"
+}
+
+log=$(mktemp)
+engine_lane > "$log" 2>&1 &
+engine=$!
+npx playwright test
+browser_status=$?
+wait "$engine"
+engine_status=$?
+echo "engine lane (sanitizers, then Jest):"
+cat "$log"
+rm -f "$log"
+[ "$browser_status" -eq 0 ] && [ "$engine_status" -eq 0 ]
