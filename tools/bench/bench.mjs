@@ -190,7 +190,7 @@ async function main() {
   if (speculation) {
     const { lookupTable, verificationTable } = speculationTables(speculation);
     console.log(`## Speculative decoding (Node, one thread)\n\nPrompt lookup on the bundled model, end to end (prefill and ` +
-      `${speculation.lookup[0].new_tokens} new tokens), ${options.runs} pairs of runs with and without, the texts equal:\n\n${lookupTable}\n\n` +
+      `${speculation.lookup[0].new_tokens} new tokens), ${speculation.lookup[0].runs} pairs of runs with and without, the texts equal:\n\n${lookupTable}\n\n` +
       `Verifying k drafted tokens in one pass (drafts the model rejects) against one step, int8 KV cache; break-even: the share ` +
       `of the drafts that must be kept for the pass to beat the steps it replaces:\n\n${verificationTable}\n`);
   }
@@ -222,6 +222,9 @@ async function main() {
     `load average at the end ${machine.loadAverageAtEnd.join(' ')}`);
   if (failures.length > 0) throw new Error(`${failures.length} of ${jobs.length} measurements failed:\n${failures.join('\n')}`);
 }
+// Pairs of prompt-lookup runs at least: a run is a fraction of a second, so the machine's swings between pairs
+// (a shared VM's memory speed can halve for seconds) move the median of a few pairs by more than the target's margin.
+const LOOKUP_MIN_PAIRS = 9;
 // Speculative decoding on the Node wasm engine (tools/bench/speculation_runner.mjs, a process each): prompt lookup on
 // the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k); and
 // several sequences on every model measured, with int8 and fp32 weights (those of --weights among them; the large shapes int8 only).
@@ -229,7 +232,8 @@ async function measureSpeculation(options, modelDirs, started) {
   const script = join(REPO, 'tools/bench/speculation_runner.mjs');
   const runs = String(options.runs);
   const log = (text) => console.error(`[speculation ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
-  const { lookup } = await runNodeScript([script, 'lookup', ensureModel('tiny'), runs], log);
+  const lookupPairs = String(Math.max(options.runs, LOOKUP_MIN_PAIRS));
+  const { lookup } = await runNodeScript([script, 'lookup', ensureModel('tiny'), lookupPairs], log);
   const verification = [];
   for (const [model, dir] of Object.entries(modelDirs)) {
     verification.push({ model, ...await runNodeScript([script, 'verify', dir, 'int8', runs], log) });
