@@ -272,9 +272,10 @@ class Session {
     // (n_vocab) the logits out[i] of the last step_draft() was sampled from (i < its count), valid until the next
     // call that feeds; null out of range. The last one is logits().
     const float* verified_logits(int i) const;
-    // Drafts from the context itself (prompt lookup): with id appended to the window, the tokens that followed the
-    // latest earlier occurrence of its last n tokens, for n from kLookupMaxNgram down to kLookupMinNgram, at most
-    // max_draft of them into draft. -> how many (0 when no such n-gram occurred before).
+    // Drafts from the context itself (prompt lookup): with id appended to the window, max_draft tokens into draft
+    // that continue the latest earlier occurrence of its last n tokens, for n from kLookupMaxNgram down to
+    // kLookupMinNgram, as the context went on after it, and past the context's end as the draft itself goes on (so
+    // a loop repeats). -> how many (0 when no such n-gram occurred before).
     static constexpr int kLookupMaxNgram = 3, kLookupMinNgram = 2;
     int lookup_draft(int32_t id, int max_draft, int32_t* draft) const;
 
@@ -368,6 +369,8 @@ class Session {
                                                    bool recording, std::string* error);
     // true + error() for a recording session, which method cannot serve (its forward passes do not run here)
     bool refuse_recording(const char* method);
+    // sample() from the logits of the last fed position: logits() or a row of the drafts' verification
+    int sample_from(const float* logits);
     // A score() in progress (begin_score() to the feed_score_pass() that returns 0): the window being scored is
     // ids[start, end), of which ids[start + from, end) are scored; window row r predicts ids[start + r + 1], whose
     // score is scores[start + r].

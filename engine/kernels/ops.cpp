@@ -57,6 +57,19 @@ double log_sum_exp(const float* x, int n) {
     return max + std::log(sum);
 }
 
+int first_non_finite(const float* x, int n) {
+    // x - x is +0 for a finite x and NaN for NaN or +-Inf, so the (vectorized) sum is NaN exactly when one is
+    // not finite; only then is the row searched.
+    const ConstRow v(x, n);
+    if (!std::isnan((v - v).sum())) return -1;
+    return int(std::find_if(x, x + n, [](float value) { return !std::isfinite(value); }) - x);
+}
+
+int argmax(const float* x, int n) {
+    const float max = ConstRow(x, n).maxCoeff();  // a vectorized reduction: exact in any order
+    return int(std::find(x, x + n, max) - x);
+}
+
 void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
                     float* scores) {
     attention_scores(scores, q, keys, n_keys, head_size, 1.0f / std::sqrt(float(head_size)));

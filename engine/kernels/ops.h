@@ -22,6 +22,12 @@ void softmax(float* x, int n);
 // holds a NaN or +Inf, finite when it holds -Inf beside a finite value
 double log_sum_exp(const float* x, int n);
 
+// The index of x's (n) first NaN or +-Inf, or -1 when every value is finite.
+int first_non_finite(const float* x, int n);
+
+// The index of x's (n >= 1, no NaN) largest value, the first of equal ones (+0 and -0 are equal).
+int argmax(const float* x, int n);
+
 // Causal self-attention of ONE query row in ONE head: out (head_size) = softmax(q . keys[j] / sqrt(head_size))
 // weighted sum of values[j] over the positions j < n_keys of the head's cache rows keys / values (n_ctx,
 // head_size). scores is scratch (n_keys).

@@ -441,6 +441,13 @@ class CommandRecorder final : public ForwardOps {
 // wanted), the last row's, or every row's.
 enum class ChunkLogits { none, last, all };
 
+// The final layernorm and the LM head ([n_vocab][n_embd]: wte, or a GGUF file's output.weight) on x rows
+// [row0, row0 + n) of a chunk, into its logits rows.
+void head(ForwardOps& ops, int row0, int n) {
+    ops.layernorm(-1, Norm::ln_f, row0, n);
+    ops.linear(-1, Matrix::lm_head, Activation::logits, Activation::xb, Epilogue::store, row0, n);
+}
+
 // One chunk of n <= n_batch tokens at positions pos0.. (see forward()), the layer order written once.
 void forward_batch(ForwardOps& ops, const Config& c, const int32_t* tokens, int n, int pos0, ChunkLogits logits) {
     ops.embed(tokens, n, pos0);
@@ -457,11 +464,9 @@ void forward_batch(ForwardOps& ops, const Config& c, const int32_t* tokens, int 
         ops.linear(l, Matrix::mlp_fc, Activation::fc, Activation::xb, Epilogue::gelu, 0, n);
         ops.linear(l, Matrix::mlp_proj, Activation::x, Activation::fc, Epilogue::add, 0, n);
     }
-    // final layernorm and the LM head ([n_vocab][n_embd]: wte, or a GGUF file's output.weight)
     if (logits == ChunkLogits::none) return;
-    const int row0 = logits == ChunkLogits::all ? 0 : n - 1, rows = logits == ChunkLogits::all ? n : 1;
-    ops.layernorm(-1, Norm::ln_f, row0, rows);
-    ops.linear(-1, Matrix::lm_head, Activation::logits, Activation::xb, Epilogue::store, row0, rows);
+    if (logits == ChunkLogits::all) head(ops, 0, n);
+    else head(ops, n - 1, 1);
 }
 
 }  // namespace
@@ -487,6 +492,16 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         }
     }
     if (all_logits && !s->recording) std::memcpy(s->logits, all_logits + (size_t(n) - 1) * V, sizeof(float) * V);
+}
+
+void forward_body(const Model& model, RunState* s, const int32_t* tokens, int n, int pos0) {
+    CpuOps ops(model, s, nullptr);
+    forward_batch(ops, model.config(), tokens, n, pos0, ChunkLogits::none);
+}
+
+void forward_logits(const Model& model, RunState* s, int row0, int n, float* all_logits) {
+    CpuOps ops(model, s, all_logits);
+    head(ops, row0, n);
 }
 
 void copy_kv_cache(const Config& c, const RunState& from, RunState* to, int first, int n) {

@@ -77,6 +77,14 @@ uint64_t kv_cache_bytes(const Config& config, KvCacheFormat kv_format);
 // it (GpuCommand::logits_row).
 void forward(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0, float* all_logits);
 
+// forward() with all_logits in two parts, so that a verification of drafted tokens computes a row's logits only
+// once the rows before it are accepted: forward_body feeds tokens[0..n) (n <= state->n_batch) as forward() does
+// but computes no logits, leaving the tokens' residual rows in state->x; forward_logits then writes the logits of
+// rows [row0, row0 + n) of that pass to all_logits rows [row0, row0 + n), bit for bit forward()'s. Until the next
+// call that feeds, any rows, in any order. Not for recording run states.
+void forward_body(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0);
+void forward_logits(const Model& model, RunState* state, int row0, int n, float* all_logits);
+
 // Copies positions [first, first + n) of from's KV cache into to's (both run states of one config and KV-cache
 // format, not recording; 0 <= first, first + n <= n_ctx).
 void copy_kv_cache(const Config& config, const RunState& from, RunState* to, int first, int n);

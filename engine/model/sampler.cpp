@@ -97,11 +97,10 @@ void Sampler::configure(const SamplingSettings& settings) {
 
 int Sampler::process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
     const int V = n_vocab_;
-    for (int i = 0; i < V; i++) {
-        if (!std::isfinite(logits[i])) {
-            if (error) *error = "logits contain nan or inf (token " + std::to_string(i) + ")";
-            return kNonFiniteLogits;
-        }
+    const int non_finite = first_non_finite(logits, V);
+    if (non_finite >= 0) {
+        if (error) *error = "logits contain nan or inf (token " + std::to_string(non_finite) + ")";
+        return kNonFiniteLogits;
     }
     std::memcpy(scores_, logits, sizeof(float) * V);
     for (const LogitBias& b : settings_.logit_bias) scores_[b.token] += b.bias;
@@ -158,9 +157,7 @@ void Sampler::ban_bad_words(const int32_t* window, int n_window) {
 }
 
 int Sampler::argmax(std::string* error) const {  // the first maximum wins, so ties go to the lowest id
-    int best = 0;
-    for (int i = 1; i < n_vocab_; i++)
-        if (scores_[i] > scores_[best]) best = i;
+    const int best = gpt2::argmax(scores_, n_vocab_);
     if (scores_[best] != -INFINITY) return best;
     if (error) *error = kAllBannedMessage;
     return kAllBanned;

@@ -337,18 +337,25 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     const int pos0 = n_cached_, generated0 = n_generated_;
     tokens[pos0] = id;
     std::memcpy(tokens + pos0 + 1, draft, sizeof(int32_t) * size_t(k));
-    forward(*model_, state_.get(), tokens + pos0, k + 1, pos0, draft_logits_.get());
+    forward_body(*model_, state_.get(), tokens + pos0, k + 1, pos0);
     for (int i = 0; i <= k; i++) {
+        // The head is much of a row's cost (most of it on a small model), and drafts mostly fail at their first
+        // token: row 0's logits alone first, the other rows' in one batch once the first draft holds.
+        if (i <= 1) forward_logits(*model_, state_.get(), i, i == 0 ? 1 : k, draft_logits_.get());
         // position pos0 + i, fed: its logits, sampled over the window up to it as step() samples
         n_cached_ = pos0 + i + 1;
         n_generated_ = generated0 + i + 1;
         const float* row = draft_logits_.get() + size_t(i) * V;
-        std::memcpy(state_->logits, row, sizeof(float) * V);
-        const int next = sample();
-        if (next < 0) return -1;
-        out[i] = next;
-        verified_rows_ = i + 1;
-        if (i == k || next != draft[i]) return i + 1;
+        const int next = sample_from(row);
+        if (next >= 0) {
+            out[i] = next;
+            verified_rows_ = i + 1;
+        }
+        if (next < 0 || i == k || next != draft[i]) {
+            // logits() is the last fed position's, as after step()
+            std::memcpy(state_->logits, row, sizeof(float) * V);
+            return next < 0 ? -1 : i + 1;
+        }
     }
     return k + 1;  // not reached: the last row always returns
 }
@@ -467,18 +474,23 @@ int Session::lookup_draft(int32_t id, int max_draft, int32_t* draft) const {
             int j = 0;
             while (j < size && at(s + j) == at(n - size + j)) j++;
             if (j < size) continue;
+            // The draft continues the context as it went on after the match; where that reaches the context's end
+            // it goes on with the draft itself, so that a repeating stretch (a loop of period p) drafts max_draft
+            // tokens rather than p.
             int count = 0;
-            while (count < max_draft && s + size + count < n) {
-                draft[count] = at(s + size + count);
-                count++;
+            for (; count < max_draft; count++) {
+                const int from = s + size + count;
+                draft[count] = from < n ? at(from) : draft[from - n];
             }
-            if (count > 0) return count;
+            return count;
         }
     }
     return 0;
 }
 
-int Session::sample() {
+int Session::sample() { return sample_from(state_->logits); }
+
+int Session::sample_from(const float* logits) {
     error_.clear();
     error_kind_ = ErrorKind::none;
     if (n_cached_ == 0) {
@@ -486,7 +498,7 @@ int Session::sample() {
         error_ = "sample: no token has been fed yet";
         return -1;
     }
-    const int next = sampler_->sample(state_->logits, state_->tokens, n_cached_, n_generated_, &error_);
+    const int next = sampler_->sample(logits, state_->tokens, n_cached_, n_generated_, &error_);
     if (next == Sampler::kAllBanned) {
         error_kind_ = ErrorKind::input;  // the settings' doing (the sampler's message names them)
     } else if (next < 0) {               // finite weights can still overflow to non-finite logits

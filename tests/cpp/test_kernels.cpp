@@ -1,6 +1,7 @@
 // The SIMD kernels: correct, and the batched GEMM bit-identical to the GEMV (the cached == uncached contract).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -106,6 +107,30 @@ TEST(Ops, LayerNormGeluSoftmax) {
     gpt2::softmax(s.data(), 3);
     EXPECT_NEAR(s[0] + s[1] + s[2], 1.0, 1e-6);
     EXPECT_GT(s[1], s[0]);
+}
+
+TEST(Ops, FirstNonFiniteAndArgmaxFindTheFirstSuchIndexAtAnyLengthAndOffset) {
+    for (int n : {1, 3, 13, 50257}) {
+        for (int offset : {0, 1, 3}) {  // the vectorized reductions start at any alignment
+            std::vector<float> storage = random_vector(size_t(n + offset), uint32_t(n));
+            float* x = storage.data() + offset;
+            EXPECT_EQ(gpt2::first_non_finite(x, n), -1);
+            // the largest value three times (quantized data repeats): the first of them
+            const int at = n / 2;
+            for (int i = at; i < n; i += std::max(1, n / 3)) x[i] = 2.0f;
+            EXPECT_EQ(gpt2::argmax(x, n), at) << "n " << n;
+            x[n - 1] = INFINITY;
+            EXPECT_EQ(gpt2::first_non_finite(x, n), n - 1);
+            x[at] = NAN;
+            EXPECT_EQ(gpt2::first_non_finite(x, n), at);
+            x[0] = -INFINITY;
+            EXPECT_EQ(gpt2::first_non_finite(x, n), 0);
+        }
+    }
+    const std::vector<float> zeros{-INFINITY, -0.0f, 0.0f, -1.0f};  // +0 and -0 are equal: the first wins
+    EXPECT_EQ(gpt2::argmax(zeros.data(), 4), 1);
+    const std::vector<float> banned{-INFINITY, -INFINITY};
+    EXPECT_EQ(gpt2::argmax(banned.data(), 2), 0);
 }
 
 TEST(Kernels, AttentionValuesAddInPositionOrder) {

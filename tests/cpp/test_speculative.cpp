@@ -222,7 +222,7 @@ TEST(Speculation, RejectsBadIdsAndDraftCountsLikeStep) {
     EXPECT_EQ(session->n_cached(), 2);  // nothing fed
 }
 
-TEST(PromptLookup, DraftsWhatFollowedTheLatestEarlierOccurrenceOfTheLastTrigramElseBigram) {
+TEST(PromptLookup, DraftsWhatFollowedTheLatestEarlierOccurrenceOfTheLastTrigramElseBigramAndRepeatsALoop) {
     ModelSpec spec;
     spec.n_ctx = 30;
     auto model = make_model(spec);
@@ -233,15 +233,16 @@ TEST(PromptLookup, DraftsWhatFollowedTheLatestEarlierOccurrenceOfTheLastTrigramE
     // id 4: "2 3 4" occurred at 1..3, followed by 9 7 2 ...; at most 3 of them
     ASSERT_EQ(session->lookup_draft(4, 3, draft), 3);
     EXPECT_EQ(std::vector<int32_t>(draft, draft + 3), (std::vector<int32_t>{9, 7, 2}));
-    // id 5: "2 3 5" occurred at 6..8, followed by the rest of the context, id included
-    ASSERT_EQ(session->lookup_draft(5, 16, draft), 5);
-    EXPECT_EQ(std::vector<int32_t>(draft, draft + 5), (std::vector<int32_t>{6, 1, 2, 3, 5}));
+    // id 5: "2 3 5" occurred at 6..8, followed by the rest of the context, id included, and then by that stretch
+    // again, as a loop goes on
+    ASSERT_EQ(session->lookup_draft(5, 12, draft), 12);
+    EXPECT_EQ(std::vector<int32_t>(draft, draft + 12), (std::vector<int32_t>{6, 1, 2, 3, 5, 6, 1, 2, 3, 5, 6, 1}));
     // id 9: neither "2 3 9" nor "3 9" occurred; a token alone is never looked up
     EXPECT_EQ(session->lookup_draft(9, 16, draft), 0);
 
     // "2 3 4" never occurred, "3 4" at 1..2: the bigram's continuation
     const std::vector<int32_t> other{5, 3, 4, 8, 1, 2, 3};
     session->prefill(other.data(), other.size());
-    ASSERT_EQ(session->lookup_draft(4, 16, draft), 5);
-    EXPECT_EQ(std::vector<int32_t>(draft, draft + 5), (std::vector<int32_t>{8, 1, 2, 3, 4}));
+    ASSERT_EQ(session->lookup_draft(4, 6, draft), 6);
+    EXPECT_EQ(std::vector<int32_t>(draft, draft + 6), (std::vector<int32_t>{8, 1, 2, 3, 4, 8}));
 }

@@ -191,8 +191,9 @@ async function main() {
     const { lookupTable, verificationTable } = speculationTables(speculation);
     console.log(`## Speculative decoding (Node, one thread)\n\nPrompt lookup on the bundled model, end to end (prefill and ` +
       `${speculation.lookup[0].new_tokens} new tokens), ${speculation.lookup[0].runs} pairs of runs with and without, the texts equal:\n\n${lookupTable}\n\n` +
-      `Verifying k drafted tokens in one pass (drafts the model rejects) against one step, int8 KV cache; break-even: the share ` +
-      `of the drafts that must be kept for the pass to beat the steps it replaces:\n\n${verificationTable}\n`);
+      `Verifying k drafted tokens in one pass against one step, int8 KV cache: drafts the model keeps whole (its own greedy ` +
+      `continuation) and drafts that fail at their first token; break-even: the share of the drafts that must be kept for ` +
+      `the pass to beat the steps it replaces:\n\n${verificationTable}\n`);
   }
   const [first] = speculation?.sequences ?? [];
   if (first) {

@@ -7,9 +7,9 @@
 //     gives) and a plain one, each greedy and sampled; runs with and without speculation alternate, each timed end
 //     to end (prefill and decode), and their texts must be equal (TOKENS_DIFFER otherwise)
 //   node tools/bench/speculation_runner.mjs verify MODEL_DIR|FILE.gguf WEIGHTS RUNS
-//     the cost of verifying k = 1 … 8 drafted tokens (Session::step_draft, with drafts the model rejects) against one
-//     step, on a model of the GPT-2 shapes, and the prefill's speed against decode's, which bounds what a batched
-//     pass can save
+//     the cost of verifying k = 1 … 8 drafted tokens (Session::step_draft) against one step, on a model of the GPT-2
+//     shapes: drafts the model keeps whole (its own greedy continuation) and drafts that fail at their first token,
+//     and the prefill's speed against decode's, which bounds what a batched pass can save
 //   node tools/bench/speculation_runner.mjs sequences MODEL_DIR WEIGHTS RUNS
 //     generate's numReturnSequences: n = 1, 2, 4, 8 sequences sampled from one prefill (temperature 0.9), each step one
 //     batched pass for all; the decode's total tokens/s over all sequences (stats.decodeTokensPerSecond), the runs of
@@ -31,7 +31,6 @@ const SAMPLING = { greedy: { temperature: 0 }, sampled: { temperature: 0.8, topK
 const NEW_TOKENS = 64;
 const SPECULATIVE = { draft: 'prompt-lookup', maxDraftTokens: 8 };
 const MAX_VERIFIED = 8;
-const STEPS = 8;  // per run, for the step's time
 const SEQUENCE_COUNTS = [1, 2, 4, 8];
 const SEQUENCE_NEW_TOKENS = 32;
 const SEQUENCE_SAMPLING = { temperature: 0.9 };
@@ -110,35 +109,47 @@ async function measureVerification(source, weights, runs) {
   session.prefill(prompt);  // warm-up
   const prefill = [];
   const step = [];
-  const verify = Array.from({ length: MAX_VERIFIED }, () => []);
-  let accepted = 0;
+  const kept = Array.from({ length: MAX_VERIFIED }, () => []);
+  const failed = Array.from({ length: MAX_VERIFIED }, () => []);
   for (let run = 0; run < runs; run++) {
-    let { value: token, ms } = time(() => session.prefill(prompt));
+    const { value: first, ms } = time(() => session.prefill(prompt));
     prefill.push(ms);
-    for (let i = 0; i < STEPS; i++) {
-      ({ value: token, ms } = time(() => session.step(token)));
-      step.push(ms);
+    // the model's own greedy continuation, one step at a time: drafts that it keeps whole
+    const continuation = [];
+    let token = first;
+    for (let i = 0; i < MAX_VERIFIED; i++) {
+      const { value: next, ms: stepMs } = time(() => session.step(token));
+      step.push(stepMs);
+      continuation.push(next);
+      token = next;
     }
+    // a draft that fails at its first token: a token other than the model's own next one
+    const wrong = (continuation[0] + 1) % config.n_vocab;
     for (let k = 1; k <= MAX_VERIFIED; k++) {
-      // the token before the last, repeated: the model rejects it at once (almost always; counted)
-      const draft = new Array(k).fill((token + 1) % config.n_vocab);
-      const { value: tokens, ms: verifyMs } = time(() => session.stepDraft(token, draft));
-      verify[k - 1].push(verifyMs);
-      accepted += tokens.length - 1;
-      token = tokens.at(-1);
+      for (const [draft, times, expected] of [[continuation.slice(0, k), kept[k - 1], k], [new Array(k).fill(wrong), failed[k - 1], 0]]) {
+        session.prefillReusing(prompt);  // back to the prompt's end, its positions kept
+        const { value: tokens, ms: verifyMs } = time(() => session.stepDraft(first, draft));
+        if (tokens.length - 1 !== expected) {
+          throw new Error(`verifying ${k} drafts kept ${tokens.length - 1} of them, not ${expected}: a verification's sample differs from the step's`);
+        }
+        times.push(verifyMs);
+      }
     }
   }
   session.dispose();
   model.dispose();
   const stepMs = median(step);
-  const verifyMs = verify.map(median);
+  const verifyMs = kept.map(median);
+  const failedMs = failed.map(median);
   const prefillTokensPerSecond = (prompt.length * 1000) / median(prefill);
-  console.error(`step ${stepMs.toFixed(2)} ms; verifying 1..${MAX_VERIFIED} drafts ${verifyMs.map((ms) => ms.toFixed(2)).join(', ')} ms`);
+  console.error(`step ${stepMs.toFixed(2)} ms; verifying 1..${MAX_VERIFIED} drafts kept whole ${verifyMs.map((ms) => ms.toFixed(2)).join(', ')} ms, ` +
+    `failing at once ${failedMs.map((ms) => ms.toFixed(2)).join(', ')} ms`);
   return {
-    config, weights, runs, step_ms: stepMs, verify_ms: verifyMs, accepted_drafts: accepted,
+    config, weights, runs, step_ms: stepMs, verify_ms: verifyMs, failed_verify_ms: failedMs,
     prefill_tokens_per_second: prefillTokensPerSecond, decode_tokens_per_second: 1000 / stepMs,
-    // a verification of k drafts that keeps m gives m + 1 tokens: it pays when (m + 1) steps cost more than it,
-    // i.e. at an acceptance m / k above (verify / step - 1) / k
+    // a verification of k drafts that keeps m > 0 of them computes every row and gives m + 1 tokens: it pays when
+    // (m + 1) steps cost more than it, i.e. at an acceptance m / k above (verify / step - 1) / k (one that keeps
+    // none costs failed_verify_ms, less)
     break_even_acceptance: verifyMs.map((ms, i) => Math.max(0, (ms / stepMs - 1) / (i + 1))),
   };
 }
