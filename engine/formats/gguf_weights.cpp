@@ -9,6 +9,7 @@
 #include "formats/safetensors.h"
 #include "kernels/block_formats.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 
 namespace gpt2 {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/ops.h"
+
 namespace gpt2 {
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 // Eigen is used header-only, through Maps over the caller's buffers: no Eigen object owns memory, so nothing
@@ -57,12 +58,20 @@ double log_sum_exp(const float* x, int n) {
     return max + std::log(sum);
 }
 
-int first_non_finite(const float* x, int n) {
-    // x - x is +0 for a finite x and NaN for NaN or +-Inf, so the (vectorized) sum is NaN exactly when one is
-    // not finite; only then is the row searched.
-    const ConstRow v(x, n);
-    if (!std::isnan((v - v).sum())) return -1;
-    return int(std::find_if(x, x + n, [](float value) { return !std::isfinite(value); }) - x);
+// The scan over all values is branch-free so that it vectorizes: checking every weight once at load is cheap
+// next to the conversion itself, and every row of logits before sampling next to the LM head.
+size_t first_non_finite(const float* v, size_t n) {
+    const uint32_t kExponentMask = 0x7F800000u;  // all exponent bits set: inf or nan
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        std::memcpy(&bits, v + i, 4);
+        any |= uint32_t((bits & kExponentMask) == kExponentMask);
+    }
+    if (!any) return n;
+    size_t i = 0;
+    while (std::isfinite(v[i])) i++;
+    return i;
 }
 
 int argmax(const float* x, int n) {

@@ -2,6 +2,7 @@
 // (prefill) and single-token (step) paths run literally the same code per row.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gpt2 {
@@ -22,8 +23,8 @@ void softmax(float* x, int n);
 // holds a NaN or +Inf, finite when it holds -Inf beside a finite value
 double log_sum_exp(const float* x, int n);
 
-// The index of x's (n) first NaN or +-Inf, or -1 when every value is finite.
-int first_non_finite(const float* x, int n);
+// Index of the first NaN or infinity in v[0, n), or n.
+size_t first_non_finite(const float* v, size_t n);
 
 // The index of x's (n >= 1, no NaN) largest value, the first of equal ones (+0 and -0 are equal).
 int argmax(const float* x, int n);

@@ -97,8 +97,8 @@ void Sampler::configure(const SamplingSettings& settings) {
 
 int Sampler::process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
     const int V = n_vocab_;
-    const int non_finite = first_non_finite(logits, V);
-    if (non_finite >= 0) {
+    const size_t non_finite = first_non_finite(logits, size_t(V));
+    if (non_finite < size_t(V)) {
         if (error) *error = "logits contain nan or inf (token " + std::to_string(non_finite) + ")";
         return kNonFiniteLogits;
     }

@@ -13,8 +13,7 @@ bool score_logits(const float* logits, int n_vocab, int32_t token, int top_k, To
     if (n_vocab < 1 || top_k < 0 || top_k > n_vocab || (top_k > 0 && !alternatives) ||
         (score && (token < 0 || token >= n_vocab)))
         return false;
-    for (int v = 0; v < n_vocab; v++)
-        if (!std::isfinite(logits[v])) return false;
+    if (first_non_finite(logits, size_t(n_vocab)) < size_t(n_vocab)) return false;
     const double log_z = log_sum_exp(logits, n_vocab);
     if (score) {
         int greater = 0;

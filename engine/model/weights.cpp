@@ -218,22 +218,6 @@ bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
     return true;
 }
 
-// The scan over all values is branch-free so that it vectorizes: checking every weight once at load is cheap
-// next to the conversion itself.
-size_t first_non_finite(const float* v, size_t n) {
-    const uint32_t kExponentMask = 0x7F800000u;  // all exponent bits set: inf or nan
-    uint32_t any = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        std::memcpy(&bits, v + i, 4);
-        any |= uint32_t((bits & kExponentMask) == kExponentMask);
-    }
-    if (!any) return n;
-    size_t i = 0;
-    while (std::isfinite(v[i])) i++;
-    return i;
-}
-
 const char* non_finite_name(float value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }
 
 bool non_finite_weight(const std::string& tensor, uint64_t element, float value, std::string* error) {

@@ -126,8 +126,6 @@ bool weights_file_error(std::string* error, const std::string& message);
 // *error = "out of memory: need <bytes> bytes for <what>" (if error is not null). Returns false.
 bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
-// Index of the first NaN or infinity in v[0, n), or n.
-size_t first_non_finite(const float* v, size_t n);
 // How an error names a non-finite value: "NaN", "Inf" or "-Inf".
 const char* non_finite_name(float value);
 // The error for value, the element'th of the tensor (in file order). Returns false.

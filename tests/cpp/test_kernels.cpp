@@ -111,20 +111,21 @@ TEST(Ops, LayerNormGeluSoftmax) {
 
 TEST(Ops, FirstNonFiniteAndArgmaxFindTheFirstSuchIndexAtAnyLengthAndOffset) {
     for (int n : {1, 3, 13, 50257}) {
-        for (int offset : {0, 1, 3}) {  // the vectorized reductions start at any alignment
+        for (int offset : {0, 1, 3}) {  // the vectorized scans start at any alignment
             std::vector<float> storage = random_vector(size_t(n + offset), uint32_t(n));
             float* x = storage.data() + offset;
-            EXPECT_EQ(gpt2::first_non_finite(x, n), -1);
+            const size_t N = size_t(n);
+            EXPECT_EQ(gpt2::first_non_finite(x, N), N);
             // the largest value three times (quantized data repeats): the first of them
             const int at = n / 2;
             for (int i = at; i < n; i += std::max(1, n / 3)) x[i] = 2.0f;
             EXPECT_EQ(gpt2::argmax(x, n), at) << "n " << n;
             x[n - 1] = INFINITY;
-            EXPECT_EQ(gpt2::first_non_finite(x, n), n - 1);
+            EXPECT_EQ(gpt2::first_non_finite(x, N), N - 1);
             x[at] = NAN;
-            EXPECT_EQ(gpt2::first_non_finite(x, n), at);
+            EXPECT_EQ(gpt2::first_non_finite(x, N), size_t(at));
             x[0] = -INFINITY;
-            EXPECT_EQ(gpt2::first_non_finite(x, n), 0);
+            EXPECT_EQ(gpt2::first_non_finite(x, N), 0u);
         }
     }
     const std::vector<float> zeros{-INFINITY, -0.0f, 0.0f, -1.0f};  // +0 and -0 are equal: the first wins
