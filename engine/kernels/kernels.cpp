@@ -19,6 +19,7 @@ using simd::i8x16;
 using simd::load;
 using simd::load4;
 using simd::madd;
+using simd::mul_add;
 using simd::store4;
 
 // ---- layout ----
@@ -70,8 +71,8 @@ float dot_impl(const float* x, const float* w, int n) {
     const int n8 = n & ~7;
     f32x4 acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
     for (int i = 0; i < n8; i += 8) {
-        acc0 += load4(x + i) * load4(w + i);
-        acc1 += load4(x + i + 4) * load4(w + i + 4);
+        acc0 = mul_add(load4(x + i), load4(w + i), acc0);
+        acc1 = mul_add(load4(x + i + 4), load4(w + i + 4), acc1);
     }
     return finish_dot(acc0, acc1, x + n8, w + n8, n - n8);
 }
@@ -84,14 +85,14 @@ inline void panel_dot(float out[kPanelRows], const float* x, const float* panel,
     f32x4 a00 = {0, 0, 0, 0}, a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
     for (int i = 0; i < n8; i += 8, p += kPanelRows * kChunkF32) {
         const f32x4 x0 = load4(x + i), x1 = load4(x + i + 4);
-        a00 += x0 * load4(p);
-        a01 += x1 * load4(p + 4);
-        a10 += x0 * load4(p + 8);
-        a11 += x1 * load4(p + 12);
-        a20 += x0 * load4(p + 16);
-        a21 += x1 * load4(p + 20);
-        a30 += x0 * load4(p + 24);
-        a31 += x1 * load4(p + 28);
+        a00 = mul_add(x0, load4(p), a00);
+        a01 = mul_add(x1, load4(p + 4), a01);
+        a10 = mul_add(x0, load4(p + 8), a10);
+        a11 = mul_add(x1, load4(p + 12), a11);
+        a20 = mul_add(x0, load4(p + 16), a20);
+        a21 = mul_add(x1, load4(p + 20), a21);
+        a30 = mul_add(x0, load4(p + 24), a30);
+        a31 = mul_add(x1, load4(p + 28), a31);
     }
     const int nt = n_in - n8;  // p now points at the rows' tails, nt values each
     out[0] = finish_dot(a00, a01, x + n8, p, nt);
@@ -437,10 +438,10 @@ void attention_values(float* out, const float* p, const float* values, int n_key
         const float* v = values + i;
         for (int j = 0; j < n_keys; j++, v += n) {
             const f32x4 pj = {p[j], p[j], p[j], p[j]};
-            a0 += pj * load4(v);
-            a1 += pj * load4(v + 4);
-            a2 += pj * load4(v + 8);
-            a3 += pj * load4(v + 12);
+            a0 = mul_add(pj, load4(v), a0);
+            a1 = mul_add(pj, load4(v + 4), a1);
+            a2 = mul_add(pj, load4(v + 8), a2);
+            a3 = mul_add(pj, load4(v + 12), a3);
         }
         store4(out + i, a0);
         store4(out + i + 4, a1);

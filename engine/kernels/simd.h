@@ -1,6 +1,7 @@
 // The SIMD vocabulary of the kernels (kernels.cpp, the block formats): GCC/clang vector extensions, which compile
 // to SSE2 natively and to wasm simd128 (-msimd128), plus the few operations that have no portable spelling,
-// written once per target here.
+// written once per target here. The relaxed-SIMD wasm build (-mrelaxed-simd, clang 16: __wasm_relaxed_simd__)
+// spells some of them with relaxed instructions; each such operation says what it computes there.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,18 @@ inline V load(const T* p) {
 }
 inline f32x4 load4(const float* p) { return load<f32x4>(p); }
 inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// acc + a * b per lane. The relaxed-SIMD build uses f32x4.relaxed_madd, which the engine computes fused (one
+// rounding) where the CPU has FMA and as a multiply then an add where it has not: the same on every call on one
+// machine, so the kernels' bit-identities hold within that build. Elsewhere a multiply then an add
+// (-ffp-contract=off keeps the compiler from fusing some of them).
+inline f32x4 mul_add(f32x4 a, f32x4 b, f32x4 acc) {
+#if defined(__wasm_relaxed_simd__)
+    return (f32x4)__builtin_wasm_relaxed_madd_f32x4((v128_t)a, (v128_t)b, (v128_t)acc);
+#else
+    return acc + a * b;
+#endif
+}
 
 // Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
 // Exact as long as the two products of a pair add up within int32.
