@@ -44,7 +44,7 @@ test('Auto stays on the CPU on SwiftShader and says why; GPU (WebGPU) reloads th
   const status = page.getByText(/^Ready: /);
   await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
   await expect(device).toHaveValue('auto');
-  await expect(status).toHaveText(/ · on the CPU \(WebAssembly\) because the WebGPU adapter google \(swiftshader\) is a software renderer$/);
+  await expect(status).toHaveText(/ · on the CPU \(WebAssembly, relaxed SIMD\) because the WebGPU adapter google \(swiftshader\) is a software renderer$/);
 
   await device.selectOption({ label: 'GPU (WebGPU)' });
   await expect(status).toHaveText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* of q4_0 weights, .* · on the GPU: google \(swiftshader\)$/,

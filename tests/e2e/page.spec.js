@@ -226,7 +226,7 @@ test('the Device menu starts at Auto, which says why it runs on the CPU; GPU is 
   await expect(device.locator('option')).toHaveText(['Auto', 'GPU (WebGPU)', 'CPU (WebAssembly)']);
   await expect(device).toHaveValue('auto');
   // This project's Chromium runs with --disable-gpu: navigator.gpu exists, but no adapter.
-  const onTheCpu = / · on the CPU \(WebAssembly\) because WebGPU gave no adapter$/;
+  const onTheCpu = / · on the CPU \(WebAssembly, relaxed SIMD\) because WebGPU gave no adapter$/;
   await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · /)).toHaveText(onTheCpu);
 
   await device.selectOption({ label: 'GPU (WebGPU)' });
@@ -236,14 +236,14 @@ test('the Device menu starts at Auto, which says why it runs on the CPU; GPU is 
   await expect(generate).toBeEnabled();
 
   await device.selectOption({ label: 'CPU (WebAssembly)' });
-  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly, relaxed SIMD\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
   await expect(alert).toBeEmpty();
   await fillSettings(page, { prompt: PROMPT, ...GREEDY, useKVCache: true });
   expect(await generateText(page)).toBe(await nodeGreedyText(BUNDLED_GGUF_FILE));
 
   await page.reload();
   await expect(device).toHaveValue('wasm');
-  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
+  await expect(page.getByText(/^Ready: Tiny Shakespeare \(bundled, offline\) · .* · on the CPU \(WebAssembly, relaxed SIMD\)$/)).toBeVisible({ timeout: MODEL_READY_TIMEOUT });
 });
 
 test('Stop ends a long generation within a moment', async ({ page }) => {

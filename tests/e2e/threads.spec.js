@@ -52,7 +52,7 @@ test('a cross-origin-isolated page runs on the cores with the threaded engine, s
   expect(isolated).toBe(true);
   const threads = Math.min(cores, 8);
   expect(threads).toBeGreaterThan(1);  // this test needs a machine with at least two cores
-  expect(status).toMatch(new RegExp(`^Ready: Tiny Shakespeare .*, ${threads} threads · on the CPU \\(WebAssembly\\)`));
+  expect(status).toMatch(new RegExp(`^Ready: Tiny Shakespeare .*, ${threads} threads · on the CPU \\(WebAssembly, relaxed SIMD\\)`));
   expect(text.length).toBeGreaterThan(0);
   expect(text).toBe(await singleThreadText());
 });
@@ -62,7 +62,7 @@ test('without COOP/COEP the page falls back to one thread and generates the same
   try {
     const { isolated, status, text } = await generateOnPage(page, `http://127.0.0.1:${server.address().port}/`);
     expect(isolated).toBe(false);
-    expect(status).toMatch(/^Ready: Tiny Shakespeare .*, 1 thread · on the CPU \(WebAssembly\)/);
+    expect(status).toMatch(/^Ready: Tiny Shakespeare .*, 1 thread · on the CPU \(WebAssembly, relaxed SIMD\)/);
     expect(text).toBe(await singleThreadText());
   } finally {
     await new Promise((resolve) => server.close(resolve));

@@ -1,8 +1,9 @@
-// The shipped engine (public/wasm/gpt2.wasm, gpt2-mt.wasm) exports only the product API: the test and
+// The shipped engine (public/wasm/gpt2.wasm, gpt2-mt.wasm and their relaxed-SIMD twins) exports only the product API: the test and
 // benchmark hooks (session.logits(), HeapBlock and its bandwidth probe) are in the testing build alone.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
+import { simdSupport } from '../../web/lib/engine/simd_support.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TESTING_HOOKS = ['logits', 'HeapBlock', 'streamRead'];
@@ -20,9 +21,11 @@ function registeredNames(engine) {
   });
 }
 
+// the build this Jest run loads (npm test runs it in both)
+const suffix = simdSupport() === 'relaxed' ? '-relaxed' : '';
 describe.each([
-  ['gpt2', 1],
-  ['gpt2-mt', 2],
+  [`gpt2${suffix}`, 1],
+  [`gpt2-mt${suffix}`, 2],
 ])('the shipped %s.wasm', (name, threads) => {
   test('exports no test or benchmark hook, and no allocator for JS', () => {
     const module = new WebAssembly.Module(readFileSync(`${ROOT}public/wasm/${name}.wasm`));

@@ -27,7 +27,7 @@ const CLI_GREEDY = ['-n', '12', '--temperature', '0', PROMPT];
 // What the package may hold: its manifest, README, LICENSE, the web modules and their types, the widget (one
 // script, and its Subresource Integrity value), and the asset folder: the wasm engine's two builds (single-thread and threaded: the glue for Node and
 // for browsers, the pthread worker) and the engine worker as one module.
-const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/(lib|cli)\/(\w+\/)*\w+\.(js|d\.ts)|public\/gpt2-widget\.(js|integrity\.txt)|public\/wasm\/(gpt2(-mt)?\.(cjs|mjs|wasm)|gpt2-mt\.worker\.cjs|gpt2-worker\.js))$/;
+const SHIPPED = /^(package\.json|README\.md|LICENSE|web\/(lib|cli)\/(\w+\/)*\w+\.(js|d\.ts)|public\/gpt2-widget\.(js|integrity\.txt)|public\/wasm\/(gpt2(-mt)?(-relaxed)?\.(cjs|mjs|wasm)|gpt2-mt(-relaxed)?\.worker\.cjs|gpt2-worker\.js))$/;
 
 // A user's module: loads a model through the installed package and prints its greedy tokens, its thread count
 // and where each export resolves.
@@ -108,6 +108,9 @@ test('npm pack holds the wasm builds, the web modules and their types, the widge
     'public/gpt2-widget.integrity.txt', 'public/wasm/gpt2.cjs',
     'public/wasm/gpt2.mjs', 'public/wasm/gpt2.wasm', 'public/wasm/gpt2-mt.cjs', 'public/wasm/gpt2-mt.mjs',
     'public/wasm/gpt2-mt.wasm', 'public/wasm/gpt2-mt.worker.cjs', 'public/wasm/gpt2-worker.js',
+    'public/wasm/gpt2-relaxed.cjs', 'public/wasm/gpt2-relaxed.mjs', 'public/wasm/gpt2-relaxed.wasm',
+    'public/wasm/gpt2-mt-relaxed.cjs', 'public/wasm/gpt2-mt-relaxed.mjs', 'public/wasm/gpt2-mt-relaxed.wasm',
+    'public/wasm/gpt2-mt-relaxed.worker.cjs',
   ]));
   // no tests, fixtures, tools, bundled model, page or testing build
   expect(packedFiles.filter((path) => !SHIPPED.test(path))).toEqual([]);

@@ -3,8 +3,10 @@
 # that run them waits idle:
 #   browser lane: the end-to-end tests, one Chromium at a time (the webgpu project, WebGPU on SwiftShader, and
 #                 the wasm project), streaming their report;
-#   engine lane:  the sanitizers (their builds with one job), then Jest with one worker, at a lower priority; its
-#                 report is printed once both lanes end, so that the two reports do not interleave.
+#   engine lane:  the sanitizers (their builds with one job), then Jest with one worker, twice: in the SIMD128 wasm
+#                 build, then in the relaxed-SIMD one (Node 20 runs that only with the V8 flags below;
+#                 web/lib/engine/simd_support.js chooses by them); at a lower priority; its report is printed once
+#                 both lanes end, so that the two reports do not interleave.
 # Each lane runs all of its suites even when one fails; the script fails if any suite failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +16,9 @@ engine_lane() {
   # below the browser's priority: the end-to-end tests click while tokens stream, and wait on the page's timers
   renice -n 10 -p "$BASHPID" > /dev/null
   JOBS=1 bash tools/dev/sanitize.sh || status=1
-  node --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 || status=1
+  node --no-experimental-wasm-relaxed-simd --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 || status=1
+  node --experimental-wasm-relaxed-simd --no-liftoff --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 ||
+    status=1
   return "$status"
 }
 
@@ -25,7 +29,7 @@ npx playwright test
 browser_status=$?
 wait "$engine"
 engine_status=$?
-echo "engine lane (sanitizers, then Jest):"
+echo "engine lane (sanitizers, then Jest in the SIMD128 and the relaxed-SIMD build):"
 cat "$log"
 rm -f "$log"
 [ "$browser_status" -eq 0 ] && [ "$engine_status" -eq 0 ]

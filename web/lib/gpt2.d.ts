@@ -278,6 +278,9 @@ export interface Model {
   readonly weightTypes: string;
   /** the threads it got */
   readonly threads: number;
+  /** the CPU engine's instructions: relaxed SIMD (fused multiply-add, int8 dot product) where the JS engine runs
+   * them, else SIMD128 */
+  readonly simd: 'relaxed' | 'simd128';
   /** where it runs: the GPU or the CPU */
   readonly device: 'webgpu' | 'wasm';
   /** the WebGPU adapter it found, also when it runs on the CPU; null where there was none or the CPU was asked for */

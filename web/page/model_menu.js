@@ -153,11 +153,13 @@ function describeLoadedModel() {
   return `Ready: ${state.modelChoice.label} · ${details} · ${describeDevice(state.model)}${kept}`;
 }
 
-// Where the model runs: the GPU and its adapter, or the CPU and, when the CPU was not asked for, why not the GPU.
-function describeDevice({ device, adapterInfo, deviceReason }) {
+// Where the model runs: the GPU and its adapter, or the CPU, in which wasm build (relaxed SIMD where the browser
+// runs it), and, when the CPU was not asked for, why not the GPU.
+function describeDevice({ device, adapterInfo, deviceReason, simd }) {
   if (device === 'webgpu') return `on the GPU: ${adapterInfo ? adapterName(adapterInfo) : 'WebGPU'}`;
+  const build = simd === 'relaxed' ? 'relaxed SIMD' : 'SIMD128';
   // the API's reasons may carry the prefix of its 'webgpu' errors, which the status line does not need
-  return `on the CPU (WebAssembly)${deviceReason ? ` because ${deviceReason.replace(/^device 'webgpu': /, '')}` : ''}`;
+  return `on the CPU (WebAssembly, ${build})${deviceReason ? ` because ${deviceReason.replace(/^device 'webgpu': /, '')}` : ''}`;
 }
 
 // Called with the loader's progress events (loader.js) for the file being read: { file, loaded, total,

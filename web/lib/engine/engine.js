@@ -1,12 +1,14 @@
 // The wasm engine for JavaScript: loads public/wasm/gpt2.wasm or, for threads, gpt2-mt.wasm (browsers, workers,
-// Node) from the asset folder (asset_folder.js), with the thread count of threads.js, and wraps the embind objects
-// of wasm/bindings.cpp in small classes (engine_objects.js) that throw EngineError with the engine's { kind,
-// message } and free their C++ objects in dispose(). Plain ES modules; Node-only modules are imported
-// dynamically inside Node branches (environment.js).
+// Node), each as its relaxed-SIMD twin gpt2[-mt]-relaxed.wasm where this JS engine runs that (simd_support.js),
+// from the asset folder (asset_folder.js), with the thread count of threads.js, and wraps the embind objects of
+// wasm/bindings.cpp in small classes (engine_objects.js) that throw EngineError with the engine's { kind, message }
+// and free their C++ objects in dispose(). Plain ES modules; Node-only modules are imported dynamically inside Node
+// branches (environment.js).
 import { IS_NODE, importNodeBuiltin } from '../environment.js';
 import { EngineAbortedError, EngineError } from '../errors.js';
 import { wasmFolder } from './asset_folder.js';
 import { EngineModelLoader, HeapBlock } from './engine_objects.js';
+import { simdSupport } from './simd_support.js';
 
 // The longest config.json text the engine takes (file_sinks.js refuses a larger file before reading it).
 export const MAX_CONFIG_JSON_CHARS = 1 << 20;
@@ -14,21 +16,24 @@ export const MAX_CONFIG_JSON_CHARS = 1 << 20;
 const enginePromises = new Map();  // build name -> Promise of the WasmEngine built for it
 
 // The engine shared by this JS realm (page, worker or Node process) for a thread count (see resolveThreads; 1:
-// the single-thread build). A new instance is made after the previous one aborted (e.g. out of memory), since
-// an aborted wasm instance cannot run again. If the threaded build fails to start, the single-thread one is
-// used instead (with a console warning): engine.threads says which one it is.
+// the single-thread build), in the relaxed-SIMD build where this engine runs it (simd_support.js), else the SIMD128
+// one: engine.simd says which. A new instance is made after the previous one aborted (e.g. out of memory), since an
+// aborted wasm instance cannot run again. If the threaded build fails to start, the single-thread one is used
+// instead, and if a relaxed-SIMD build fails to start, its SIMD128 twin (each with a console warning):
+// engine.threads says how many threads run.
 // testing: the testing build (build/wasm-testing/, for tests and tools/bench), which adds session.logits(),
 // engine.allocate() (a heap block with the bandwidth probe).
-export function loadEngine({ threads = 1, testing = false } = {}) {
-  const name = `${threads > 1 ? 'gpt2-mt' : 'gpt2'}${testing ? '-testing' : ''}`;
+export function loadEngine({ threads = 1, testing = false, simd = simdSupport() } = {}) {
+  const name = `${threads > 1 ? 'gpt2-mt' : 'gpt2'}${simd === 'relaxed' ? '-relaxed' : ''}${testing ? '-testing' : ''}`;
   const key = `${name}/${threads}`;
   if (!enginePromises.has(key)) {
-    const started = threads > 1
-      ? instantiateEngine(name, threads, testing).catch((error) => {
-        console.warn(`gpt2 engine: the threaded build failed to start (${error.message}); using one thread`);
-        return loadEngine({ threads: 1, testing });
-      })
-      : instantiateEngine(name, 1, testing);
+    const fallBack = (what, options) => (error) => {
+      console.warn(`gpt2 engine: the ${what} build failed to start (${error.message}); using ${options.simd ? 'the SIMD128 build' : 'one thread'}`);
+      return loadEngine({ threads, testing, simd, ...options });
+    };
+    let started = instantiateEngine(name, threads, testing, simd);
+    if (simd === 'relaxed') started = started.catch(fallBack('relaxed-SIMD', { simd: 'simd128' }));
+    else if (threads > 1) started = started.catch(fallBack('threaded', { threads: 1 }));
     enginePromises.set(key, started.catch((error) => {
       enginePromises.delete(key);
       throw error;
@@ -37,11 +42,11 @@ export function loadEngine({ threads = 1, testing = false } = {}) {
   return enginePromises.get(key).then((engine) => {
     if (!engine.aborted) return engine;
     enginePromises.delete(key);
-    return loadEngine({ threads, testing });
+    return loadEngine({ threads, testing, simd });
   });
 }
 
-async function instantiateEngine(name, threads, testing) {
+async function instantiateEngine(name, threads, testing, simd) {
   let engine = null;
   const moduleArguments = {
     onAbort: (reason) => engine?.markAborted(reason),
@@ -62,7 +67,7 @@ async function instantiateEngine(name, threads, testing) {
     cleanUp?.();
   }
   if (IS_NODE && threads > 1) unrefWorkers(module);
-  engine = new WasmEngine(module, threads);
+  engine = new WasmEngine(module, threads, simd);
   return engine;
 }
 
@@ -110,15 +115,18 @@ async function nodeFactory(folder, name, moduleArguments) {
   return { factory: createRequire(import.meta.url)(`${dir}${name}.cjs`), wasmUrl: `${dir}${name}.wasm` };
 }
 
-// One instance of the wasm module. threads: the threads its models use (1: the single-thread build).
+// One instance of the wasm module. threads: the threads its models use (1: the single-thread build); simd:
+// 'relaxed' or 'simd128', the build's instructions.
 export class WasmEngine {
   #module;
   #abortReason = null;
   threads;
+  simd;
 
-  constructor(module, threads = 1) {
+  constructor(module, threads = 1, simd = 'simd128') {
     this.#module = module;
     this.threads = threads;
+    this.simd = simd;
   }
 
   get aborted() {

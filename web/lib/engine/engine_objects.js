@@ -88,6 +88,7 @@ export class EngineModel extends EngineObject {
   config;  // { n_vocab, n_ctx, n_embd, n_head, n_layer, layer_norm_epsilon }
   weightBytes;
   threads;  // threads its forward pass uses
+  simd;  // the engine build's SIMD instructions: 'relaxed' or 'simd128'
   weightTypes;  // the storage formats of its matrices: "fp32", "int8", or a GGUF file's, e.g. "q4_k, q6_k"
 
   constructor(engine, handle) {
@@ -95,6 +96,7 @@ export class EngineModel extends EngineObject {
     this.config = handle.config();
     this.weightBytes = handle.weightBytes();
     this.threads = handle.threads();
+    this.simd = engine.simd;
     this.weightTypes = handle.weightTypes();
   }
 

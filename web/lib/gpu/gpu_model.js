@@ -18,6 +18,7 @@ export class GpuModel {
   weightBytes;  // the weights' bytes on the GPU
   weightTypes;
   threads;
+  simd;
   device = 'webgpu';
   adapterInfo;
 
@@ -39,6 +40,7 @@ export class GpuModel {
     this.weightBytes = gpu.weights.bytes;
     this.weightTypes = engineModel.weightTypes;
     this.threads = engineModel.threads;
+    this.simd = engineModel.simd;
     this.adapterInfo = adapterInfo;
   }
 

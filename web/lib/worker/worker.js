@@ -5,7 +5,7 @@
 // Protocol (every request carries a numeric `id`; answers carry the same id):
 //   page -> worker  { type: 'configure', assetBase }  first: the URL of the wasm files' folder (the asset
 //                                                     folder of asset_folder.js, the page's); no answer
-//                   { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads }
+//                   { type: 'load', id, source, weights?, threads? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads, simd }
 //                   (weights: 'fp32' | 'int8', threads: 'auto' | count: loadModel's options; the worker
 //                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)

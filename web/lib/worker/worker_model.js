@@ -69,7 +69,7 @@ class WorkerModel extends DescribedModel {
   #stopWatchingCrashes;
   #disposed = false;
 
-  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads }
+  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads, simd }
   constructor(worker, loaded, loadMessage) {
     super(loaded);
     this.#worker = worker;
