@@ -74,6 +74,11 @@ inline i16x8 load4_twice(const int16_t* x) {
 #endif
 }
 
+#if defined(__wasm_relaxed_simd__)
+// The 4 bytes x[0..3] in all four 32-bit lanes: one v128.load32_splat.
+inline simd::i8x16 load4_four_times(const int8_t* x) { return (simd::i8x16)wasm_v128_load32_splat(x); }
+#endif
+
 // The row sums of two row pairs' accumulators, rows01 = {row 0, row 0, row 1, row 1} and rows23 likewise:
 // {sum of row 0, row 1, row 2, row 3}.
 inline i32x4 row_sums(i32x4 rows01, i32x4 rows23) {
@@ -311,6 +316,33 @@ struct KQuant {
         }
     }
 
+#if defined(__wasm_relaxed_simd__)
+    // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's, see panel_dot), and per
+    // step the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 bytes each)
+    // as quants on bytes against 4 activations repeated 4 times, so that one 8-bit dot product gives each row's sum
+    // in its own lane. The same integers as below.
+    template <int C>
+    static void chunk_sums(const uint8_t* block, const int8_t* x8, i32x4* sum_a, i32x4* sum_b) {
+        i32x4 a = {}, b = {};
+        const uint8_t* qs = block + kQs + C * kChunkBytes;
+        kUnrollTwice for (int j = 0; j < 8; j++) {
+            const simd::i8x16 xa = load4_four_times(x8 + 64 * C + 4 * j),
+                              xb = load4_four_times(x8 + 64 * C + 32 + 4 * j);
+            const u8x16 v = load<u8x16>(qs + pair_offset(j, 0));
+            u8x16 qa = v & 0x0F, qb = (u8x16)((i16x8)v >> 4) & 0x0F;
+            if constexpr (HighBits) {
+                const u8x16 h = load<u8x16>(block + kQh + pair_offset(j, 0));
+                qa |= (u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10;
+                qb |= (u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10;
+            }
+            a = simd::dot_i8_u7(xa, qa, a);
+            b = simd::dot_i8_u7(xb, qb, b);
+        }
+        *sum_a = a;
+        *sum_b = b;
+    }
+    using XInput = int8_t;
+#else
     // Chunk C (sub-blocks 2C and 2C + 1) of a panel block: the 4 rows' integer sums of q * xq for both. C is a
     // constant so that Q5_K's shifts are immediates.
     template <int C>
@@ -343,6 +375,8 @@ struct KQuant {
         *sum_a = row_sums(a01, a23);
         *sum_b = row_sums(b01, b23);
     }
+    using XInput = int16_t;
+#endif
 
     // Sub-block j's terms: sum_d += dx * float(scale * isum), sum_m += dx * float(min * xsum).
     static void add_block(f32x4* sum_d, f32x4* sum_m, i32x4 scale, i32x4 min, i32x4 isum, float dx, int32_t xsum) {
@@ -352,7 +386,7 @@ struct KQuant {
     }
 
     template <int C>
-    static void chunk(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, const int16_t* xq, const float* dx,
+    static void chunk(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, const XInput* xq, const float* dx,
                       const int32_t* xsum) {
         i32x4 ia, ib, scale_a, scale_b, min_a, min_b;
         chunk_sums<C>(block, xq, &ia, &ib);
@@ -367,7 +401,17 @@ struct KQuant {
         f32x4 out = {0, 0, 0, 0};
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+#if defined(__wasm_relaxed_simd__)
+            // the super-block's activations as bytes (they are in -127..127), for the 8-bit dot products
+            int8_t x[kSuperBlock];
+            for (int i = 0; i < kSuperBlock; i += 16) {
+                const simd::i8x16 v =
+                    simd::narrow(load<i16x8>(xq + s * kSuperBlock + i), load<i16x8>(xq + s * kSuperBlock + i + 8));
+                std::memcpy(x + i, &v, sizeof v);
+            }
+#else
             const int16_t* x = xq + s * kSuperBlock;
+#endif
             const float* d_x = dx + s * kBlocksPerSuperBlock;
             const int32_t* s_x = xsum + s * kBlocksPerSuperBlock;
             f32x4 sum_d = {0, 0, 0, 0}, sum_m = {0, 0, 0, 0};

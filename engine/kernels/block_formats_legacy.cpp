@@ -58,14 +58,32 @@ int panels(int n_out) { return (n_out + kPanelRows - 1) / kPanelRows; }
 
 // ---- the 32-value formats: each is a struct of its layout and its three per-block operations ----
 
-// The activations of one block: 32 int16 in four vectors, their scale and sum.
+// The activations of one block: 32 int16 in four vectors, their scale and sum; in the relaxed-SIMD build also as
+// bytes (they are in -127..127) in the two orders the 8-bit dot products want (each format's kernel uses one; the
+// compiler drops the other).
 struct XBlock {
     i16x8 x0, x1, x2, x3;  // values 0..7, 8..15, 16..23, 24..31
     float d;
     int32_t sum;
+#if defined(__wasm_relaxed_simd__)
+    simd::i8x16 pairs0, pairs1;  // regroup_nibbles's byte order: values 0, 16, 1, 17, .., 7, 23 and 8, 24, .., 15, 31
+    simd::i8x16 first, second;   // values 0..15 and 16..31
+#endif
 };
 inline XBlock x_block(const int16_t* xq, float d, int32_t sum) {
-    return {load<i16x8>(xq), load<i16x8>(xq + 8), load<i16x8>(xq + 16), load<i16x8>(xq + 24), d, sum};
+    XBlock x;
+    x.x0 = load<i16x8>(xq), x.x1 = load<i16x8>(xq + 8), x.x2 = load<i16x8>(xq + 16), x.x3 = load<i16x8>(xq + 24);
+    x.d = d, x.sum = sum;
+#if defined(__wasm_relaxed_simd__)
+    const simd::i8x16 values0_7_16_23 = simd::narrow(x.x0, x.x2), values8_15_24_31 = simd::narrow(x.x1, x.x3);
+    x.pairs0 =
+        __builtin_shufflevector(values0_7_16_23, values0_7_16_23, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    x.pairs1 = __builtin_shufflevector(values8_15_24_31, values8_15_24_31, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6,
+                                       14, 7, 15);
+    x.first = simd::narrow(x.x0, x.x1);
+    x.second = simd::narrow(x.x2, x.x3);
+#endif
+    return x;
 }
 
 // The 32 4-bit values of a block (the file's qs: byte j holds value j in its low nibble, value j + 16 in its
@@ -88,11 +106,19 @@ void ungroup_nibbles(uint8_t* qs, const uint8_t* q) {
     for (int j = 0; j < 16; j++) qs[j] = uint8_t(regrouped_nibble(q, j) | regrouped_nibble(q, j + 16) << 4);
 }
 
-// 32 weights in 4 bit (regroup_nibbles) times x.
+// 32 weights in 4 bit (regroup_nibbles) times x. The relaxed-SIMD build takes the nibbles as bytes (the low ones:
+// values 0, 16, 1, 17, ..; the high ones 8, 24, 9, 25, ..) into two 8-bit dot products; SIMD128 widens them to
+// int16 lanes in order. Both sum the same products exactly.
 inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
+#if defined(__wasm_relaxed_simd__)
+    const u8x16 v = load<u8x16>(q);
+    const u8x16 low = v & 15, high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);
+    return simd::dot_i8_u7(x.pairs1, high, simd::dot_i8_u7(x.pairs0, low, i32x4{0, 0, 0, 0}));
+#else
     const simd::u16x8 v = load<simd::u16x8>(q);
     return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
            (madd(i16x8((v >> 8) & 15), x.x2) + madd(i16x8(v >> 12), x.x3));
+#endif
 }
 
 // 32 weights in 5 bit: the file's nibbles, their fifth bits (16) in `spread` (spread_fifth_bits), times x.
@@ -119,11 +145,16 @@ inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) 
     const simd::u32x4 t = {spread << 3, spread << 2, spread << 1, spread};
     const u8x16 fifth_lo = (u8x16)((t << 1) & 0x10101010u), fifth_hi = (u8x16)((t >> 3) & 0x10101010u);
     const u8x16 v = load<u8x16>(qs);
-    i16x8 a, b, c, d;
-    simd::widen_u8((v & 15) | fifth_lo, &a, &b);                 // values 0..7, 8..15
     const u8x16 high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
-    simd::widen_u8(high | fifth_hi, &c, &d);                     // values 16..23, 24..31
+#if defined(__wasm_relaxed_simd__)
+    // values 0..15 and 16..31 as bytes (below 32) into two 8-bit dot products
+    return simd::dot_i8_u7(x.second, high | fifth_hi, simd::dot_i8_u7(x.first, (v & 15) | fifth_lo, i32x4{0, 0, 0, 0}));
+#else
+    i16x8 a, b, c, d;
+    simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
+    simd::widen_u8(high | fifth_hi, &c, &d);      // values 16..23, 24..31
     return (madd(a, x.x0) + madd(b, x.x1)) + (madd(c, x.x2) + madd(d, x.x3));
+#endif
 }
 
 // The 4 rows' block sums {row(0), .., row(3)} folded into one vector (written out, not as a loop over an array,

@@ -48,6 +48,17 @@ inline f32x4 mul_add(f32x4 a, f32x4 b, f32x4 acc) {
 #endif
 }
 
+#if defined(__wasm_relaxed_simd__)
+// acc + per 32-bit lane the sum of the products a[i] * b[i] of its 4 bytes, for signed bytes a and bytes b in
+// 0..127: i32x4.relaxed_dot_i8x16_i7x16_add_s, exact for such b (for a b above 127 the engine may take it as
+// signed or unsigned). Relaxed-SIMD build only: SIMD128 has no 8-bit dot product.
+inline i32x4 dot_i8_u7(i8x16 a, u8x16 b, i32x4 acc) {
+    return (i32x4)__builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4((v128_t)a, (v128_t)b, (v128_t)acc);
+}
+// lo's 8 lanes then hi's 8 narrowed to bytes (values in -128..127, so none saturates): i8x16.narrow_i16x8_s.
+inline i8x16 narrow(i16x8 lo, i16x8 hi) { return (i8x16)wasm_i8x16_narrow_i16x8((v128_t)lo, (v128_t)hi); }
+#endif
+
 // Sum of products of adjacent int16 lane pairs into int32 lanes: i32x4.dot_i16x8_s in wasm, pmaddwd in SSE2.
 // Exact as long as the two products of a pair add up within int32.
 inline i32x4 madd(i16x8 a, i16x8 b) {
