@@ -37,6 +37,11 @@
 // (default int8, the engine's default) as the plain runtime and the others as "<runtime>, <kv> KV cache" rows; every
 // record names its kv_cache (onnxruntime-web's is fp32, wllama's and llama.cpp's F16).
 //
+// --simd (default relaxed) runs our wasm runtimes (node, chromium) in each wasm build, relaxed SIMD and SIMD128, the
+// first as the plain runtime and the others as "<runtime>, SIMD128" (or ", relaxed SIMD") rows, with a table of
+// the others' speeds against the first's; every record names its simd ("relaxed", "simd128", "native" for the
+// native engine, null for the other engines).
+//
 // --threads runs everything at each thread count (gpt2 --threads N; the threaded wasm build in Node and in the
 // cross-origin-isolated Chromium page; onnxruntime-web always runs on one thread) and adds a scaling table of
 // cached decode speed against the first count.
@@ -64,17 +69,17 @@ import { benchChartSvg } from './chart_svg.mjs';
 import { checkBuild, commit, ensureModel, machineInfo, planJobs, prepareGguf, uncachedContexts } from './jobs.mjs';
 import { adapterName } from '../../web/lib/gpu/device.js';
 import { TOKENS_DIFFER } from './measure.mjs';
-import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, REPO, parseArgs } from './options.mjs';
+import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, NODE_RELAXED_SIMD_FLAGS, REPO, SIMD_NAMES, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, sequencesTarget, targetResults, toRecords } from './records.mjs';
 import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
 import { bandwidthTable, beamsTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
-  speculationTables, speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
+  simdTable, speculationTables, speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
 import { ensureGguf } from './gguf_files.mjs';
 
 async function main() {
   const options = parseArgs(process.argv.slice(2), Object.keys(RUNTIMES));
-  checkBuild(options.runtimes, options.threads);
+  checkBuild(options.runtimes, options.threads, options.simds);
   const machine = machineInfo(options.runtimes);
   console.log(`# gpt2-wasm benchmark\n\nmachine: ${machine.cpu}, ${machine.cores} cores, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB; ` +
     `Node ${machine.node}; ${machine.chromium ?? 'Chromium not used'}; load average ${machine.loadAverage.join(' ')}\n`);
@@ -100,10 +105,11 @@ async function main() {
   const started = Date.now();
   try {
     for (const job of jobs) {
-      const { model, weights, threads, kvCache, defaultKv } = job;
-      // with several thread counts, the rows of more than one thread name their count; with several KV caches, the
-      // rows of all but the first name theirs
-      const runtime = job.runtime + (threads > 1 ? `, ${threads} threads` : '') + (defaultKv ? '' : `, ${kvCache} KV cache`);
+      const { model, weights, threads, kvCache, defaultKv, simd, defaultSimd } = job;
+      // with several thread counts, the rows of more than one thread name their count; with several KV caches or
+      // SIMD builds, the rows of all but the first name theirs
+      const runtime = job.runtime + (threads > 1 ? `, ${threads} threads` : '') + (defaultKv ? '' : `, ${kvCache} KV cache`) +
+        (defaultSimd ? '' : `, ${SIMD_NAMES[simd]}`);
       const log = (text) => console.error(`[${model} ${runtime} ${weights} ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
       log(`starting (${relative(REPO, job.onnxPath ?? job.gguf?.file ?? job.modelDir)})`);
       job.promptWords = pools[model].words;
@@ -129,8 +135,10 @@ async function main() {
       if (job.runtime !== 'ort' && result.threads !== threads) {
         throw new Error(`${model} on ${runtime}: the engine ran on ${result.threads} threads, not ${threads}`);
       }
+      if (simd && result.simd !== simd) throw new Error(`${model} on ${runtime}: the engine ran the ${result.simd} build, not ${simd}`);
       const decodeBytes = job.gguf?.decodeBytes ?? decodeWeightBytes(result.config, weights);
-      const run = { model, runtime, baseRuntime: job.runtime, weights, kvCache, defaultKv, threads, result, decodeBytes };
+      const run = { model, runtime, baseRuntime: job.runtime, weights, kvCache, defaultKv, simd: result.simd ?? (job.runtime === 'native' ? 'native' : null),
+        defaultSimd, threads, result, decodeBytes };
       runs.push({ ...run, records: toRecords(run) });
     }
   } finally {
@@ -144,7 +152,7 @@ async function main() {
   const ceilings = runs.map(({ model, runtime, weights, result, decodeBytes }) => ({ model, runtime, weights, bytes: result.weightBytes, ms: result.ceilingMs, decode_weight_bytes: decodeBytes }));
   const memory = memoryRecords(runs);
   machine.loadAverageAtEnd = os.loadavg().map((load) => Number(load.toFixed(2)));
-  const planWritten = { ...plan, weights: options.weights, kvCaches: options.kvCaches, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
+  const planWritten = { ...plan, weights: options.weights, kvCaches: options.kvCaches, simds: options.simds, int8UncachedMaxContext: INT8_UNCACHED_MAX_CONTEXT };
   const targets = targetResults(runs);
   const gguf = Object.fromEntries(jobs.filter((job) => job.gguf).map((job) => [relative(REPO, job.gguf.file),
     { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
@@ -169,6 +177,11 @@ async function main() {
   }
   const int8Ratios = int8RatioTable(runs, plan.contexts);
   if (int8Ratios) console.log(`## int8 ÷ fp32 cached decode speed (tokens/s, medians)\n\n${int8Ratios}\n`);
+  const simdRatios = simdTable(runs, plan.contexts);
+  if (simdRatios) {
+    console.log('## Relaxed SIMD ÷ SIMD128: prefill / cached decode tokens/s (medians; the relaxed build\'s figures in brackets)\n\n' +
+      `${simdRatios}\n`);
+  }
   const retention = contextRetentionTable(runs, plan.contexts);
   if (retention) {
     console.log(`## Cached decode at each context ÷ at context ${plan.contexts[0]} (tokens/s in brackets, medians)\n\n${retention}\n`);
@@ -229,18 +242,20 @@ const LOOKUP_MIN_PAIRS = 9;
 // Speculative decoding on the Node wasm engine (tools/bench/speculation_runner.mjs, a process each): prompt lookup on
 // the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k); and
 // several sequences on every model measured, with int8 and fp32 weights (those of --weights among them; the large shapes int8 only).
+// All in the first of --simd's builds.
 async function measureSpeculation(options, modelDirs, started) {
+  const flags = options.simds[0] === 'relaxed' ? NODE_RELAXED_SIMD_FLAGS : ['--no-experimental-wasm-relaxed-simd'];
   const script = join(REPO, 'tools/bench/speculation_runner.mjs');
   const runs = String(options.runs);
   const log = (text) => console.error(`[speculation ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
   const lookupPairs = String(Math.max(options.runs, LOOKUP_MIN_PAIRS));
-  const { lookup } = await runNodeScript([script, 'lookup', ensureModel('tiny'), lookupPairs], log);
+  const { lookup } = await runNodeScript([...flags, script, 'lookup', ensureModel('tiny'), lookupPairs], log);
   const verification = [];
   for (const [model, dir] of Object.entries(modelDirs)) {
-    verification.push({ model, ...await runNodeScript([script, 'verify', dir, 'int8', runs], log) });
+    verification.push({ model, ...await runNodeScript([...flags, script, 'verify', dir, 'int8', runs], log) });
     if (options.weights.includes('q4_k')) {
       const file = ensureGguf(REPO, dir, model, 'q4_k', log);
-      verification.push({ model, ...await runNodeScript([script, 'verify', file, 'q4_k', runs], log) });
+      verification.push({ model, ...await runNodeScript([...flags, script, 'verify', file, 'q4_k', runs], log) });
     }
   }
   const sequences = [];
@@ -249,10 +264,10 @@ async function measureSpeculation(options, modelDirs, started) {
   for (const [model, dir] of Object.entries(modelDirs)) {
     // fp32 774M and 1.5B do not fit wasm32's memory: the large shapes run int8 only
     for (const weights of sequenceWeights.filter((w) => w === 'int8' || !MODELS[model].large)) {
-      const measured = { model, ...await runNodeScript([script, 'sequences', dir, weights, runs], log) };
+      const measured = { model, ...await runNodeScript([...flags, script, 'sequences', dir, weights, runs], log) };
       sequences.push({ ...measured, target: sequencesTarget(measured) });
     }
-    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([script, 'beams', dir, 'int8', runs], log) });
+    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([...flags, script, 'beams', dir, 'int8', runs], log) });
   }
   return { lookup, verification, sequences, beams };
 }

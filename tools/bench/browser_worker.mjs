@@ -7,6 +7,7 @@
 // loadModel's default in a page. A { probe: true } message answers which adapter WebGPU gives this worker:
 // { adapterInfo } (web/lib/gpu/device.js's description) or { reason }.
 import { loadEngine } from '/public/js/lib/engine/engine.js';
+import { simdSupport } from '/public/js/lib/engine/simd_support.js';
 import { loadModelIntoEngine } from '/public/js/lib/loading/loader.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
@@ -46,14 +47,14 @@ async function probeAdapter() {
   }
 }
 
-onmessage = async ({ data: { probe, modelUrl, weights: format, plan, threads = 1, device = 'wasm' } }) => {
+onmessage = async ({ data: { probe, modelUrl, weights: format, plan, threads = 1, device = 'wasm', simd = simdSupport() } }) => {
   if (probe) {
     postMessage(await probeAdapter());
     return;
   }
   try {
     const start = performance.now();
-    const engine = await loadEngine({ threads });
+    const engine = await loadEngine({ threads, simd });
     const { model } = await loadModelFrom(engine, modelUrl, format);
     let driver;
     let gpuModel = null;
@@ -66,14 +67,14 @@ onmessage = async ({ data: { probe, modelUrl, weights: format, plan, threads = 1
       }
       ({ driver, gpuModel } = opened);
     } else {
-      driver = createWasmDriver(engine, model, () => loadEngine({ testing: true }), plan.kvCache);
+      driver = createWasmDriver(engine, model, () => loadEngine({ testing: true, simd }), plan.kvCache);
     }
     const loadMs = performance.now() - start;
     postMessage({ type: 'log', text: `model loaded in ${(loadMs / 1000).toFixed(1)} s` });
     const result = await measureModel(driver, plan, (text) => postMessage({ type: 'log', text }));
     driver.dispose();
     (gpuModel ?? model).dispose();
-    postMessage({ type: 'result', result: { ...result, loadMs } });
+    postMessage({ type: 'result', result: { ...result, loadMs, simd: engine.simd } });
   } catch (error) {
     postMessage({ type: 'error', message: error?.stack ?? String(error) });
   }

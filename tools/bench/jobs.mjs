@@ -8,7 +8,7 @@ import { ensureGguf, ggufDecodeBytes, isGguf } from './gguf_files.mjs';
 import { adapterName } from '../../web/lib/gpu/device.js';
 import { GPU_KV_CACHE } from './gpu_driver.mjs';
 import { BENCH_PACKAGES, GPU_RUNTIMES, INT8_UNCACHED_MAX_CONTEXT, MODELS, ONNX_EXPORT_COMMAND, OTHER_ENGINES, OTHER_KV_CACHES, RANDOM_MODEL_MODULE,
-  REPO } from './options.mjs';
+  REPO, WASM_RUNTIMES } from './options.mjs';
 import { runPython } from './python_tools.mjs';
 import { CHROMIUM } from './runtimes.mjs';
 
@@ -33,14 +33,21 @@ export function machineInfo(runtimes) {
   };
 }
 
-export function checkBuild(runtimes, threads) {
+export function checkBuild(runtimes, threads, simds) {
   const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
     chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js'],
     ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
     wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
     llamacpp: ['build/native/gpt2_bandwidth'], webgpu: ['public/js/lib/engine/engine.js', 'public/js/lib/gpu/gpu_model.js'],
     'node-webgpu': ['public/wasm/gpt2.wasm'] };
-  if (threads.some((n) => n > 1)) ['node', 'chromium'].forEach((runtime) => needed[runtime].push('build/wasm-testing/gpt2-mt-testing.wasm'));
+  const suffixes = simds.map((simd) => (simd === 'relaxed' ? '-relaxed' : ''));
+  for (const runtime of WASM_RUNTIMES) {
+    needed[runtime] = needed[runtime].filter((path) => !path.startsWith('build/wasm-testing/'));
+    for (const suffix of suffixes) {
+      needed[runtime].push(`build/wasm-testing/gpt2${suffix}-testing.wasm`);
+      if (threads.some((n) => n > 1)) needed[runtime].push(`build/wasm-testing/gpt2-mt${suffix}-testing.wasm`);
+    }
+  }
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) {
     throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm run bench installs ${BENCH_PACKAGES})`);
@@ -57,7 +64,7 @@ export function ensureModel(name) {
   return dir;
 }
 
-// Every (model, runtime, weights, threads) to measure, in order, and notes on the combinations left out. An explicitly
+// Every (model, runtime, weights, KV cache, SIMD build, threads) to measure, in order, and notes on the combinations left out. An explicitly
 // requested ort whose ONNX export is missing is an error before anything runs; llamacpp without node-llama-cpp is
 // skipped with a note, and so is a GPU runtime without an adapter (options.gpuAdapters: runtimes.mjs's gpuAdapters()),
 // or on a software one unless --runtimes names it (as loadModel's 'auto' never picks one).
@@ -85,9 +92,16 @@ export function planJobs(options, modelDirs) {
       // onnxruntime-web runs one thread only; so does the engine under the GPU, whose passes are not the CPU's
       const threadCounts = runtime === 'ort' || gpu ? [1] : options.threads;
       const kvCaches = supported ? [OTHER_KV_CACHES[runtime]] : gpu ? [GPU_KV_CACHE] : options.kvCaches;
+      // the wasm build applies to our wasm runtimes; natively and for the other engines simd is null
+      const simds = WASM_RUNTIMES.includes(runtime) ? options.simds : [null];
       for (const weights of weightsList) {
         for (const kvCache of kvCaches) {
-          for (const threads of threadCounts) jobs.push({ model, runtime, weights, threads, kvCache, defaultKv: kvCache === kvCaches[0], modelDir: modelDirs[model] });
+          for (const simd of simds) {
+            for (const threads of threadCounts) {
+              jobs.push({ model, runtime, weights, threads, kvCache, defaultKv: kvCache === kvCaches[0], simd, defaultSimd: simd === simds[0],
+                modelDir: modelDirs[model] });
+            }
+          }
         }
       }
     }

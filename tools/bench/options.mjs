@@ -54,13 +54,21 @@ export const INT8_UNCACHED_MAX_CONTEXT = 256;
 
 const KV_CACHES = ['int8', 'fp32'];
 
+// Our wasm runtimes (node, chromium) run each of --simd's builds (web/lib/engine/simd_support.js): 'relaxed' (what
+// Chrome 114+, Firefox 145+ and Node 22+ run) and 'simd128' (Safari, Node 20). Node 20 runs relaxed SIMD only with
+// these V8 flags, which its runners always get, so that both builds run under the same flags.
+export const SIMD_BUILDS = ['relaxed', 'simd128'];
+export const SIMD_NAMES = { relaxed: 'relaxed SIMD', simd128: 'SIMD128' };
+export const WASM_RUNTIMES = ['node', 'chromium'];
+export const NODE_RELAXED_SIMD_FLAGS = Number(process.versions.node.split('.')[0]) >= 22 ? [] : ['--experimental-wasm-relaxed-simd', '--no-liftoff'];
+
 // The KV cache storage of the other engines, for the records.
 export const OTHER_KV_CACHES = { ort: 'fp32', wllama: 'f16', llamacpp: 'f16' };
 
 // runtimeNames: the runtimes --runtimes may name (the default: all of them).
 export function parseArgs(argv, runtimeNames) {
   const options = { models: ['tiny', '124m'], runtimes: runtimeNames, weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
-    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null,
+    runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], simds: ['relaxed'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null,
     webgpuFlags: DEFAULT_WEBGPU_FLAGS, nodeWebgpu: process.env.NODE_WEBGPU || join(REPO, DEFAULT_NODE_WEBGPU) };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
@@ -83,11 +91,12 @@ export function parseArgs(argv, runtimeNames) {
     else if (flag === '--quick') Object.assign(options, { contexts: [16, 64], decodeSteps: 8, quick: true });
     else if (flag === '--threads') options.threads = positiveIntegers(flag, value());
     else if (flag === '--kv-cache') options.kvCaches = [...new Set(list(value()))];
+    else if (flag === '--simd') options.simds = [...new Set(list(value()))];
     else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
     else if (flag === '--webgpu-flags') options.webgpuFlags = value().split(/\s+/).filter(Boolean);
     else if (flag === '--node-webgpu') options.nodeWebgpu = value();
     else {
-      throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, ` +
+      throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, --simd, ` +
         '--node-llama-cpp, --webgpu-flags, --node-webgpu)');
     }
   }
@@ -97,6 +106,7 @@ export function parseArgs(argv, runtimeNames) {
   for (const weights of options.weights) if (!WEIGHTS.includes(weights)) throw new Error(`--weights: unknown weights "${weights}" (${WEIGHTS.join(', ')}, gguf)`);
   options.weights = [...new Set(options.weights)];
   for (const kv of options.kvCaches) if (!KV_CACHES.includes(kv)) throw new Error(`--kv-cache: unknown KV cache "${kv}" (${KV_CACHES.join(', ')})`);
+  for (const simd of options.simds) if (!SIMD_BUILDS.includes(simd)) throw new Error(`--simd: unknown build "${simd}" (${SIMD_BUILDS.join(', ')})`);
   // Each uncached run decodes one token that is checked against the cached run's tokens.
   options.decodeSteps = Math.max(options.decodeSteps, options.runs);
   return options;

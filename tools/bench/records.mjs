@@ -36,7 +36,7 @@ function gpuFields(adapter, counters) {
   };
 }
 
-export function toRecords({ model, runtime, weights, kvCache, threads, result, decodeBytes }) {
+export function toRecords({ model, runtime, weights, kvCache, simd, threads, result, decodeBytes }) {
   const ceilingBytesPerSecond = tokensPerSecond(result.weightBytes, median(result.ceilingMs));
   const records = [];
   for (const context of result.contexts.filter((c) => !c.skipped)) {
@@ -48,6 +48,7 @@ export function toRecords({ model, runtime, weights, kvCache, threads, result, d
         runtime,
         weights,
         kv_cache: kvCache,
+        simd,
         threads,
         mode,
         context: context.context,
@@ -73,7 +74,8 @@ export function toRecords({ model, runtime, weights, kvCache, threads, result, d
 export const cachedDecode = (run, context) => run?.records.find((r) => r.mode === 'cached' && r.context === context)?.decode_tok_s;
 
 export const oneThreadRun = (runs, model, runtime, weights) =>
-  runs.find((run) => run.threads === 1 && run.defaultKv && run.model === model && run.baseRuntime === runtime && run.weights === weights);
+  runs.find((run) => run.threads === 1 && run.defaultKv && run.defaultSimd && run.model === model && run.baseRuntime === runtime &&
+    run.weights === weights);
 
 // The GGUF types measured on a model on one thread by any of runtimes, in GGUF_TYPES's order.
 export const ggufTypesMeasured = (runs, model, runtimes) =>
@@ -124,14 +126,14 @@ export function sequencesTarget({ results }) {
 // after generation, with the model and one cached session alive; for a GPU runtime without the copy of the weights
 // that the benchmark keeps for its reference check and a GPU model frees.
 export function memoryRecords(runs) {
-  return runs.map(({ model, runtime, weights, kvCache, result }) => {
+  return runs.map(({ model, runtime, weights, kvCache, simd, result }) => {
     const { steady } = result.memory;
     const [wasm, page, gpu] = ['heapBytes' in steady, 'pageBytes' in steady, Boolean(steady.gpu)];
     const steadyBytes = page ? steady.pageBytes : gpu ? steady.heapUsedBytes - steady.referenceWeightBytes
       : wasm ? steady.heapUsedBytes : steady.rssBytes;
     const pagePeak = () => Math.max(...Object.values(result.memory).map((figures) => figures.pageBytes));
     return {
-      model, runtime, weights, kv_cache: kvCache,
+      model, runtime, weights, kv_cache: kvCache, simd,
       load_s: result.loadMs === undefined ? null : result.loadMs / 1000,
       measure: page ? 'page (Chromium)' : gpu ? 'wasm heap (GPU buffers: weights + KV)' : wasm ? 'wasm heap' : 'process RSS',
       weight_bytes: result.weightBytes,

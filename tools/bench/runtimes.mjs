@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { measureModel } from './measure.mjs';
-import { REPO } from './options.mjs';
+import { NODE_RELAXED_SIMD_FLAGS, REPO } from './options.mjs';
 import { startServer } from '../dev/serve.mjs';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -87,7 +87,8 @@ async function runNative(job, plan, log) {
 
 // One Node process per job (tools/bench/node_runner.mjs), so every model starts from a fresh wasm heap.
 function runNode(job, plan, log) {
-  return runNodeScript([join(REPO, 'tools/bench/node_runner.mjs'), modelSource(job), job.weights, JSON.stringify(plan), String(job.threads)], log);
+  return runNodeScript([...NODE_RELAXED_SIMD_FLAGS, join(REPO, 'tools/bench/node_runner.mjs'), modelSource(job), job.weights, JSON.stringify(plan),
+    String(job.threads), job.simd], log);
 }
 
 // Native llama.cpp (node-llama-cpp) on the job's GGUF file, in its own Node process too.
@@ -155,8 +156,8 @@ async function inChromiumPage(path, log, run, args = CHROMIUM_ARGS) {
 // Our engine in a worker of tools/bench/browser.html: the folder's URL (with a trailing slash) or the GGUF file's.
 function runChromium(job, plan, log) {
   const source = job.gguf ? relative(REPO, job.gguf.file) : `${relative(REPO, job.modelDir)}/`;
-  return inChromiumPage('tools/bench/browser.html', log, (page, origin) => page.evaluate(([url, format, workerPlan, workerThreads]) =>
-    window.runBench(url, format, workerPlan, workerThreads), [`${origin}/${source}`, job.weights, plan, job.threads]));
+  return inChromiumPage('tools/bench/browser.html', log, (page, origin) => page.evaluate(([url, format, workerPlan, workerThreads, simd]) =>
+    window.runBench(url, format, workerPlan, workerThreads, 'wasm', simd), [`${origin}/${source}`, job.weights, plan, job.threads, job.simd]));
 }
 
 // Our engine with its passes on the GPU, in a worker of tools/bench/browser.html in the WebGPU Chromium.

@@ -88,6 +88,26 @@ export function int8RatioTable(runs, contexts) {
   return rows.length ? table(['model', 'runtime', ...contexts.map((c) => `context ${c}`)], rows) : null;
 }
 
+// The relaxed-SIMD build ÷ the SIMD128 build in the same runtime (same model, weights, KV cache and threads): prefill
+// and cached decode tokens/s (medians) at each context.
+export function simdTable(runs, contexts) {
+  const rows = [];
+  for (const relaxed of runs.filter((run) => run.simd === 'relaxed')) {
+    const simd128 = runs.find((run) => run.simd === 'simd128' && run.baseRuntime === relaxed.baseRuntime && run.model === relaxed.model &&
+      run.weights === relaxed.weights && run.kvCache === relaxed.kvCache && run.threads === relaxed.threads);
+    if (!simd128) continue;
+    const cached = (run, c) => run.records.find((r) => r.mode === 'cached' && r.context === c);
+    rows.push([relaxed.model, relaxed.baseRuntime + (relaxed.threads > 1 ? `, ${relaxed.threads} threads` : ''), relaxed.weights,
+      ...contexts.map((c) => {
+        const [fast, slow] = [cached(relaxed, c), cached(simd128, c)];
+        if (!fast || !slow) return '—';
+        return `${fixed(fast.prefill_tok_s / slow.prefill_tok_s, 2)}× / ${fixed(fast.decode_tok_s / slow.decode_tok_s, 2)}× ` +
+          `(${fixed(fast.prefill_tok_s)} / ${fixed(fast.decode_tok_s)})`;
+      })]);
+  }
+  return rows.length ? table(['model', 'runtime', 'weights', ...contexts.map((c) => `context ${c}`)], rows) : null;
+}
+
 // Per run of ours: cached decode tok/s at each context as a fraction of its speed at the first context (how much of
 // its speed a long context keeps: the KV cache's share of a step grows with the context).
 export function contextRetentionTable(runs, contexts) {
