@@ -12,7 +12,10 @@
 // 8k+4..8k+7), then acc0 + acc1, then ((l0 + l1) + (l2 + l3)), then the scalar tail n8..n-1 in order, then
 // + bias. So one token through gemv() equals the same token's row of a batched gemm(), bit for bit, which
 // makes cached decoding identical to uncached recomputation. (Build with -ffp-contract=off so the compiler
-// cannot fuse some of the multiply-adds and not others.)
+// cannot fuse some of the multiply-adds and not others.) The relaxed-SIMD wasm build accumulates the chunks with
+// f32x4.relaxed_madd (simd::mul_add), fused where the CPU has FMA: the same order, and the same instruction in
+// gemv(), gemm() and dot(), so the identity holds within that build; its results differ from the others' by
+// rounding.
 //
 // int8: weights are int8 with a per-row scale; the activations are quantized per token row to int16
 // (quantize_activations) and the dot products are summed exactly in int32, so any summation order gives the
