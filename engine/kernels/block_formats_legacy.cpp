@@ -63,17 +63,17 @@ int panels(int n_out) { return (n_out + kPanelRows - 1) / kPanelRows; }
 // compiler drops the other).
 struct XBlock {
     i16x8 x0, x1, x2, x3;  // values 0..7, 8..15, 16..23, 24..31
-    float d;
+    f32x4 d;               // the scale in every lane
     int32_t sum;
 #if defined(__wasm_relaxed_simd__)
     simd::i8x16 pairs0, pairs1;  // regroup_nibbles's byte order: values 0, 16, 1, 17, .., 7, 23 and 8, 24, .., 15, 31
     simd::i8x16 first, second;   // values 0..15 and 16..31
 #endif
 };
-inline XBlock x_block(const int16_t* xq, float d, int32_t sum) {
+inline XBlock x_block(const int16_t* xq, const float* d, int32_t sum) {
     XBlock x;
     x.x0 = load<i16x8>(xq), x.x1 = load<i16x8>(xq + 8), x.x2 = load<i16x8>(xq + 16), x.x3 = load<i16x8>(xq + 24);
-    x.d = d, x.sum = sum;
+    x.d = simd::load_splat(d), x.sum = sum;
 #if defined(__wasm_relaxed_simd__)
     const simd::i8x16 values0_7_16_23 = simd::narrow(x.x0, x.x2), values8_15_24_31 = simd::narrow(x.x1, x.x3);
     x.pairs0 =
@@ -364,7 +364,7 @@ inline f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* x_s
                        int n_blocks) {
     f32x4 acc = {0, 0, 0, 0};
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes)
-        acc += F::dot(panel, x_block(xq + b * kBlock, x_scale[b], x_sum[b]));
+        acc += F::dot(panel, x_block(xq + b * kBlock, x_scale + b, x_sum[b]));
     return acc;
 }
 
@@ -376,8 +376,8 @@ inline void panel_dot2(f32x4* acc0, f32x4* acc1, const uint8_t* panel, const int
                        int n_blocks) {
     f32x4 a0 = {0, 0, 0, 0}, a1 = {0, 0, 0, 0};
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes) {
-        a0 += F::dot(panel, x_block(xq0 + b * kBlock, x_scale0[b], x_sum0[b]));
-        a1 += F::dot(panel, x_block(xq1 + b * kBlock, x_scale1[b], x_sum1[b]));
+        a0 += F::dot(panel, x_block(xq0 + b * kBlock, x_scale0 + b, x_sum0[b]));
+        a1 += F::dot(panel, x_block(xq1 + b * kBlock, x_scale1 + b, x_sum1[b]));
     }
     *acc0 = a0;
     *acc1 = a1;

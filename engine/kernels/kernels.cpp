@@ -208,6 +208,9 @@ inline void two_panel_dot_q8(int32_t out_p[kPanelRows], int32_t out_q[kPanelRows
     }
 }
 
+#if !defined(__wasm_relaxed_simd__)
+// ---- the GEMM's int8 kernel in the SIMD128 build and natively: int16 activations, the weights widened ----
+
 // Two token rows against one panel: each 16-weight chunk is loaded and widened once for both tokens.
 inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0, const int16_t* xq1,
                            const int8_t* panel, int n_in) {
@@ -238,6 +241,53 @@ inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], c
         out1[r] = finish_dot_q8(b[r], xq1 + n16, p + r * nt, nt);
     }
 }
+
+#else
+// ---- int8 in the relaxed-SIMD build: activations split into 7-bit bytes (quantize_linear_activations) ----
+
+using simd::u32x4;
+using simd::u8x16;
+
+// The 4 rows of a panel against one token's split activations (q = 128 * hi + lo - 8192 per value), with the rows'
+// weight sums: sum(w * q) = 128 * sum(w * hi) + sum(w * lo) - 8192 * sum(w), in wrapping arithmetic (the parts
+// may pass 2^31; the whole, a dot product of the quantize_activations range, does not), then the tail's int16 q.
+inline void panel_dot_split(int32_t out[kPanelRows], const int16_t* xq, const int8_t* panel, i32x4 w_sums, int n_in) {
+    const int n16 = n_in & ~15;
+    const int8_t* p = panel;
+    i32x4 l0 = {0, 0, 0, 0}, l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+    for (int i = 0; i < n16; i += 16, p += kPanelRows * kChunkQ8) {
+        const u8x16 lo = load<u8x16>(xq + i), hi = load<u8x16>(xq + i + 8);
+        const i8x16 w0 = load<i8x16>(p), w1 = load<i8x16>(p + 16), w2 = load<i8x16>(p + 32), w3 = load<i8x16>(p + 48);
+        l0 = simd::dot_i8_u7(w0, lo, l0);
+        h0 = simd::dot_i8_u7(w0, hi, h0);
+        l1 = simd::dot_i8_u7(w1, lo, l1);
+        h1 = simd::dot_i8_u7(w1, hi, h1);
+        l2 = simd::dot_i8_u7(w2, lo, l2);
+        h2 = simd::dot_i8_u7(w2, hi, h2);
+        l3 = simd::dot_i8_u7(w3, lo, l3);
+        h3 = simd::dot_i8_u7(w3, hi, h3);
+    }
+    const u32x4 rows = ((u32x4)simd::sum_lanes4(h0, h1, h2, h3) << 7) + (u32x4)simd::sum_lanes4(l0, l1, l2, l3) -
+                       ((u32x4)w_sums << 13);
+    const int nt = n_in - n16;
+    for (int r = 0; r < kPanelRows; r++)
+        out[r] = finish_dot_q8(i32x4{int32_t(rows[r]), 0, 0, 0}, xq + n16, p + r * nt, nt);
+}
+
+// One row (not in a panel: plain order) against split activations, with its weight sum.
+inline int32_t row_dot_split(const int16_t* xq, const int8_t* w, int32_t w_sum, int n_in) {
+    const int n16 = n_in & ~15;
+    i32x4 l = {0, 0, 0, 0}, h = l;
+    for (int i = 0; i < n16; i += 16) {
+        const i8x16 wi = load<i8x16>(w + i);
+        l = simd::dot_i8_u7(wi, load<u8x16>(xq + i), l);
+        h = simd::dot_i8_u7(wi, load<u8x16>(xq + i + 8), h);
+    }
+    const u32x4 v = ((u32x4)h << 7) + (u32x4)l;
+    const uint32_t sum = v[0] + v[1] + v[2] + v[3] - (uint32_t(w_sum) << 13);
+    return finish_dot_q8(i32x4{int32_t(sum), 0, 0, 0}, xq + n16, w + n16, n_in - n16);
+}
+#endif
 
 inline float dequantize(int32_t acc, float x_scale, const float* w_scale, const float* bias, int o) {
     return with_bias(float(acc) * (x_scale * w_scale[o]), bias, o);
@@ -299,8 +349,10 @@ int activation_range(int n_in) {
     return bound >= 32767 ? 32767 : bound < 1 ? 1 : int(bound);
 }
 
-void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in) {
-    const float range = float(activation_range(n_in));
+namespace {
+
+// quantize_activations with the range given.
+void quantize_rows_in_range(int16_t* q, float* scale, const float* x, int n_tok, int n_in, float range) {
     for (int t = 0; t < n_tok; t++) {
         const float* xt = x + size_t(t) * n_in;
         int16_t* qt = q + size_t(t) * n_in;
@@ -320,6 +372,44 @@ void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, i
             qt[i] = int16_t(r);
         }
     }
+}
+
+}  // namespace
+
+void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in) {
+    quantize_rows_in_range(q, scale, x, n_tok, n_in, float(activation_range(n_in)));
+}
+
+void int8_row_sums(int32_t* sums, const int8_t* q, int n_out, int n_in) {
+    const int n16 = n_in & ~15;
+    for (int o = 0; o < n_out; o++) {
+        int32_t sum = 0;
+        for (int i = 0; i < n16; i++) sum += q[size_t(o) * n_in + size_t(i)];
+        sums[o] = sum;
+    }
+}
+
+int linear_activation_range(int n_in) {
+    const int range = activation_range(n_in);
+    return kInt8RowSums && range > kSplitActivationRange ? kSplitActivationRange : range;
+}
+
+void quantize_linear_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in) {
+    quantize_rows_in_range(q, scale, x, n_tok, n_in, float(linear_activation_range(n_in)));
+#if defined(__wasm_relaxed_simd__)
+    if (n_tok == 1) return;  // the GEMV's form
+    // each chunk of 16 int16 rewritten in place as the bytes u % 128, then u / 128, of u = q + 8192 (1..16383)
+    const int n16 = n_in & ~15;
+    for (int t = 0; t < n_tok; t++) {
+        int16_t* qt = q + size_t(t) * n_in;
+        for (int i = 0; i < n16; i += 16) {
+            const i16x8 u0 = load<i16x8>(qt + i) + 8192, u1 = load<i16x8>(qt + i + 8) + 8192;
+            const i8x16 lo = simd::narrow(u0 & 127, u1 & 127), hi = simd::narrow(u0 >> 7, u1 >> 7);
+            std::memcpy(qt + i, &lo, sizeof lo);
+            std::memcpy(qt + i + 8, &hi, sizeof hi);
+        }
+    }
+#endif
 }
 
 void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const float* bias,
@@ -344,8 +434,29 @@ void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, cons
 }
 
 void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,
-             const float* bias, int n_tok, int n_in, int n_out) {
+             const int32_t* w_sums, const float* bias, int n_tok, int n_in, int n_out) {
     const int full_rows = n_out - n_out % kPanelRows;
+#if defined(__wasm_relaxed_simd__)
+    int32_t r[kPanelRows];
+    for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
+        const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
+        for (int o = 0; o < full_rows; o += kPanelRows) {
+            const int8_t* panel = w + size_t(o) * n_in;
+            const i32x4 sums = load<i32x4>(w_sums + o);
+            for (int t = t0; t < t1; t++) {
+                panel_dot_split(r, xq + size_t(t) * n_in, panel, sums, n_in);
+                for (int k = 0; k < kPanelRows; k++)
+                    out[size_t(t) * n_out + o + k] = dequantize(r[k], x_scale[t], w_scale, bias, o + k);
+            }
+        }
+        for (int o = full_rows; o < n_out; o++)
+            for (int t = t0; t < t1; t++)
+                out[size_t(t) * n_out + o] =
+                    dequantize(row_dot_split(xq + size_t(t) * n_in, w + size_t(o) * n_in, w_sums[o], n_in), x_scale[t],
+                               w_scale, bias, o);
+    }
+#else
+    (void)w_sums;
     int32_t r[kPanelRows], r2[kPanelRows];
     for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
         const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
@@ -370,6 +481,7 @@ void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* 
                 out[size_t(t) * n_out + o] =
                     dequantize(dot_q8(xq + size_t(t) * n_in, w + size_t(o) * n_in, n_in), x_scale[t], w_scale, bias, o);
     }
+#endif
 }
 
 void attention_scores(float* scores, const float* q, const float* keys, int n_keys, int n, float scale) {

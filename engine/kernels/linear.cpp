@@ -11,7 +11,7 @@ void prepare_linear_input(const Linear& linear, const LinearInput& in, int n_tok
     switch (linear.format) {
         case WeightFormat::fp32:
         case WeightFormat::f16: break;
-        case WeightFormat::int8: quantize_activations(in.xq, in.xq_scale, in.x, n_tok, linear.n_in); break;
+        case WeightFormat::int8: quantize_linear_activations(in.xq, in.xq_scale, in.x, n_tok, linear.n_in); break;
         default: quantize_activation_blocks(in, n_tok, linear.n_in); break;  // the other block formats
     }
 }
@@ -37,8 +37,9 @@ void multiply_linear(float* out, const Linear& linear, const LinearInput& in, in
             const int8_t* w = static_cast<const int8_t*>(linear.weight) + size_t(o0) * n_in;
             const float* w_scale = linear.scale + o0;
             const int16_t* xq = in.xq + size_t(t0) * n_in;
+            const int32_t* w_sums = linear.sums ? linear.sums + o0 : nullptr;
             if (n_tok == 1) gemv_q8(out, xq, in.xq_scale[t0], w, w_scale, bias, linear.n_in, n_rows);
-            else gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, bias, n_tok, linear.n_in, n_rows);
+            else gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, w_sums, bias, n_tok, linear.n_in, n_rows);
             break;
         }
         default: break;  // the block formats, above

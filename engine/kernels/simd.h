@@ -34,6 +34,14 @@ inline V load(const T* p) {
     return v;
 }
 inline f32x4 load4(const float* p) { return load<f32x4>(p); }
+// *p in all 4 lanes: one v128.load32_splat in wasm (clang 16 otherwise builds some splats from lane inserts).
+inline f32x4 load_splat(const float* p) {
+#if defined(__wasm_simd128__)
+    return (f32x4)wasm_v128_load32_splat(p);
+#else
+    return f32x4{*p, *p, *p, *p};
+#endif
+}
 inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
 
 // acc + a * b per lane. The relaxed-SIMD build uses f32x4.relaxed_madd, which the engine computes fused (one

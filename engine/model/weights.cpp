@@ -91,7 +91,7 @@ WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights*
         if (int8) {
             slot.quantized = true;
             slot.q_offset = total_q;
-            total += uint64_t(linear->n_out);  // the scales
+            total += uint64_t(linear->n_out) * (kInt8RowSums ? 2 : 1);  // the scales (and the rows' sums: int32)
             total_q += n;
         } else {
             total += n;
@@ -176,6 +176,7 @@ bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* erro
         } else if (slot.quantized) {
             slot.matrix->weight = q_base + slot.q_offset;
             slot.matrix->scale = w->memory + slot.offset;
+            if (kInt8RowSums) slot.matrix->sums = reinterpret_cast<int32_t*>(slot.matrix->scale + slot.matrix->n_out);
         } else {
             slot.matrix->weight = w->memory + slot.offset;
         }
@@ -191,10 +192,13 @@ void pack_linear(Linear* linear, void* scratch) {
         case WeightFormat::fp32:
             pack_panels(static_cast<float*>(linear->weight), linear->n_out, linear->n_in, static_cast<float*>(scratch));
             break;
-        case WeightFormat::int8:
+        case WeightFormat::int8: {
+            if (linear->sums)
+                int8_row_sums(linear->sums, static_cast<const int8_t*>(linear->weight), linear->n_out, linear->n_in);
             pack_panels(static_cast<int8_t*>(linear->weight), linear->n_out, linear->n_in,
                         static_cast<int8_t*>(scratch));
             break;
+        }
         default: break;  // the block formats are stored in their layout as their rows arrive (block_formats.h)
     }
 }

@@ -21,9 +21,10 @@ struct Linear {
     WeightFormat format = WeightFormat::fp32;
     int n_out = 0;
     int n_in = 0;
-    void* weight = nullptr;  // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
-    float* scale = nullptr;  // (n_out) int8: the per-row scales; fp32: null
-    float* bias = nullptr;   // (n_out), or null (the LM head)
+    void* weight = nullptr;   // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
+    float* scale = nullptr;   // (n_out) int8: the per-row scales; fp32: null
+    int32_t* sums = nullptr;  // (n_out) int8 where the kernels take them (kernels.h kInt8RowSums): each row's sum of q
+    float* bias = nullptr;    // (n_out), or null (the LM head)
 };
 
 struct LayerNorm {

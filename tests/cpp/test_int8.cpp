@@ -131,8 +131,8 @@ TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
                 gpt2::quantize_activations(xq.data(), x_scale.data(), x.data(), n_tok, n_in);
                 for (const float* b : {(const float*)nullptr, (const float*)bias.data()}) {
                     std::vector<float> batched(size_t(n_tok) * n_out), single(static_cast<size_t>(n_out));
-                    gpt2::gemm_q8(batched.data(), xq.data(), x_scale.data(), wp.data(), scale.data(), b, n_tok, n_in,
-                                  n_out);
+                    gpt2::gemm_q8(batched.data(), xq.data(), x_scale.data(), wp.data(), scale.data(), nullptr, b, n_tok,
+                                  n_in, n_out);
                     for (int t = 0; t < n_tok; t++) {
                         const int16_t* xt = xq.data() + size_t(t) * n_in;
                         gpt2::gemv_q8(single.data(), xt, x_scale[t], wp.data(), scale.data(), b, n_in, n_out);
@@ -169,7 +169,7 @@ TEST(Int8Kernels, ExtremeValuesDoNotOverflowAndNonFiniteRowsGiveNaN) {
     float x_scale[2];
     gpt2::quantize_activations(xq.data(), x_scale, x.data(), 2, n_in);
     std::vector<float> out(size_t(2) * n_out);
-    gpt2::gemm_q8(out.data(), xq.data(), x_scale, w.data(), scale.data(), nullptr, 2, n_in, n_out);
+    gpt2::gemm_q8(out.data(), xq.data(), x_scale, w.data(), scale.data(), nullptr, nullptr, 2, n_in, n_out);
     const int64_t exact = -int64_t(127) * gpt2::activation_range(n_in) * n_in;
     for (int o = 0; o < n_out; o++) {
         EXPECT_EQ(out[size_t(o)], float(exact) * x_scale[0]) << o;
