@@ -63,7 +63,7 @@ test('a browser that refuses relaxed-SIMD modules gets the SIMD128 build, and th
   const { status, text, wasm } = await generateOnPage(page);
   expect(wasm).toEqual([expect.stringMatching(/^gpt2(-mt)?\.wasm$/)]);
   expect(status).toMatch(/ · on the CPU \(WebAssembly, SIMD128\)( because|$)/);
-  expect(simdSupport()).toBe('simd128');  // Playwright's Node runs without the relaxed-SIMD flags
+  expect(simdSupport()).toBe('simd128');  // Node's default (web/lib/engine/simd_support.js)
   const model = await loadModel(BUNDLED_MODEL_FILE, { threads: 2 });
   try {
     let nodeText = '';

@@ -244,18 +244,19 @@ const LOOKUP_MIN_PAIRS = 9;
 // several sequences on every model measured, with int8 and fp32 weights (those of --weights among them; the large shapes int8 only).
 // All in the first of --simd's builds.
 async function measureSpeculation(options, modelDirs, started) {
-  const flags = options.simds[0] === 'relaxed' ? NODE_RELAXED_SIMD_FLAGS : ['--no-experimental-wasm-relaxed-simd'];
+  // Node runs the relaxed build when asked (web/lib/engine/simd_support.js)
+  const [flags, env] = options.simds[0] === 'relaxed' ? [NODE_RELAXED_SIMD_FLAGS, { GPT2_WASM_SIMD: 'relaxed' }] : [[], {}];
   const script = join(REPO, 'tools/bench/speculation_runner.mjs');
   const runs = String(options.runs);
   const log = (text) => console.error(`[speculation ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
   const lookupPairs = String(Math.max(options.runs, LOOKUP_MIN_PAIRS));
-  const { lookup } = await runNodeScript([...flags, script, 'lookup', ensureModel('tiny'), lookupPairs], log);
+  const { lookup } = await runNodeScript([...flags, script, 'lookup', ensureModel('tiny'), lookupPairs], log, env);
   const verification = [];
   for (const [model, dir] of Object.entries(modelDirs)) {
-    verification.push({ model, ...await runNodeScript([...flags, script, 'verify', dir, 'int8', runs], log) });
+    verification.push({ model, ...await runNodeScript([...flags, script, 'verify', dir, 'int8', runs], log, env) });
     if (options.weights.includes('q4_k')) {
       const file = ensureGguf(REPO, dir, model, 'q4_k', log);
-      verification.push({ model, ...await runNodeScript([...flags, script, 'verify', file, 'q4_k', runs], log) });
+      verification.push({ model, ...await runNodeScript([...flags, script, 'verify', file, 'q4_k', runs], log, env) });
     }
   }
   const sequences = [];
@@ -264,10 +265,10 @@ async function measureSpeculation(options, modelDirs, started) {
   for (const [model, dir] of Object.entries(modelDirs)) {
     // fp32 774M and 1.5B do not fit wasm32's memory: the large shapes run int8 only
     for (const weights of sequenceWeights.filter((w) => w === 'int8' || !MODELS[model].large)) {
-      const measured = { model, ...await runNodeScript([...flags, script, 'sequences', dir, weights, runs], log) };
+      const measured = { model, ...await runNodeScript([...flags, script, 'sequences', dir, weights, runs], log, env) };
       sequences.push({ ...measured, target: sequencesTarget(measured) });
     }
-    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([...flags, script, 'beams', dir, 'int8', runs], log) });
+    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([...flags, script, 'beams', dir, 'int8', runs], log, env) });
   }
   return { lookup, verification, sequences, beams };
 }

@@ -4,7 +4,7 @@
 //
 //   node [V8 flags] tools/bench/node_runner.mjs MODEL_DIR|FILE.gguf fp32|int8|GGUF_TYPE PLAN_JSON [THREADS [SIMD]]
 //   (THREADS > 1: the threaded build; SIMD: relaxed or simd128, the wasm build, else the one this Node runs
-//   (simd_support.js: Node 20 runs relaxed SIMD only with options.mjs's NODE_RELAXED_SIMD_FLAGS); a GGUF file's
+//   (simd_support.js; Node 20 validates relaxed SIMD only with options.mjs's NODE_RELAXED_SIMD_FLAGS); a GGUF file's
 //   weights are its own types, GGUF_TYPE only names them)
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { simdSupport } from '../../web/lib/engine/simd_support.js';

@@ -55,8 +55,9 @@ export const INT8_UNCACHED_MAX_CONTEXT = 256;
 const KV_CACHES = ['int8', 'fp32'];
 
 // Our wasm runtimes (node, chromium) run each of --simd's builds (web/lib/engine/simd_support.js): 'relaxed' (what
-// Chrome 114+, Firefox 145+ and Node 22+ run) and 'simd128' (Safari, Node 20). Node 20 runs relaxed SIMD only with
-// these V8 flags, which its runners always get, so that both builds run under the same flags.
+// Chrome 114+ and Firefox 145+ run, and Node when GPT2_WASM_SIMD=relaxed) and 'simd128' (Safari, Node by default).
+// Node 20 validates relaxed SIMD only with these V8 flags, which its runners always get, so that both builds run
+// under the same flags.
 export const SIMD_BUILDS = ['relaxed', 'simd128'];
 export const SIMD_NAMES = { relaxed: 'relaxed SIMD', simd128: 'SIMD128' };
 export const WASM_RUNTIMES = ['node', 'chromium'];

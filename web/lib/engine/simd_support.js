@@ -1,7 +1,11 @@
-// Which wasm build this JS engine can run: 'relaxed' (relaxed SIMD: Chrome 114+, Firefox 145+, Node 22+) or
-// 'simd128' (everywhere else, Safari and Node 20 among them). A module holding the two relaxed instructions the
-// engine uses is validated, then run on inputs with known results: validating alone would accept Node 20 under
-// --experimental-wasm-relaxed-simd, whose baseline compiler (Liftoff) computes the dot product wrongly.
+// Which wasm build this JS realm runs: 'relaxed' (relaxed SIMD: Chrome 114+, Firefox 145+) or 'simd128' (Safari,
+// and Node unless asked). A module holding the two relaxed instructions the engine uses is validated, then run on
+// inputs with known results: validating alone would accept Node 20 under --experimental-wasm-relaxed-simd, whose
+// baseline compiler (Liftoff) computes the dot product wrongly. Node runs the relaxed build only when the
+// environment variable GPT2_WASM_SIMD is "relaxed" (and Node runs relaxed SIMD: Node 22+, or Node 20 with
+// --experimental-wasm-relaxed-simd --no-liftoff): measured on Node 20 and 22, their V8 lowers the 8-bit dot product
+// into several instructions, and int8 prefill runs at 0.67x the SIMD128 build's, where Chromium 156 runs it at 1.2x.
+import { IS_NODE } from '../environment.js';
 
 // (module (memory (export "memory") 1)
 //   (func (export "probe")
@@ -63,6 +67,6 @@ let support = null;
 
 // 'relaxed' or 'simd128': the build this JS realm runs (probed once).
 export function simdSupport() {
-  support ??= runsRelaxedSimd() ? 'relaxed' : 'simd128';
+  support ??= (!IS_NODE || process.env.GPT2_WASM_SIMD === 'relaxed') && runsRelaxedSimd() ? 'relaxed' : 'simd128';
   return support;
 }
