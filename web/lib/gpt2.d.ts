@@ -278,8 +278,8 @@ export interface Model {
   readonly weightTypes: string;
   /** the threads it got */
   readonly threads: number;
-  /** the CPU engine's instructions: relaxed SIMD (fused multiply-add, int8 dot product) where the JS engine runs
-   * them, else SIMD128 */
+  /** the CPU engine's wasm build: relaxed SIMD (fused multiply-add, 8-bit dot product) in browsers that run it (and
+   * in Node with GPT2_WASM_SIMD=relaxed), else SIMD128 */
   readonly simd: 'relaxed' | 'simd128';
   /** where it runs: the GPU or the CPU */
   readonly device: 'webgpu' | 'wasm';

@@ -37,8 +37,8 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // -> Model: { config, weightBytes, weightTypes, threads, simd, generate(prompt, options), score(text, options),
 // encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
 // "int8", or a GGUF file's types, e.g. "Q4_K, Q6_K"); simd: the CPU engine's build, 'relaxed' (relaxed SIMD: fused
-// multiply-add and the int8 dot product, where the JS engine runs them: Chrome 114+, Firefox 145+, Node 22+) or
-// 'simd128' (Safari, Node 20), chosen by a probe (engine/simd_support.js).
+// multiply-add and the 8-bit dot product, where the JS engine runs them: Chrome 114+, Firefox 145+; Node with
+// GPT2_WASM_SIMD=relaxed) or 'simd128' (Safari, Node by default), chosen by a probe (engine/simd_support.js).
 // generate() keeps its session's KV cache when it ends: a next prompt that starts with the same tokens (the
 // prompt plus the output, to continue a text) computes only the rest, and stats.reusedTokens says how many it
 // kept. The output is the same as without that reuse. The prompt is a text or an array of token ids: to
