@@ -78,9 +78,10 @@ for (const isolation of [true, false]) {
       expect(app.requests).toEqual(['GET /', 'GET /main.js']);
       const fromCdn = cdn.requests.filter((request) => request !== `GET ${MODEL_PATH}`);
       expect(fromCdn).toContain(`GET ${ASSET_PATH}gpt2-worker.js`);
-      // threads: 'auto', the cores, where the page is isolated (web/lib/engine/engine.js)
+      // threads: 'auto', the cores, where the page is isolated (web/lib/engine/engine.js); Chromium runs the
+      // relaxed-SIMD build (web/lib/engine/simd_support.js)
       const threaded = isolation && await page.evaluate(() => navigator.hardwareConcurrency > 1);
-      expect(fromCdn.filter((request) => request.endsWith('.wasm'))).toEqual([`GET ${ASSET_PATH}${threaded ? 'gpt2-mt' : 'gpt2'}.wasm`]);
+      expect(fromCdn.filter((request) => request.endsWith('.wasm'))).toEqual([`GET ${ASSET_PATH}${threaded ? 'gpt2-mt' : 'gpt2'}-relaxed.wasm`]);
       expect(fromCdn.every((request) => request.startsWith(`GET ${ASSET_PATH}`))).toBe(true);
       expect(errors).toEqual([]);
     } finally {

@@ -1,5 +1,6 @@
 // The page's controls, found by the accessible names that screen readers use too, and the Node API's text the page
 // must match (shared by the page specs).
+import { expect } from '@playwright/test';
 import { loadModel } from '../../web/lib/gpt2.js';
 
 export function controls(page) {
@@ -50,6 +51,21 @@ export function nodeText(path, prompt, settings, loadOptions = {}) {
     })());
   }
   return nodeTexts.get(key);
+}
+
+// Opens the page at url, waits for its default model (readyTimeout ms at most), generates greedily; -> { status: the
+// status line, text: the output }.
+export async function generateGreedilyOnPage(page, url, { prompt, maxNewTokens, readyTimeout }) {
+  await page.goto(url);
+  const { generate, output } = controls(page);
+  await expect(generate).toBeEnabled({ timeout: readyTimeout });
+  await fillSettings(page, { prompt, temperature: 0, maxNewTokens });
+  await generate.click();
+  await expect(generate).toBeEnabled({ timeout: readyTimeout });
+  return {
+    status: await page.getByRole('status').textContent(),
+    text: (await output.locator('.token').allTextContents()).join(''),
+  };
 }
 
 // Bytes malloc'ed in the engine that the page's models live in (its wasm heap in use), for leak checks; call it

@@ -6,8 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import { test, expect } from './under_csp.js';
 import { simdSupport } from '../../web/lib/engine/simd_support.js';
-import { loadModel } from '../../web/lib/gpt2.js';
-import { controls, fillSettings } from './page-controls.js';
+import { generateGreedilyOnPage, nodeText } from './page-controls.js';
 
 // The page's default model: the bundled model's Q4_0 GGUF file.
 const BUNDLED_MODEL_FILE = fileURLToPath(new URL('../../public/models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf', import.meta.url));
@@ -35,17 +34,8 @@ async function generateOnPage(page) {
     const match = /\/wasm\/([\w-]+\.wasm)$/.exec(new URL(request.url()).pathname);
     if (match) wasm.push(match[1]);
   });
-  await page.goto('/');
-  const { generate, output } = controls(page);
-  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
-  await fillSettings(page, { prompt: PROMPT, temperature: 0, maxNewTokens: MAX_NEW_TOKENS });
-  await generate.click();
-  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
-  return {
-    status: await page.getByRole('status').textContent(),
-    text: (await output.locator('.token').allTextContents()).join(''),
-    wasm,
-  };
+  const generated = await generateGreedilyOnPage(page, '/', { prompt: PROMPT, maxNewTokens: MAX_NEW_TOKENS, readyTimeout: MODEL_READY_TIMEOUT });
+  return { ...generated, wasm };
 }
 
 test('Chromium runs the relaxed-SIMD build, and the status line says so', async ({ page }) => {
@@ -64,12 +54,5 @@ test('a browser that refuses relaxed-SIMD modules gets the SIMD128 build, and th
   expect(wasm).toEqual([expect.stringMatching(/^gpt2(-mt)?\.wasm$/)]);
   expect(status).toMatch(/ · on the CPU \(WebAssembly, SIMD128\)( because|$)/);
   expect(simdSupport()).toBe('simd128');  // Node's default (web/lib/engine/simd_support.js)
-  const model = await loadModel(BUNDLED_MODEL_FILE, { threads: 2 });
-  try {
-    let nodeText = '';
-    for await (const piece of model.generate(PROMPT, { temperature: 0, maxNewTokens: MAX_NEW_TOKENS })) nodeText += piece.text;
-    expect(text).toBe(nodeText);
-  } finally {
-    model.dispose();
-  }
+  expect(text).toBe(await nodeText(BUNDLED_MODEL_FILE, PROMPT, { temperature: 0, maxNewTokens: MAX_NEW_TOKENS }));
 });

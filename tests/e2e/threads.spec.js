@@ -6,7 +6,7 @@ import { test, expect } from './under_csp.js';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../tools/dev/serve.mjs';
 import { loadModel } from '../../web/lib/gpt2.js';
-import { controls, fillSettings } from './page-controls.js';
+import { generateGreedilyOnPage } from './page-controls.js';
 
 const PUBLIC = fileURLToPath(new URL('../../public/', import.meta.url));
 // The page's default model: the bundled model's Q4_0 GGUF file.
@@ -33,17 +33,13 @@ function singleThreadText() {
 
 // Opens the page at url, waits for the bundled model, generates greedily; -> { isolated, status, text }.
 async function generateOnPage(page, url) {
-  await page.goto(url);
-  const { generate, output } = controls(page);
-  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
-  await fillSettings(page, { prompt: PROMPT, temperature: 0, maxNewTokens: MAX_NEW_TOKENS });
-  await generate.click();
-  await expect(generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  const { status, text } = await generateGreedilyOnPage(page, url,
+    { prompt: PROMPT, maxNewTokens: MAX_NEW_TOKENS, readyTimeout: MODEL_READY_TIMEOUT });
   return {
     isolated: await page.evaluate(() => crossOriginIsolated),
     cores: await page.evaluate(() => navigator.hardwareConcurrency),
-    status: await page.getByRole('status').textContent(),
-    text: (await output.locator('.token').allTextContents()).join(''),
+    status,
+    text,
   };
 }
 

@@ -214,7 +214,7 @@ test('on another origin the widget is one script request: the rest is the wasm f
   await generateAndWait(widgetControls(page.locator('gpt2-widget')));
   const engineFiles = assets.requests.filter((request) => request.startsWith('GET /wasm/'));
   expect(engineFiles.length).toBeGreaterThan(0);
-  expect(engineFiles.every((request) => /^GET \/wasm\/gpt2(-mt)?\.(mjs|cjs|wasm|worker\.cjs)$/.test(request))).toBe(true);
+  expect(engineFiles.every((request) => /^GET \/wasm\/gpt2(-mt)?-relaxed\.(mjs|cjs|wasm|worker\.cjs)$/.test(request))).toBe(true);
   const rest = assets.requests.filter((request) => !engineFiles.includes(request));
   expect(rest).toEqual(['GET /gpt2-widget.js', WEIGHTS_REQUEST]);
 });
