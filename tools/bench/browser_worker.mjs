@@ -1,34 +1,24 @@
 // The Chromium worker of tools/bench/browser.html: loads one model (a folder's URL, or a GGUF file's) into a fresh
-// wasm instance and runs measure.mjs on it. The model files are fetched whole as Blobs and given to the loader as
-// local objects, which the loader reads in pieces and does not copy into the Cache API (a 500 MB cache write would
-// only slow the run down); the Blobs live outside the wasm heap (Chromium keeps large ones on disk, so a 3 GB GPT-2
-// 1.5B file loads too, which one ArrayBuffer cannot hold), so the heap figures are the engine's alone.
+// wasm instance and runs measure.mjs on it. The model loads from its URL through the site's own loader, which
+// streams the download into the engine piece by piece (so a 3 GB GPT-2 1.5B file loads as in the page, where one
+// Blob or ArrayBuffer of it fails) and copies it into the Cache API as it goes; that copy is deleted once the model
+// is loaded, so that every job downloads its model the same way. The heap figures are the engine's alone.
 // device 'webgpu' (the webgpu runtime) runs the same model's passes on the GPU (gpu_driver.mjs), in this worker like
 // loadModel's default in a page. A { probe: true } message answers which adapter WebGPU gives this worker:
 // { adapterInfo } (web/lib/gpu/device.js's description) or { reason }.
 import { loadEngine } from '/public/js/lib/engine/engine.js';
 import { simdSupport } from '/public/js/lib/engine/simd_support.js';
 import { loadModelIntoEngine } from '/public/js/lib/loading/loader.js';
+import { deleteCachedModel } from '/public/js/lib/loading/model_cache.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 import { openGpuDriver } from './gpu_driver.mjs';
 
-async function fetchBlob(url) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`HTTP ${response.status} from ${url}`);
-  return response.blob();
-}
-
 // format: fp32 or int8 for a folder; a GGUF file's weights are its own types.
 async function loadModelFrom(engine, modelUrl, format) {
-  if (modelUrl.endsWith('.gguf')) {
-    const file = new File([await fetchBlob(modelUrl)], new URL(modelUrl).pathname.split('/').at(-1));
-    return loadModelIntoEngine(engine, [file], { withTokenizer: false });
-  }
-  const weights = await fetchBlob(new URL('model.safetensors', modelUrl));
-  const config = await fetchBlob(new URL('config.json', modelUrl));
-  // weights is collectable once this returns: the engine holds its own converted copy
-  return loadModelIntoEngine(engine, { config, weights }, { withTokenizer: false, weights: format });
+  const loaded = await loadModelIntoEngine(engine, modelUrl, { withTokenizer: false, ...(modelUrl.endsWith('.gguf') ? {} : { weights: format }) });
+  await deleteCachedModel(modelUrl);
+  return loaded;
 }
 
 async function gpuModules() {
