@@ -69,7 +69,7 @@ import { benchChartSvg } from './chart_svg.mjs';
 import { checkBuild, commit, ensureModel, machineInfo, planJobs, prepareGguf, uncachedContexts } from './jobs.mjs';
 import { adapterName } from '../../web/lib/gpu/device.js';
 import { TOKENS_DIFFER } from './measure.mjs';
-import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, NODE_RELAXED_SIMD_FLAGS, REPO, SIMD_NAMES, parseArgs } from './options.mjs';
+import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, REPO, SIMD_NAMES, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, sequencesTarget, targetResults, toRecords } from './records.mjs';
 import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
@@ -242,21 +242,19 @@ const LOOKUP_MIN_PAIRS = 9;
 // Speculative decoding on the Node wasm engine (tools/bench/speculation_runner.mjs, a process each): prompt lookup on
 // the bundled model, and the cost of verification on every model measured, int8 (and Q4_K with --weights q4_k); and
 // several sequences on every model measured, with int8 and fp32 weights (those of --weights among them; the large shapes int8 only).
-// All in the first of --simd's builds.
+// All in the build Node runs by default, SIMD128 (web/lib/engine/simd_support.js).
 async function measureSpeculation(options, modelDirs, started) {
-  // Node runs the relaxed build when asked (web/lib/engine/simd_support.js)
-  const [flags, env] = options.simds[0] === 'relaxed' ? [NODE_RELAXED_SIMD_FLAGS, { GPT2_WASM_SIMD: 'relaxed' }] : [[], {}];
   const script = join(REPO, 'tools/bench/speculation_runner.mjs');
   const runs = String(options.runs);
   const log = (text) => console.error(`[speculation ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
   const lookupPairs = String(Math.max(options.runs, LOOKUP_MIN_PAIRS));
-  const { lookup } = await runNodeScript([...flags, script, 'lookup', ensureModel('tiny'), lookupPairs], log, env);
+  const { lookup } = await runNodeScript([script, 'lookup', ensureModel('tiny'), lookupPairs], log);
   const verification = [];
   for (const [model, dir] of Object.entries(modelDirs)) {
-    verification.push({ model, ...await runNodeScript([...flags, script, 'verify', dir, 'int8', runs], log, env) });
+    verification.push({ model, ...await runNodeScript([script, 'verify', dir, 'int8', runs], log) });
     if (options.weights.includes('q4_k')) {
       const file = ensureGguf(REPO, dir, model, 'q4_k', log);
-      verification.push({ model, ...await runNodeScript([...flags, script, 'verify', file, 'q4_k', runs], log, env) });
+      verification.push({ model, ...await runNodeScript([script, 'verify', file, 'q4_k', runs], log) });
     }
   }
   const sequences = [];
@@ -265,10 +263,10 @@ async function measureSpeculation(options, modelDirs, started) {
   for (const [model, dir] of Object.entries(modelDirs)) {
     // fp32 774M and 1.5B do not fit wasm32's memory: the large shapes run int8 only
     for (const weights of sequenceWeights.filter((w) => w === 'int8' || !MODELS[model].large)) {
-      const measured = { model, ...await runNodeScript([...flags, script, 'sequences', dir, weights, runs], log, env) };
+      const measured = { model, ...await runNodeScript([script, 'sequences', dir, weights, runs], log) };
       sequences.push({ ...measured, target: sequencesTarget(measured) });
     }
-    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([...flags, script, 'beams', dir, 'int8', runs], log, env) });
+    if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([script, 'beams', dir, 'int8', runs], log) });
   }
   return { lookup, verification, sequences, beams };
 }

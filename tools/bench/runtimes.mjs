@@ -109,10 +109,10 @@ function runNodeWebgpu(job, plan, log, options) {
 }
 
 // Runs a runner script (arguments after node's) that prints its result (measure.mjs's, or speculation_runner.mjs's)
-// as JSON on stdout; env: environment variables on top of this process's.
-export async function runNodeScript(args, log, env = {}) {
+// as JSON on stdout.
+export async function runNodeScript(args, log) {
   const script = relative(REPO, args.find((arg) => arg.endsWith('.mjs')));
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));
