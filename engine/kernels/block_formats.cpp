@@ -89,4 +89,56 @@ void quantize_activation_blocks(const LinearInput& in, int n_tok, int n_in) {
         }
 }
 
+#if defined(__wasm_relaxed_simd__)
+namespace {
+
+using simd::i16x8;
+using simd::i8x16;
+
+// Each token row of xq (n_tok, n_in) rewritten in place as n_in bytes, block by block (every block's 32 int16 are
+// read before its 32 bytes, which lie at or before them, are written): in order, or in regroup_nibbles's order
+// (block_formats_legacy.cpp: values 0, 16, 1, 17, .., 7, 23, then 8, 24, .., 15, 31).
+template <bool kNibblePairs>
+void activations_to_bytes(int16_t* xq, int n_tok, int n_in) {
+    for (int t = 0; t < n_tok; t++) {
+        int16_t* row = xq + size_t(t) * n_in;
+        int8_t* bytes = reinterpret_cast<int8_t*>(row);
+        for (int i = 0; i < n_in; i += kActivationBlock) {
+            const i16x8 v0 = simd::load<i16x8>(row + i), v1 = simd::load<i16x8>(row + i + 8);
+            const i16x8 v2 = simd::load<i16x8>(row + i + 16), v3 = simd::load<i16x8>(row + i + 24);
+            i8x16 a, b;
+            if constexpr (kNibblePairs) {
+                const i8x16 low = simd::narrow(v0, v2),
+                            high = simd::narrow(v1, v3);  // values 0..7 16..23, 8..15 24..31
+                a = __builtin_shufflevector(low, low, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+                b = __builtin_shufflevector(high, high, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+            } else {
+                a = simd::narrow(v0, v1), b = simd::narrow(v2, v3);
+            }
+            std::memcpy(bytes + i, &a, sizeof a);
+            std::memcpy(bytes + i + 16, &b, sizeof b);
+        }
+    }
+}
+
+}  // namespace
+#endif
+
+void prepare_block_activations(WeightFormat format, const LinearInput& in, int n_tok, int n_in) {
+    quantize_activation_blocks(in, n_tok, n_in);
+#if defined(__wasm_relaxed_simd__)
+    switch (format) {
+        case WeightFormat::q4_0:
+        case WeightFormat::q4_1: activations_to_bytes<true>(in.xq, n_tok, n_in); break;
+        case WeightFormat::q5_0:
+        case WeightFormat::q5_1:
+        case WeightFormat::q4_k:
+        case WeightFormat::q5_k: activations_to_bytes<false>(in.xq, n_tok, n_in); break;
+        default: break;  // the int16 kernels: Q8_0, Q6_K
+    }
+#else
+    (void)format;
+#endif
+}
+
 }  // namespace gpt2

@@ -55,4 +55,9 @@ const BlockFormat* block_format(WeightFormat format);
 // (n_tok, n_in), in.xq_scale and in.xq_sum (n_tok, n_in / kActivationBlock).
 void quantize_activation_blocks(const LinearInput& in, int n_tok, int n_in);
 
+// The input of a product with `format`'s weights: quantize_activation_blocks, and in the relaxed-SIMD build, for
+// the formats whose kernels take bytes (Q4_0, Q4_1: in regroup_nibbles's order, block_formats_legacy.cpp; Q5_0, Q5_1,
+// Q4_K, Q5_K: in order), each token row of xq rewritten in place as its n_in values' bytes.
+void prepare_block_activations(WeightFormat format, const LinearInput& in, int n_tok, int n_in);
+
 }  // namespace gpt2

@@ -317,7 +317,7 @@ struct KQuant {
     }
 
 #if defined(__wasm_relaxed_simd__)
-    // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's, see panel_dot), and per
+    // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's in order), and per
     // step the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 bytes each)
     // as quants on bytes against 4 activations repeated 4 times, so that one 8-bit dot product gives each row's sum
     // in its own lane. The same integers as below.
@@ -402,13 +402,8 @@ struct KQuant {
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
 #if defined(__wasm_relaxed_simd__)
-            // the super-block's activations as bytes (they are in -127..127), for the 8-bit dot products
-            int8_t x[kSuperBlock];
-            for (int i = 0; i < kSuperBlock; i += 16) {
-                const simd::i8x16 v =
-                    simd::narrow(load<i16x8>(xq + s * kSuperBlock + i), load<i16x8>(xq + s * kSuperBlock + i + 8));
-                std::memcpy(x + i, &v, sizeof v);
-            }
+            // the super-block's activations as bytes in order (prepare_block_activations)
+            const int8_t* x = reinterpret_cast<const int8_t*>(xq) + s * kSuperBlock;
 #else
             const int16_t* x = xq + s * kSuperBlock;
 #endif

@@ -58,30 +58,26 @@ int panels(int n_out) { return (n_out + kPanelRows - 1) / kPanelRows; }
 
 // ---- the 32-value formats: each is a struct of its layout and its three per-block operations ----
 
-// The activations of one block: 32 int16 in four vectors, their scale and sum; in the relaxed-SIMD build also as
-// bytes (they are in -127..127) in the two orders the 8-bit dot products want (each format's kernel uses one; the
-// compiler drops the other).
+// The activations of one block: 32 int16 in four vectors, their scale and sum; in the relaxed-SIMD build the
+// 4- and 5-bit formats' activations are bytes instead, in their format's order (prepare_block_activations). Each
+// format's kernel reads one form (the compiler drops the other's loads).
 struct XBlock {
     i16x8 x0, x1, x2, x3;  // values 0..7, 8..15, 16..23, 24..31
     f32x4 d;               // the scale in every lane
     int32_t sum;
 #if defined(__wasm_relaxed_simd__)
-    simd::i8x16 pairs0, pairs1;  // regroup_nibbles's byte order: values 0, 16, 1, 17, .., 7, 23 and 8, 24, .., 15, 31
-    simd::i8x16 first, second;   // values 0..15 and 16..31
+    simd::i8x16 bytes0, bytes1;  // the block's 32 bytes
 #endif
 };
-inline XBlock x_block(const int16_t* xq, const float* d, int32_t sum) {
+// Block b of a token row of xq.
+inline XBlock x_block(const int16_t* xq, int b, const float* d, int32_t sum) {
     XBlock x;
-    x.x0 = load<i16x8>(xq), x.x1 = load<i16x8>(xq + 8), x.x2 = load<i16x8>(xq + 16), x.x3 = load<i16x8>(xq + 24);
+    const int16_t* q = xq + b * kBlock;
+    x.x0 = load<i16x8>(q), x.x1 = load<i16x8>(q + 8), x.x2 = load<i16x8>(q + 16), x.x3 = load<i16x8>(q + 24);
     x.d = simd::load_splat(d), x.sum = sum;
 #if defined(__wasm_relaxed_simd__)
-    const simd::i8x16 values0_7_16_23 = simd::narrow(x.x0, x.x2), values8_15_24_31 = simd::narrow(x.x1, x.x3);
-    x.pairs0 =
-        __builtin_shufflevector(values0_7_16_23, values0_7_16_23, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    x.pairs1 = __builtin_shufflevector(values8_15_24_31, values8_15_24_31, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6,
-                                       14, 7, 15);
-    x.first = simd::narrow(x.x0, x.x1);
-    x.second = simd::narrow(x.x2, x.x3);
+    const int8_t* bytes = reinterpret_cast<const int8_t*>(xq) + b * kBlock;
+    x.bytes0 = load<simd::i8x16>(bytes), x.bytes1 = load<simd::i8x16>(bytes + 16);
 #endif
     return x;
 }
@@ -113,7 +109,7 @@ inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
 #if defined(__wasm_relaxed_simd__)
     const u8x16 v = load<u8x16>(q);
     const u8x16 low = v & 15, high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);
-    return simd::dot_i8_u7(x.pairs1, high, simd::dot_i8_u7(x.pairs0, low, i32x4{0, 0, 0, 0}));
+    return simd::dot_i8_u7(x.bytes1, high, simd::dot_i8_u7(x.bytes0, low, i32x4{0, 0, 0, 0}));
 #else
     const simd::u16x8 v = load<simd::u16x8>(q);
     return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
@@ -148,7 +144,8 @@ inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) 
     const u8x16 high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
 #if defined(__wasm_relaxed_simd__)
     // values 0..15 and 16..31 as bytes (below 32) into two 8-bit dot products
-    return simd::dot_i8_u7(x.second, high | fifth_hi, simd::dot_i8_u7(x.first, (v & 15) | fifth_lo, i32x4{0, 0, 0, 0}));
+    return simd::dot_i8_u7(x.bytes1, high | fifth_hi,
+                           simd::dot_i8_u7(x.bytes0, (v & 15) | fifth_lo, i32x4{0, 0, 0, 0}));
 #else
     i16x8 a, b, c, d;
     simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
@@ -364,7 +361,7 @@ inline f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* x_s
                        int n_blocks) {
     f32x4 acc = {0, 0, 0, 0};
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes)
-        acc += F::dot(panel, x_block(xq + b * kBlock, x_scale + b, x_sum[b]));
+        acc += F::dot(panel, x_block(xq, b, x_scale + b, x_sum[b]));
     return acc;
 }
 
@@ -376,8 +373,8 @@ inline void panel_dot2(f32x4* acc0, f32x4* acc1, const uint8_t* panel, const int
                        int n_blocks) {
     f32x4 a0 = {0, 0, 0, 0}, a1 = {0, 0, 0, 0};
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes) {
-        a0 += F::dot(panel, x_block(xq0 + b * kBlock, x_scale0 + b, x_sum0[b]));
-        a1 += F::dot(panel, x_block(xq1 + b * kBlock, x_scale1 + b, x_sum1[b]));
+        a0 += F::dot(panel, x_block(xq0, b, x_scale0 + b, x_sum0[b]));
+        a1 += F::dot(panel, x_block(xq1, b, x_scale1 + b, x_sum1[b]));
     }
     *acc0 = a0;
     *acc1 = a1;

@@ -12,7 +12,7 @@ void prepare_linear_input(const Linear& linear, const LinearInput& in, int n_tok
         case WeightFormat::fp32:
         case WeightFormat::f16: break;
         case WeightFormat::int8: quantize_linear_activations(in.xq, in.xq_scale, in.x, n_tok, linear.n_in); break;
-        default: quantize_activation_blocks(in, n_tok, linear.n_in); break;  // the other block formats
+        default: prepare_block_activations(linear.format, in, n_tok, linear.n_in); break;  // the block formats
     }
 }
 
