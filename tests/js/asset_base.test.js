@@ -40,7 +40,7 @@ test('the engine starts from the configured folder, also when its URL lacks the 
   configure({ assetBase: pathToFileURL(folder) });
   await expect(loadModel(FIXTURE)).rejects.toThrow(`the WebAssembly engine is not built (no gpt2.cjs in ${folder}/)`);
 
-  for (const file of ['gpt2.cjs', 'gpt2.wasm']) await copyFile(join(WASM_FOLDER, file), join(folder, file));
+  for (const file of ['gpt2.cjs', 'gpt2.wasm', 'gpt2-relaxed.cjs', 'gpt2-relaxed.wasm']) await copyFile(join(WASM_FOLDER, file), join(folder, file));
   const model = await loadModel(FIXTURE);
   try {
     expect((await greedyText(model)).length).toBeGreaterThan(0);
