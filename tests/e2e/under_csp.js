@@ -6,8 +6,10 @@
 import { test as base, expect } from '@playwright/test';
 import { CSP_REPORTS_PATH } from '../../tools/dev/serve.mjs';
 
-// Reports are posted by the browser shortly after the violation: time for the last ones to arrive.
+// Reports are posted by the browser shortly after the violation: time for the last ones to arrive, and, while an
+// expected one is still missing, as long again as needed up to a limit (a loaded machine posts them later).
 const REPORT_DELAY_MS = 300;
+const EXPECTED_REPORT_WAIT_MS = 5000;
 
 export const test = base.extend({
   cspViolations: [async ({ baseURL }, use) => {
@@ -16,8 +18,13 @@ export const test = base.extend({
     const before = (await reports()).length;
     const expected = [];
     await use({ expect: (pattern) => expected.push(pattern) });
-    await new Promise((resolve) => setTimeout(resolve, REPORT_DELAY_MS));
-    const received = (await reports()).slice(before).map((report) => JSON.stringify(report));
+    const received = [];
+    for (let waited = 0; ; waited += REPORT_DELAY_MS) {
+      await new Promise((resolve) => setTimeout(resolve, REPORT_DELAY_MS));
+      received.splice(0, received.length, ...(await reports()).slice(before).map((report) => JSON.stringify(report)));
+      const missing = expected.some((pattern) => !received.some((report) => pattern.test(report)));
+      if (!missing || waited >= EXPECTED_REPORT_WAIT_MS) break;
+    }
     expect(received.filter((report) => !expected.some((pattern) => pattern.test(report))), 'Content-Security-Policy violations').toEqual([]);
     for (const pattern of expected) expect(received.some((report) => pattern.test(report)), `a violation matching ${pattern}`).toBe(true);
   }, { auto: true }],
