@@ -192,13 +192,12 @@ void pack_linear(Linear* linear, void* scratch) {
         case WeightFormat::fp32:
             pack_panels(static_cast<float*>(linear->weight), linear->n_out, linear->n_in, static_cast<float*>(scratch));
             break;
-        case WeightFormat::int8: {
+        case WeightFormat::int8:
             if (linear->sums)
                 int8_row_sums(linear->sums, static_cast<const int8_t*>(linear->weight), linear->n_out, linear->n_in);
             pack_panels(static_cast<int8_t*>(linear->weight), linear->n_out, linear->n_in,
                         static_cast<int8_t*>(scratch));
             break;
-        }
         default: break;  // the block formats are stored in their layout as their rows arrive (block_formats.h)
     }
 }

@@ -23,7 +23,7 @@ struct Linear {
     int n_in = 0;
     void* weight = nullptr;   // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
     float* scale = nullptr;   // (n_out) int8: the per-row scales; fp32: null
-    int32_t* sums = nullptr;  // (n_out) int8 where the kernels take them (kernels.h kInt8RowSums): each row's sum of q
+    int32_t* sums = nullptr;  // (n_out) int8 where the kernels take them (kernels.h kInt8RowSums): int8_row_sums of q
     float* bias = nullptr;    // (n_out), or null (the LM head)
 };
 

@@ -34,20 +34,16 @@ export function machineInfo(runtimes) {
 }
 
 export function checkBuild(runtimes, threads, simds) {
-  const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: ['build/wasm-testing/gpt2-testing.wasm'],
-    chromium: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js'],
+  // our wasm runtimes' testing builds: each --simd build, and its threaded variant where threads are asked for
+  const suffixes = simds.map((simd) => (simd === 'relaxed' ? '-relaxed' : ''));
+  const wasmBuilds = suffixes.flatMap((suffix) => [`build/wasm-testing/gpt2${suffix}-testing.wasm`,
+    ...(threads.some((n) => n > 1) ? [`build/wasm-testing/gpt2-mt${suffix}-testing.wasm`] : [])]);
+  const needed = { native: ['build/native/gpt2', 'build/native/gpt2_bandwidth'], node: wasmBuilds,
+    chromium: [...wasmBuilds, 'public/js/lib/engine/engine.js'],
     ort: ['build/wasm-testing/gpt2-testing.wasm', `${BENCH_PACKAGES}/onnxruntime-web/package.json`],
     wllama: ['build/wasm-testing/gpt2-testing.wasm', 'public/js/lib/engine/engine.js', `${BENCH_PACKAGES}/@wllama/wllama/package.json`],
     llamacpp: ['build/native/gpt2_bandwidth'], webgpu: ['public/js/lib/engine/engine.js', 'public/js/lib/gpu/gpu_model.js'],
     'node-webgpu': ['public/wasm/gpt2.wasm'] };
-  const suffixes = simds.map((simd) => (simd === 'relaxed' ? '-relaxed' : ''));
-  for (const runtime of WASM_RUNTIMES) {
-    needed[runtime] = needed[runtime].filter((path) => !path.startsWith('build/wasm-testing/'));
-    for (const suffix of suffixes) {
-      needed[runtime].push(`build/wasm-testing/gpt2${suffix}-testing.wasm`);
-      if (threads.some((n) => n > 1)) needed[runtime].push(`build/wasm-testing/gpt2-mt${suffix}-testing.wasm`);
-    }
-  }
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) {
     throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm run bench installs ${BENCH_PACKAGES})`);

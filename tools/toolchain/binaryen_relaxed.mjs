@@ -13,13 +13,14 @@ import { renumberRelaxedOpcodes } from './relaxed_opcodes.mjs';
 const BINARYEN_BIN = '/usr/bin';
 const [tool, ...args] = process.argv.slice(2);
 
-const isModule = (path) => {
+// The bytes of the module at path, or null where path is no file or no WebAssembly module.
+const readModule = (path) => {
   try {
-    if (!statSync(path).isFile()) return false;
-    const head = readFileSync(path).subarray(0, 4);
-    return head.length === 4 && head[0] === 0 && head[1] === 0x61 && head[2] === 0x73 && head[3] === 0x6d;
+    if (!statSync(path).isFile()) return null;
+    const bytes = readFileSync(path);
+    return bytes.length >= 4 && bytes[0] === 0 && bytes[1] === 0x61 && bytes[2] === 0x73 && bytes[3] === 0x6d ? bytes : null;
   } catch {
-    return false;
+    return null;
   }
 };
 
@@ -33,9 +34,10 @@ try {
       outputs.push({ temporary, path: arg });
       return temporary;
     }
-    if (!arg.startsWith('-') && isModule(arg)) {
+    const module = arg.startsWith('-') ? null : readModule(arg);
+    if (module) {
       const temporary = join(scratch, `in-${i}-${basename(arg)}`);
-      writeFileSync(temporary, renumberRelaxedOpcodes(readFileSync(arg), 'binaryen').module);
+      writeFileSync(temporary, renumberRelaxedOpcodes(module, 'binaryen').module);
       return temporary;
     }
     return arg;
