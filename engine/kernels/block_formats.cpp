@@ -121,6 +121,23 @@ void activations_to_bytes(int16_t* xq, int n_tok, int n_in) {
     }
 }
 
+// Each block of 32 int16 of xq (n_tok, n_in) rewritten in place as its 64 bytes: the values' low 7 bits
+// (q & 127, in order) then their signs (1 where q < 0), so that q = low - 128 * sign with both in 0..127, the
+// operands an 8-bit dot product against signed weights takes exactly.
+void activations_to_low_and_sign(int16_t* xq, int n_tok, int n_in) {
+    for (size_t i = 0; i < size_t(n_tok) * n_in; i += kActivationBlock) {
+        int16_t* block = xq + i;
+        const i8x16 a = simd::narrow(simd::load<i16x8>(block), simd::load<i16x8>(block + 8));
+        const i8x16 b = simd::narrow(simd::load<i16x8>(block + 16), simd::load<i16x8>(block + 24));
+        const i8x16 low_a = a & 127, low_b = b & 127, sign_a = (a < 0) & 1, sign_b = (b < 0) & 1;
+        int8_t* bytes = reinterpret_cast<int8_t*>(block);
+        std::memcpy(bytes, &low_a, sizeof low_a);
+        std::memcpy(bytes + 16, &low_b, sizeof low_b);
+        std::memcpy(bytes + 32, &sign_a, sizeof sign_a);
+        std::memcpy(bytes + 48, &sign_b, sizeof sign_b);
+    }
+}
+
 }  // namespace
 #endif
 
@@ -134,7 +151,8 @@ void prepare_block_activations(WeightFormat format, const LinearInput& in, int n
         case WeightFormat::q5_1:
         case WeightFormat::q4_k:
         case WeightFormat::q5_k: activations_to_bytes<false>(in.xq, n_tok, n_in); break;
-        default: break;  // the int16 kernels: Q8_0, Q6_K
+        case WeightFormat::q8_0: activations_to_low_and_sign(in.xq, n_tok, n_in); break;
+        default: break;  // the int16 kernels: Q6_K
     }
 #else
     (void)format;

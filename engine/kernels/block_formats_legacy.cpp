@@ -9,7 +9,8 @@
 // stay fp16 and are widened in the kernel), 96 / 88 Q5_0 (+9 %), 104 / 96 Q5_1 (+8 %).
 //
 // Products: per block the weights' integers times the activations' (quantize_activation_blocks) summed exactly in
-// int32 (madd), the 4 rows' sums folded into one i32x4, then for each output
+// int32 (madd; in the relaxed-SIMD build the 8-bit dot product on bytes), the 4 rows' sums folded into one i32x4, then
+// for each output
 //   acc += (d_w * d_x) * float(isum)                               (_0 formats, Q8_0)
 //   acc += (d_w * d_x) * float(isum) + m_w * (d_x * float(sum_x))  (_1 formats)
 // over the blocks in order, then + bias. The offsets of Q4_0 (-8) and Q5_0 (-16) are exact integer corrections
@@ -17,8 +18,8 @@
 // whatever the tokens and rows around it, so gemm rows equal gemv and every split gives the same bits.
 //
 // F16: panels of 4 rows with chunks of 8 values per row, as the fp32 layout of kernels.h (with a padded last
-// panel); the kernel widens the halves exactly and sums in the fp32 order of kernels.h, so it equals gemv() on
-// the dequantized matrix bit for bit.
+// panel); the kernel widens the halves exactly and sums in the fp32 order of kernels.h with its multiply-add
+// (simd::mul_add), so it equals gemv() on the dequantized matrix bit for bit in each build.
 #include "kernels/block_formats_legacy.h"
 
 #include <cstring>
@@ -59,14 +60,16 @@ int panels(int n_out) { return (n_out + kPanelRows - 1) / kPanelRows; }
 // ---- the 32-value formats: each is a struct of its layout and its three per-block operations ----
 
 // The activations of one block: 32 int16 in four vectors, their scale and sum; in the relaxed-SIMD build the
-// 4- and 5-bit formats' activations are bytes instead, in their format's order (prepare_block_activations). Each
-// format's kernel reads one form (the compiler drops the other's loads).
+// 4- and 5-bit formats' activations are bytes instead, in their format's order, and Q8_0's their low 7 bits and
+// signs (prepare_block_activations). Each format's kernel reads one form (the compiler drops the others' loads).
 struct XBlock {
     i16x8 x0, x1, x2, x3;  // values 0..7, 8..15, 16..23, 24..31
     f32x4 d;               // the scale in every lane
     int32_t sum;
 #if defined(__wasm_relaxed_simd__)
     simd::i8x16 bytes0, bytes1;  // the block's 32 bytes
+    u8x16 low0, low1;            // Q8_0: values 0..15, 16..31 & 127
+    u8x16 sign0, sign1;          // Q8_0: 1 where values 0..15, 16..31 are negative
 #endif
 };
 // Block b of a token row of xq.
@@ -78,6 +81,9 @@ inline XBlock x_block(const int16_t* xq, int b, const float* d, int32_t sum) {
 #if defined(__wasm_relaxed_simd__)
     const int8_t* bytes = reinterpret_cast<const int8_t*>(xq) + b * kBlock;
     x.bytes0 = load<simd::i8x16>(bytes), x.bytes1 = load<simd::i8x16>(bytes + 16);
+    const uint8_t* split = reinterpret_cast<const uint8_t*>(q);  // the block's own 64 bytes
+    x.low0 = load<u8x16>(split), x.low1 = load<u8x16>(split + 16);
+    x.sign0 = load<u8x16>(split + 32), x.sign1 = load<u8x16>(split + 48);
 #endif
     return x;
 }
@@ -179,11 +185,22 @@ struct Q8_0 {
         const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * r);
         for (int i = 0; i < kBlock; i++) out[i] = float(qs[i]) * d;
     }
+    // The relaxed-SIMD build takes the quants as bytes into 8-bit dot products with the activations' low 7 bits
+    // and signs: sum q * x = sum q * low - 128 * sum q * sign. SIMD128 widens both to int16 lanes. Both sum the
+    // same products exactly.
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) {
             const int8_t* qs = reinterpret_cast<const int8_t*>(column + 16 + 32 * k);
+#if defined(__wasm_relaxed_simd__)
+            const simd::i8x16 q0 = load<simd::i8x16>(qs), q1 = load<simd::i8x16>(qs + 16);
+            const i32x4 zero = {0, 0, 0, 0};
+            const i32x4 low = simd::dot_i8_u7(q1, x.low1, simd::dot_i8_u7(q0, x.low0, zero));
+            const i32x4 sign = simd::dot_i8_u7(q1, x.sign1, simd::dot_i8_u7(q0, x.sign0, zero));
+            return low - (sign << 7);
+#else
             return (madd(simd::load8x8_s(qs), x.x0) + madd(simd::load8x8_s(qs + 8), x.x1)) +
                    (madd(simd::load8x8_s(qs + 16), x.x2) + madd(simd::load8x8_s(qs + 24), x.x3));
+#endif
         };
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row));
     }
@@ -499,8 +516,8 @@ inline void f16_panel_dot(float out[kPanelRows], const float* x, const uint16_t*
         for (int r = 0; r < kPanelRows; r++) {
             f32x4 w0, w1;
             simd::widen_halves8(load<i16x8>(p + r * kChunkF16), &w0, &w1);
-            a[r][0] += x0 * w0;
-            a[r][1] += x1 * w1;
+            a[r][0] = simd::mul_add(x0, w0, a[r][0]);
+            a[r][1] = simd::mul_add(x1, w1, a[r][1]);
         }
     }
     const int nt = n_in - n8;  // p now points at the rows' tails, nt values each

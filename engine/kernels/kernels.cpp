@@ -157,6 +157,9 @@ int32_t dot_q8(const int16_t* xq, const int8_t* w, int n) {
     return finish_dot_q8(acc, xq + n16, w + n16, n - n16);
 }
 
+#if !defined(__wasm_relaxed_simd__)
+// ---- the int8 GEMV and GEMM kernels in the SIMD128 build and natively: int16 activations, the weights widened ----
+
 inline void panel_dot_q8(int32_t out[kPanelRows], const int16_t* xq, const int8_t* panel, int n_in) {
     const int n16 = n_in & ~15;
     const int8_t* p = panel;
@@ -207,9 +210,6 @@ inline void two_panel_dot_q8(int32_t out_p[kPanelRows], int32_t out_q[kPanelRows
         out_q[r] = finish_dot_q8(b[r], xq + n16, q + r * nt, nt);
     }
 }
-
-#if !defined(__wasm_relaxed_simd__)
-// ---- the GEMM's int8 kernel in the SIMD128 build and natively: int16 activations, the weights widened ----
 
 // Two token rows against one panel: each 16-weight chunk is loaded and widened once for both tokens.
 inline void panel_dot_q8_2(int32_t out0[kPanelRows], int32_t out1[kPanelRows], const int16_t* xq0, const int16_t* xq1,
@@ -397,7 +397,6 @@ int linear_activation_range(int n_in) {
 void quantize_linear_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in) {
     quantize_rows_in_range(q, scale, x, n_tok, n_in, float(linear_activation_range(n_in)));
 #if defined(__wasm_relaxed_simd__)
-    if (n_tok == 1) return;  // the GEMV's form
     // each chunk of 16 int16 rewritten in place as the bytes u % 128, then u / 128, of u = q + 8192 (1..16383)
     const int n16 = n_in & ~15;
     for (int t = 0; t < n_tok; t++) {
@@ -412,12 +411,26 @@ void quantize_linear_activations(int16_t* q, float* scale, const float* x, int n
 #endif
 }
 
-void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const float* bias,
-             int n_in, int n_out) {
+void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const int32_t* w_sums,
+             const float* bias, int n_in, int n_out) {
     const int full_rows = n_out - n_out % kPanelRows;
+    int32_t r[kPanelRows];
+#if defined(__wasm_relaxed_simd__)
+    // the panels visited alternately from the first and the second half of the rows: two sequential streams, as
+    // two_panel_dot_q8 reads them, where the 8 rows' two accumulators each would not stay in registers
+    const int n_panels = full_rows / kPanelRows, half = (n_panels + 1) / 2;
+    for (int i = 0; i < n_panels; i++) {
+        const int o = kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);
+        panel_dot_split(r, xq, w + size_t(o) * n_in, load<i32x4>(w_sums + o), n_in);
+        for (int k = 0; k < kPanelRows; k++) out[o + k] = dequantize(r[k], x_scale, w_scale, bias, o + k);
+    }
+    for (int o = full_rows; o < n_out; o++)
+        out[o] = dequantize(row_dot_split(xq, w + size_t(o) * n_in, w_sums[o], n_in), x_scale, w_scale, bias, o);
+#else
+    (void)w_sums;
     // the panels in two halves, read side by side (two_panel_dot_q8); an odd panel count leaves one for the end
     const int half = full_rows / (2 * kPanelRows) * kPanelRows;
-    int32_t r[kPanelRows], r2[kPanelRows];
+    int32_t r2[kPanelRows];
     for (int o = 0; o < half; o += kPanelRows) {
         two_panel_dot_q8(r, r2, xq, w + size_t(o) * n_in, w + size_t(o + half) * n_in, n_in);
         for (int k = 0; k < kPanelRows; k++) {
@@ -431,6 +444,7 @@ void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, cons
     }
     for (int o = full_rows; o < n_out; o++)
         out[o] = dequantize(dot_q8(xq, w + size_t(o) * n_in, n_in), x_scale, w_scale, bias, o);
+#endif
 }
 
 void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,

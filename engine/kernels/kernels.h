@@ -57,18 +57,17 @@ void quantize_activations(int16_t* q, float* scale, const float* x, int n_tok, i
 
 // The activations of an int8 matrix product (gemv_q8, gemm_q8): quantize_activations with the range
 // linear_activation_range(n_in). That is activation_range natively and in SIMD128. The relaxed-SIMD build's
-// gemm_q8 feeds the 8-bit dot product, whose second operand is 7-bit: the range is at most kSplitActivationRange (so
-// u = q + 8192 is 1..16383), and for n_tok > 1 each whole chunk of 16 values is stored, in the 32 bytes of its 16
-// int16, as the 16 bytes u % 128, then the 16 bytes u / 128 (the n_in % 16 values of the tail stay int16 q); its
-// gemm_q8 then sums 128 * sum(w * hi) + sum(w * lo) - 8192 * sum(w), exact in wrapping int32 arithmetic. One token
-// stays int16 for gemv_q8, which multiplies as the SIMD128 build's: both sum the same integers, so gemm_q8 rows
-// equal gemv_q8 in every build. (A product split over threads calls gemv_q8 only when it has one token in all.)
+// gemv_q8 and gemm_q8 feed the 8-bit dot product, whose second operand is 7-bit: the range is at most
+// kSplitActivationRange (so u = q + 8192 is 1..16383), and each whole chunk of 16 values is stored, in the 32 bytes
+// of its 16 int16, as the 16 bytes u % 128, then the 16 bytes u / 128 (the n_in % 16 values of the tail stay int16
+// q); both then sum 128 * sum(w * hi) + sum(w * lo) - 8192 * sum(w), exact in wrapping int32 arithmetic, so they
+// sum the same integers and gemm_q8 rows equal gemv_q8 in every build.
 constexpr int kSplitActivationRange = 8191;
 int linear_activation_range(int n_in);
 void quantize_linear_activations(int16_t* q, float* scale, const float* x, int n_tok, int n_in);
 
-// Whether gemm_q8 takes the rows' sums of the int8 weights (w_sums; Linear::sums): in the relaxed-SIMD build, for
-// the - 8192 * sum(w) above.
+// Whether gemv_q8 and gemm_q8 take the rows' sums of the int8 weights (w_sums; Linear::sums): in the relaxed-SIMD
+// build, for the - 8192 * sum(w) above.
 #if defined(__wasm_relaxed_simd__)
 constexpr bool kInt8RowSums = true;
 #else
@@ -79,11 +78,10 @@ void int8_row_sums(int32_t* sums, const int8_t* q, int n_out, int n_in);
 
 // int8 weights w (packed, n_out, n_in) with per-row scales w_scale, one token's activations from
 // quantize_linear_activations: out[o] = float(sum_i xq[i] * w[o][i]) * (x_scale * w_scale[o]) + bias[o]; bias may
-// be null.
-void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const float* bias,
-             int n_in, int n_out);
-// Batched: xq (n_tok, n_in) from quantize_linear_activations with x_scale (n_tok); out (n_tok, n_out); w_sums (n_out)
-// the weights' int8_row_sums where kInt8RowSums (elsewhere it may be null).
+// be null; w_sums (n_out) the weights' int8_row_sums where kInt8RowSums (elsewhere it may be null).
+void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const int32_t* w_sums,
+             const float* bias, int n_in, int n_out);
+// Batched: xq (n_tok, n_in) from quantize_linear_activations with x_scale (n_tok); out (n_tok, n_out).
 void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* w, const float* w_scale,
              const int32_t* w_sums, const float* bias, int n_tok, int n_in, int n_out);
 

@@ -38,7 +38,7 @@ void multiply_linear(float* out, const Linear& linear, const LinearInput& in, in
             const float* w_scale = linear.scale + o0;
             const int16_t* xq = in.xq + size_t(t0) * n_in;
             const int32_t* w_sums = linear.sums ? linear.sums + o0 : nullptr;
-            if (n_tok == 1) gemv_q8(out, xq, in.xq_scale[t0], w, w_scale, bias, linear.n_in, n_rows);
+            if (n_tok == 1) gemv_q8(out, xq, in.xq_scale[t0], w, w_scale, w_sums, bias, linear.n_in, n_rows);
             else gemm_q8(out, xq, in.xq_scale + t0, w, w_scale, w_sums, bias, n_tok, linear.n_in, n_rows);
             break;
         }

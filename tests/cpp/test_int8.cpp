@@ -135,7 +135,7 @@ TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
                                   n_in, n_out);
                     for (int t = 0; t < n_tok; t++) {
                         const int16_t* xt = xq.data() + size_t(t) * n_in;
-                        gpt2::gemv_q8(single.data(), xt, x_scale[t], wp.data(), scale.data(), b, n_in, n_out);
+                        gpt2::gemv_q8(single.data(), xt, x_scale[t], wp.data(), scale.data(), nullptr, b, n_in, n_out);
                         ASSERT_EQ(std::memcmp(single.data(), batched.data() + size_t(t) * n_out, sizeof(float) * n_out),
                                   0)
                             << n_in << " " << n_out << " " << n_tok << " " << t;

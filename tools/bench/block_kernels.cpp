@@ -136,7 +136,7 @@ Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
     gpt2::quantize_linear_activations(s->in.xq.data(), &s->x_scale, s->in.x.data(), 1, n_in);
     return Candidate{"int8", n_copies, [s, n, n_in, n_out](int c) {
                          gpt2::gemv_q8(s->out.data(), s->in.xq.data(), s->x_scale, s->w.data() + c * n,
-                                       s->w_scale.data(), nullptr, n_in, n_out);
+                                       s->w_scale.data(), nullptr, nullptr, n_in, n_out);
                      }};
 }
 

@@ -1,14 +1,16 @@
 // gpt2_gemm_ceiling: how close the prefill GEMMs (kernels.h gemm, gemm_q8) run to what this CPU can do at all
-// with the operations wasm SIMD128 has: the bound on how much faster prefill can get without FMA.
+// with the operations each wasm build has: the bound on how much faster prefill can get.
 //
-// Without fused multiply-add (relaxed SIMD does not validate in Chromium 156 or Node 20), every fp32
-// multiply-add of a GEMM costs two vector operations, a multiply and an add, whatever the tiling; an int8 GEMM
-// costs at least one i32x4.dot_i16x8_s (pmaddwd) and one add per 8 multiply-adds. So the native peak of those two
-// operation pairs (8 independent chains on operands already in registers: no loads at all) bounds any GEMM of
-// that kind, in wasm or natively. This tool prints those two peaks (natively only: they need an empty asm
-// statement to keep the compiler from hoisting the products out of the loop), then the engine's gemm and gemm_q8
-// on GPT-2 124M's four prefill shapes (a 64-token block, kMaxBatch in forward.cpp) in GMAC/s, natively or in
-// wasm. Each figure is the least time over many runs taken in turns (the machine is shared: the least is the
+// In SIMD128 every fp32 multiply-add of a GEMM costs two vector operations, a multiply and an add, whatever the
+// tiling; an int8 GEMM costs at least one i32x4.dot_i16x8_s (pmaddwd) and one add per 8 multiply-adds. The
+// relaxed-SIMD build has f32x4.relaxed_madd (vfmadd where the CPU has FMA) and the 8-bit dot product
+// i32x4.relaxed_dot_i8x16_i7x16_add_s, 16 multiply-adds an instruction, which V8 lowers to one vpdpbusd where the
+// CPU has AVX-VNNI and else to pmaddubsw + pmaddwd + paddd. So the native peak of each of those operations (8
+// independent chains on operands already in registers: no loads at all) bounds any GEMM built from it, in wasm or
+// natively. This tool prints the peaks (natively only: they need an empty asm statement to keep the compiler from
+// hoisting the products out of the loop; the FMA and VNNI ones where the CPU has them), then the engine's gemm and
+// gemm_q8 on GPT-2 124M's four prefill shapes (a 64-token block, kMaxBatch in forward.cpp) in GMAC/s, natively or
+// in wasm. Each figure is the least time over many runs taken in turns (the machine is shared: the least is the
 // least disturbed).
 //
 //   native: cmake --build build/native --target gpt2_gemm_ceiling && build/native/gpt2_gemm_ceiling
@@ -53,38 +55,72 @@ typedef int32_t i32x4 __attribute__((vector_size(16)));
 
 constexpr long kPeakIterations = 50'000'000;
 
-// Iterations per second of a loop that adds op(a, b) of two registers into each of 8 independent accumulators.
-template <typename Accumulator, typename Operand, typename Op>
-double peak_iterations_per_second(Operand x, Operand y, Op op) {
-    Accumulator a0 = {}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const double s = least_seconds(5, [&] {
-        for (long i = 0; i < kPeakIterations; i++) {
-            Operand x0 = x, x1 = x, x2 = x, x3 = x, y0 = y;
-            OPAQUE(x0);
-            OPAQUE(x1);
-            OPAQUE(x2);
-            OPAQUE(x3);
-            OPAQUE(y0);
-            a0 += op(x0, y0), a1 += op(x1, y0), a2 += op(x2, y0), a3 += op(x3, y0);
-            a4 += op(x0, x1), a5 += op(x1, x2), a6 += op(x2, x3), a7 += op(x3, x0);
-        }
-    });
-    volatile auto sink = (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)[0];
-    (void)sink;
-    return kPeakIterations / s;
-}
+typedef char i8x16 __attribute__((vector_size(16)));
+
+// The body of a peak function: a loop whose iterations advance 8 independent accumulator chains by STEP(acc, p, q),
+// one instruction (or pair) each, on operands in registers; sets `iterations_per_second`. A macro, not a function
+// taking a lambda: the FMA and VNNI peaks need their function's target attribute, which a lambda would not inherit.
+#define PEAK_LOOP(Accumulator, Operand, x, y, STEP)                                                     \
+    Accumulator a0 = {}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;                 \
+    double least = 1e30;                                                                                \
+    for (int run = 0; run < 5; run++) {                                                                 \
+        const double start = seconds_now();                                                             \
+        for (long i = 0; i < kPeakIterations; i++) {                                                    \
+            Operand x0 = x, x1 = x, x2 = x, x3 = x, y0 = y;                                             \
+            OPAQUE(x0);                                                                                 \
+            OPAQUE(x1);                                                                                 \
+            OPAQUE(x2);                                                                                 \
+            OPAQUE(x3);                                                                                 \
+            OPAQUE(y0);                                                                                 \
+            a0 = STEP(a0, x0, y0), a1 = STEP(a1, x1, y0), a2 = STEP(a2, x2, y0), a3 = STEP(a3, x3, y0); \
+            a4 = STEP(a4, x0, x1), a5 = STEP(a5, x1, x2), a6 = STEP(a6, x2, x3), a7 = STEP(a7, x3, x0); \
+        }                                                                                               \
+        least = std::min(least, seconds_now() - start);                                                 \
+    }                                                                                                   \
+    volatile auto sink = (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)[0];                                    \
+    (void)sink;                                                                                         \
+    const double iterations_per_second = kPeakIterations / least;
 
 // fp32 multiply + add: 8 x 4 multiply-adds per iteration.
 double peak_fp32_mul_add() {
-    const auto multiply = [](f32x4 p, f32x4 q) { return p * q; };
-    return 32 * peak_iterations_per_second<f32x4>(f32x4{1, 2, 3, 4}, f32x4{1e-9f, 1e-9f, 1e-9f, 1e-9f}, multiply);
+    const f32x4 x = {1, 2, 3, 4}, y = {1e-9f, 1e-9f, 1e-9f, 1e-9f};
+#define MUL_ADD_STEP(acc, p, q) (acc + p * q)
+    PEAK_LOOP(f32x4, f32x4, x, y, MUL_ADD_STEP)
+    return 32 * iterations_per_second;
 }
 
 // pmaddwd + paddd (i32x4.dot_i16x8_s + i32x4.add in wasm): 8 x 8 int16 multiply-adds per iteration.
 double peak_int16_madd_add() {
-    const auto madd = [](i16x8 p, i16x8 q) { return (i32x4)__builtin_ia32_pmaddwd128(p, q); };
     const i16x8 x = {1, 2, 3, 4, 5, 6, 7, 8};
-    return 64 * peak_iterations_per_second<i32x4>(x, x, madd);
+#define MADD_STEP(acc, p, q) (acc + (i32x4)__builtin_ia32_pmaddwd128(p, q))
+    PEAK_LOOP(i32x4, i16x8, x, x, MADD_STEP)
+    return 64 * iterations_per_second;
+}
+
+// The relaxed-SIMD build's 8-bit dot product as V8 lowers it without AVX-VNNI: pmaddubsw, pmaddwd by ones, paddd
+// (16 multiply-adds): 8 x 16 per iteration.
+__attribute__((target("ssse3"))) double peak_int8_maddubs() {
+    const i16x8 ones = {1, 1, 1, 1, 1, 1, 1, 1};
+    const i8x16 x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+#define MADDUBS_STEP(acc, p, q) (acc + (i32x4)__builtin_ia32_pmaddwd128(__builtin_ia32_pmaddubsw128(p, q), ones))
+    PEAK_LOOP(i32x4, i8x16, x, x, MADDUBS_STEP)
+    return 128 * iterations_per_second;
+}
+
+// vfmadd (f32x4.relaxed_madd where the CPU has FMA): 8 x 4 multiply-adds per iteration.
+__attribute__((target("fma"))) double peak_fp32_fma() {
+    const f32x4 x = {1, 2, 3, 4}, y = {1e-9f, 1e-9f, 1e-9f, 1e-9f};
+#define FMA_STEP(acc, p, q) __builtin_ia32_vfmaddps(p, q, acc)
+    PEAK_LOOP(f32x4, f32x4, x, y, FMA_STEP)
+    return 32 * iterations_per_second;
+}
+
+// vpdpbusd on xmm registers (the 8-bit dot product where the CPU has AVX-VNNI): 8 x 16 multiply-adds per iteration.
+__attribute__((target("avxvnni"))) double peak_int8_vnni() {
+    const i32x4 x = {1, 2, 3, 4}, y = {5, 6, 7, 8};
+#define VNNI_STEP(acc, p, q) (i32x4) __builtin_ia32_vpdpbusd_v4si(acc, p, q)
+    PEAK_LOOP(i32x4, i32x4, x, y, VNNI_STEP)
+    return 128 * iterations_per_second;
 }
 #endif
 
@@ -106,8 +142,14 @@ constexpr int kWarmUpRuns = 10;
 int main() {
 #if defined(__x86_64__)
     const double fp32_peak = peak_fp32_mul_add(), int16_peak = peak_int16_madd_add();
-    std::printf("peak fp32 multiply + add (no FMA), registers only: %.1f GMAC/s\n", fp32_peak / 1e9);
-    std::printf("peak int16 pmaddwd + add, registers only:           %.1f GMAC/s\n", int16_peak / 1e9);
+    std::printf("peak fp32 multiply + add (SIMD128), registers only:     %.1f GMAC/s\n", fp32_peak / 1e9);
+    std::printf("peak int16 pmaddwd + add (SIMD128), registers only:     %.1f GMAC/s\n", int16_peak / 1e9);
+    if (__builtin_cpu_supports("fma"))
+        std::printf("peak fp32 vfmadd (relaxed madd), registers only:        %.1f GMAC/s\n", peak_fp32_fma() / 1e9);
+    std::printf("peak int8 pmaddubsw + pmaddwd + add (relaxed dot, no VNNI): %.1f GMAC/s\n", peak_int8_maddubs() / 1e9);
+    if (__builtin_cpu_supports("avxvnni"))
+        std::printf("peak int8 vpdpbusd (relaxed dot, AVX-VNNI), registers only: %.1f GMAC/s\n",
+                    peak_int8_vnni() / 1e9);
 #else
     std::printf("peaks: measured natively only (build natively for them)\n");
 #endif
