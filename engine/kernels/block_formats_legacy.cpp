@@ -23,6 +23,7 @@
 #include "kernels/block_formats_legacy.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
@@ -111,11 +112,23 @@ void ungroup_nibbles(uint8_t* qs, const uint8_t* q) {
 // 32 weights in 4 bit (regroup_nibbles) times x. The relaxed-SIMD build takes the nibbles as bytes (the low ones:
 // values 0, 16, 1, 17, ..; the high ones 8, 24, 9, 25, ..) into two 8-bit dot products; SIMD128 widens them to
 // int16 lanes in order. Both sum the same products exactly.
+#if defined(__wasm_relaxed_simd__)
+// A block's 32 quants as the 7-bit operands of two 8-bit dot products against x.bytes0 and x.bytes1.
+struct QuantBytes {
+    u8x16 first, second;
+};
+inline i32x4 dot_bytes(QuantBytes q, const XBlock& x) {
+    return simd::dot_i8_u7(x.bytes1, q.second, simd::dot_i8_u7(x.bytes0, q.first, i32x4{0, 0, 0, 0}));
+}
+inline QuantBytes nibble_bytes(const uint8_t* q) {
+    const u8x16 v = load<u8x16>(q);
+    return {v & 15, (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F)};
+}
+#endif
+
 inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
 #if defined(__wasm_relaxed_simd__)
-    const u8x16 v = load<u8x16>(q);
-    const u8x16 low = v & 15, high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);
-    return simd::dot_i8_u7(x.bytes1, high, simd::dot_i8_u7(x.bytes0, low, i32x4{0, 0, 0, 0}));
+    return dot_bytes(nibble_bytes(q), x);
 #else
     const simd::u16x8 v = load<simd::u16x8>(q);
     return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
@@ -141,21 +154,35 @@ uint32_t gather_fifth_bits(uint32_t spread) {
 }
 inline void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, sizeof v); }
 
-inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
+// The 32 5-bit values as bytes: values 0..15 in *low, 16..31 in *high.
+inline void fifth_bit_bytes(uint32_t spread, const uint8_t* qs, u8x16* low, u8x16* high) {
     // lane g of t is spread << (3 - g): byte k then holds value 4g + k's bit at bit 3, value 16 + 4g + k's at bit
     // 7, which puts every value's fifth bit into the byte lane of its nibble (lane 4g + k)
     const simd::u32x4 t = {spread << 3, spread << 2, spread << 1, spread};
     const u8x16 fifth_lo = (u8x16)((t << 1) & 0x10101010u), fifth_hi = (u8x16)((t >> 3) & 0x10101010u);
     const u8x16 v = load<u8x16>(qs);
-    const u8x16 high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F);  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
+    *low = (v & 15) | fifth_lo;
+    *high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F) | fifth_hi;  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
+}
+
 #if defined(__wasm_relaxed_simd__)
-    // values 0..15 and 16..31 as bytes (below 32) into two 8-bit dot products
-    return simd::dot_i8_u7(x.bytes1, high | fifth_hi,
-                           simd::dot_i8_u7(x.bytes0, (v & 15) | fifth_lo, i32x4{0, 0, 0, 0}));
+// values 0..15 and 16..31 as bytes (below 32), for two 8-bit dot products
+inline QuantBytes nibble_bytes_5(uint32_t spread, const uint8_t* qs) {
+    QuantBytes q;
+    fifth_bit_bytes(spread, qs, &q.first, &q.second);
+    return q;
+}
+#endif
+
+inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
+#if defined(__wasm_relaxed_simd__)
+    return dot_bytes(nibble_bytes_5(spread, qs), x);
 #else
+    u8x16 low, high;
+    fifth_bit_bytes(spread, qs, &low, &high);
     i16x8 a, b, c, d;
-    simd::widen_u8((v & 15) | fifth_lo, &a, &b);  // values 0..7, 8..15
-    simd::widen_u8(high | fifth_hi, &c, &d);      // values 16..23, 24..31
+    simd::widen_u8(low, &a, &b);   // values 0..7, 8..15
+    simd::widen_u8(high, &c, &d);  // values 16..23, 24..31
     return (madd(a, x.x0) + madd(b, x.x1)) + (madd(c, x.x2) + madd(d, x.x3));
 #endif
 }
@@ -202,7 +229,10 @@ struct Q8_0 {
                    (madd(simd::load8x8_s(qs + 16), x.x2) + madd(simd::load8x8_s(qs + 24), x.x3));
 #endif
         };
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row));
+        return combine(column, x, sum_rows(row));
+    }
+    static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
     }
 };
 
@@ -225,9 +255,14 @@ struct Q4_0 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 16 + 16 * k, x); };
-        const i32x4 isum = sum_rows(row) - 8 * x.sum;
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
+        return combine(column, x, sum_rows(row));
     }
+    static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum - 8 * x.sum);
+    }
+#if defined(__wasm_relaxed_simd__)
+    static QuantBytes quant_bytes(const uint8_t* column, int k) { return nibble_bytes(column + 16 + 16 * k); }
+#endif
 };
 
 struct Q4_1 {
@@ -251,10 +286,15 @@ struct Q4_1 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 24 + 16 * k, x); };
-        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row)) +
-               m * (x.d * float(x.sum));
+        return combine(column, x, sum_rows(row));
     }
+    static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
+        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum) + m * (x.d * float(x.sum));
+    }
+#if defined(__wasm_relaxed_simd__)
+    static QuantBytes quant_bytes(const uint8_t* column, int k) { return nibble_bytes(column + 24 + 16 * k); }
+#endif
 };
 
 struct Q5_0 {
@@ -283,9 +323,16 @@ struct Q5_0 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles_5(u32_at(column + 16 + 4 * k), column + 32 + 16 * k, x); };
-        const i32x4 isum = sum_rows(row) - 16 * x.sum;
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum);
+        return combine(column, x, sum_rows(row));
     }
+    static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum - 16 * x.sum);
+    }
+#if defined(__wasm_relaxed_simd__)
+    static QuantBytes quant_bytes(const uint8_t* column, int k) {
+        return nibble_bytes_5(u32_at(column + 16 + 4 * k), column + 32 + 16 * k);
+    }
+#endif
 };
 
 struct Q5_1 {
@@ -316,10 +363,17 @@ struct Q5_1 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles_5(u32_at(column + 24 + 4 * k), column + 40 + 16 * k, x); };
-        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
-        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(sum_rows(row)) +
-               m * (x.d * float(x.sum));
+        return combine(column, x, sum_rows(row));
     }
+    static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
+        const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
+        return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum) + m * (x.d * float(x.sum));
+    }
+#if defined(__wasm_relaxed_simd__)
+    static QuantBytes quant_bytes(const uint8_t* column, int k) {
+        return nibble_bytes_5(u32_at(column + 24 + 4 * k), column + 40 + 16 * k);
+    }
+#endif
 };
 
 // ---- the storage and products shared by the 32-value formats ----
@@ -397,6 +451,41 @@ inline void panel_dot2(f32x4* acc0, f32x4* acc1, const uint8_t* panel, const int
     *acc1 = a1;
 }
 
+#if defined(__wasm_relaxed_simd__)
+// Whether F's quants unpack to bytes (F::quant_bytes): the 4- and 5-bit formats; Q8_0's are bytes already.
+template <typename F, typename = void>
+struct UnpacksQuants : std::false_type {};
+template <typename F>
+struct UnpacksQuants<F, std::void_t<decltype(F::quant_bytes(nullptr, 0))>> : std::true_type {};
+
+// The batched product's unpacked path takes rows of at most this many blocks (a panel's quants as bytes on the
+// stack: 32 KiB; GPT-2 1.5B's widest rows have 200).
+constexpr int kMaxUnpackedBlocks = 256;
+
+// A panel's quants as bytes (n_blocks x kPanelRows QuantBytes, block by block), unpacked once for a block of
+// tokens: the batched product then spends two 8-bit dot products a row and block on each token, where panel_dot
+// unpacks the quants for every token (pair).
+template <typename F>
+void unpack_panel(QuantBytes* quants, const uint8_t* panel, int n_blocks) {
+    for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes)
+        for (int k = 0; k < kPanelRows; k++) *quants++ = F::quant_bytes(panel, k);
+}
+
+// panel_dot on the unpacked quants: the same integer sums and the same float terms in the same order, so the same
+// bits.
+template <typename F>
+inline f32x4 unpacked_panel_dot(const uint8_t* panel, const QuantBytes* quants, const int16_t* xq,
+                                const float* x_scale, const int32_t* x_sum, int n_blocks) {
+    f32x4 acc = {0, 0, 0, 0};
+    for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes, quants += kPanelRows) {
+        const XBlock x = x_block(xq, b, x_scale + b, x_sum[b]);
+        const auto row = [&](int k) { return dot_bytes(quants[k], x); };
+        acc += F::combine(panel, x, sum_rows(row));
+    }
+    return acc;
+}
+#endif
+
 // out[0, n) = acc + bias (bias may be null); n <= kPanelRows.
 inline void store_outputs(float* out, f32x4 acc, const float* bias, int n) {
     for (int k = 0; k < n; k++) out[k] = bias ? acc[k] + bias[k] : acc[k];
@@ -419,6 +508,21 @@ void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, in
             const uint8_t* p = storage + size_t(o / kPanelRows) * panel;
             const float* bias = linear.bias ? linear.bias + o : nullptr;
             const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
+#if defined(__wasm_relaxed_simd__)
+            if constexpr (UnpacksQuants<F>::value) {
+                if (te - tb > 1 && n_blocks <= kMaxUnpackedBlocks) {
+                    QuantBytes quants[kMaxUnpackedBlocks * kPanelRows];
+                    unpack_panel<F>(quants, p, n_blocks);
+                    for (int t = tb; t < te; t++) {
+                        const size_t xb = size_t(t) * n_blocks;
+                        const f32x4 acc = unpacked_panel_dot<F>(p, quants, in.xq + size_t(t) * n_in,
+                                                                in.xq_scale + xb, in.xq_sum + xb, n_blocks);
+                        store_outputs(out + size_t(t) * n_out + o, acc, bias, n);
+                    }
+                    continue;
+                }
+            }
+#endif
             int t = tb;
             for (; t + 2 <= te; t += 2) {
                 const size_t xb = size_t(t) * n_blocks;
