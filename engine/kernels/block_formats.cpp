@@ -138,6 +138,20 @@ void activations_to_low_and_sign(int16_t* xq, int n_tok, int n_in) {
     }
 }
 
+// After activations_to_bytes<false>: behind each token row's n_in bytes, int32 per block of 32 the sum of its first
+// 16 values (Q6_K's sub-blocks; the second half's is the block sum less it).
+void write_first_half_sums(int16_t* xq, int n_tok, int n_in) {
+    for (int t = 0; t < n_tok; t++) {
+        const int8_t* bytes = reinterpret_cast<const int8_t*>(xq + size_t(t) * n_in);
+        uint8_t* sums = reinterpret_cast<uint8_t*>(xq + size_t(t) * n_in) + n_in;
+        for (int b = 0; b < n_in / kActivationBlock; b++) {
+            int32_t sum = 0;
+            for (int i = 0; i < 16; i++) sum += bytes[b * kActivationBlock + i];
+            std::memcpy(sums + 4 * size_t(b), &sum, sizeof sum);
+        }
+    }
+}
+
 }  // namespace
 #endif
 
@@ -152,7 +166,13 @@ void prepare_block_activations(WeightFormat format, const LinearInput& in, int n
         case WeightFormat::q4_k:
         case WeightFormat::q5_k: activations_to_bytes<false>(in.xq, n_tok, n_in); break;
         case WeightFormat::q8_0: activations_to_low_and_sign(in.xq, n_tok, n_in); break;
-        default: break;  // the int16 kernels: Q6_K
+        case WeightFormat::q6_k:
+            if (n_tok > 1) {  // the batched kernel's form; one token keeps int16
+                activations_to_bytes<false>(in.xq, n_tok, n_in);
+                write_first_half_sums(in.xq, n_tok, n_in);
+            }
+            break;
+        default: break;
     }
 #else
     (void)format;

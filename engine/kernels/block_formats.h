@@ -58,7 +58,10 @@ void quantize_activation_blocks(const LinearInput& in, int n_tok, int n_in);
 // The input of a product with `format`'s weights: quantize_activation_blocks, and in the relaxed-SIMD build, for
 // the formats whose kernels take bytes (Q4_0, Q4_1: in regroup_nibbles's order, block_formats_legacy.cpp; Q5_0, Q5_1,
 // Q4_K, Q5_K: in order), each token row of xq rewritten in place as its n_in values' bytes; for Q8_0, whose signed
-// quants need unsigned 7-bit activations, each block of xq as its values' low 7 bits and then their signs.
+// quants need unsigned 7-bit activations, each block of xq as its values' low 7 bits and then their signs; for Q6_K,
+// when n_tok > 1 (its batched kernel's form; one token keeps int16), each row as its bytes in order followed by,
+// per block, the int32 sum of its first 16 values. So a product split over threads must give every part more than
+// one token when it has more than one in all (forward.cpp's split does).
 void prepare_block_activations(WeightFormat format, const LinearInput& in, int n_tok, int n_in);
 
 }  // namespace gpt2

@@ -33,6 +33,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
@@ -215,6 +216,19 @@ void dequantize_row(float* out, const void* storage, int n_out, int n_in, int ro
                            row % kPanelRows);
 }
 
+#if defined(__wasm_relaxed_simd__)
+// Whether a format's batched product unpacks each panel's quants to bytes once per block of tokens (its
+// unpack_panel and unpacked_panel_dot, Format::kUnpackedVectors u8x16 a super-block): all three in the
+// relaxed-SIMD build.
+template <typename Format, typename = void>
+struct UnpacksQuants : std::false_type {};
+template <typename Format>
+struct UnpacksQuants<Format, std::void_t<decltype(Format::kUnpackedVectors)>> : std::true_type {};
+
+// Super-blocks unpacked at a time (a panel's bytes on the stack: 32 KiB; GPT-2 1.5B's widest rows have 25).
+constexpr int kMaxUnpackedSuperBlocks = 32;
+#endif
+
 // multiply (block_formats.h): every panel touching [o0, o0 + n_rows) against every token, a block of tokens
 // at a time so that a panel is read from memory once per block. The panels are visited alternately from the first
 // and the second half of the range: two sequential streams keep more reads from memory in flight than one while
@@ -234,6 +248,31 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
             const int o = o0 + kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);  // see above
             const uint8_t* panel = w + size_t(o / kPanelRows) * panel_bytes;
             const int rows = o1 - o < kPanelRows ? o1 - o : kPanelRows;
+#if defined(__wasm_relaxed_simd__)
+            if constexpr (UnpacksQuants<Format>::value) {
+                if (n_tok > 1) {  // (a split product gives each part at least 2 tokens when it has more: forward.cpp)
+                    // up to kMaxUnpackedSuperBlocks super-blocks of the panel at a time, each token's sum carried
+                    // from one stretch to the next in super-block order
+                    u8x16 quants[kMaxUnpackedSuperBlocks * Format::kUnpackedVectors];
+                    f32x4 sums[kTokenBlock];
+                    for (int s0 = 0; s0 < n_sb; s0 += kMaxUnpackedSuperBlocks) {
+                        const int s1 = s0 + kMaxUnpackedSuperBlocks < n_sb ? s0 + kMaxUnpackedSuperBlocks : n_sb;
+                        Format::unpack_panel(quants, panel, s0, s1);
+                        for (int t = tb; t < tb1; t++)
+                            sums[t - tb] = Format::unpacked_panel_dot(s0 == 0 ? f32x4{0, 0, 0, 0} : sums[t - tb], panel,
+                                                                      quants, in.xq + size_t(t) * n_in,
+                                                                      in.xq_scale + size_t(t) * n_blocks,
+                                                                      in.xq_sum + size_t(t) * n_blocks, s0, s1, n_in);
+                    }
+                    for (int t = tb; t < tb1; t++) {
+                        const f32x4 r = sums[t - tb];
+                        float* out_t = out + size_t(t) * n_out + o;
+                        for (int k = 0; k < rows; k++) out_t[k] = linear.bias ? r[k] + linear.bias[o + k] : r[k];
+                    }
+                    continue;
+                }
+            }
+#endif
             for (int t = tb; t < tb1; t++) {
                 const f32x4 r = Format::panel_dot(panel, in.xq + size_t(t) * n_in, in.xq_scale + size_t(t) * n_blocks,
                                                   in.xq_sum + size_t(t) * n_blocks, n_sb);
@@ -321,25 +360,64 @@ struct KQuant {
     // step the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 bytes each)
     // as quants on bytes against 4 activations repeated 4 times, so that one 8-bit dot product gives each row's sum
     // in its own lane. The same integers as below.
+    // Step j's quants of chunk C as bytes: *qa of sub-block 2C, *qb of sub-block 2C + 1.
     template <int C>
-    static void chunk_sums(const uint8_t* block, const int8_t* x8, i32x4* sum_a, i32x4* sum_b) {
+    static void step_bytes(const uint8_t* block, int j, u8x16* qa, u8x16* qb) {
+        const u8x16 v = load<u8x16>(block + kQs + C * kChunkBytes + pair_offset(j, 0));
+        *qa = v & 0x0F, *qb = (u8x16)((i16x8)v >> 4) & 0x0F;
+        if constexpr (HighBits) {
+            const u8x16 h = load<u8x16>(block + kQh + pair_offset(j, 0));
+            *qa |= (u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10;
+            *qb |= (u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10;
+        }
+    }
+    // The sums of chunk C against the quants that quants(j, &qa, &qb) gives for each step.
+    template <int C, typename Quants>
+    static void chunk_sums_of(const int8_t* x8, Quants quants, i32x4* sum_a, i32x4* sum_b) {
         i32x4 a = {}, b = {};
-        const uint8_t* qs = block + kQs + C * kChunkBytes;
         kUnrollTwice for (int j = 0; j < 8; j++) {
             const simd::i8x16 xa = load4_four_times(x8 + 64 * C + 4 * j),
                               xb = load4_four_times(x8 + 64 * C + 32 + 4 * j);
-            const u8x16 v = load<u8x16>(qs + pair_offset(j, 0));
-            u8x16 qa = v & 0x0F, qb = (u8x16)((i16x8)v >> 4) & 0x0F;
-            if constexpr (HighBits) {
-                const u8x16 h = load<u8x16>(block + kQh + pair_offset(j, 0));
-                qa |= (u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10;
-                qb |= (u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10;
-            }
+            u8x16 qa, qb;
+            quants(j, &qa, &qb);
             a = simd::dot_i8_u7(xa, qa, a);
             b = simd::dot_i8_u7(xb, qb, b);
         }
         *sum_a = a;
         *sum_b = b;
+    }
+    template <int C>
+    static void chunk_sums(const uint8_t* block, const int8_t* x8, i32x4* sum_a, i32x4* sum_b) {
+        chunk_sums_of<C>(
+            x8, [&](int j, u8x16* qa, u8x16* qb) { step_bytes<C>(block, j, qa, qb); }, sum_a, sum_b);
+    }
+
+    // The batched product's form (multiply): a panel's quants as bytes, kUnpackedBytes a super-block (chunk C's
+    // step j at 2 * (8C + j), its qa then qb), unpacked once for a block of tokens; panel_dot on them sums the same
+    // integers and adds the same terms in the same order, so it gives the same bits.
+    static constexpr int kUnpackedVectors = 64;  // u8x16 per super-block
+    // Super-blocks [s0, s1) of a panel.
+    static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
+        for (int s = s0; s < s1; s++, quants += kUnpackedVectors) {
+            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            for (int j = 0; j < 8; j++) {
+                step_bytes<0>(block, j, &quants[2 * j], &quants[2 * j + 1]);
+                step_bytes<1>(block, j, &quants[16 + 2 * j], &quants[16 + 2 * j + 1]);
+                step_bytes<2>(block, j, &quants[32 + 2 * j], &quants[32 + 2 * j + 1]);
+                step_bytes<3>(block, j, &quants[48 + 2 * j], &quants[48 + 2 * j + 1]);
+            }
+        }
+    }
+    // panel_dot's terms of super-blocks [s0, s1) added to out, the quants those of unpack_panel(.., s0, s1).
+    static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
+                                    const float* dx, const int32_t* xsum, int s0, int s1, int /*n_in*/) {
+        return panel_dot_with(
+            out, panel, xq, dx, xsum, s0, s1, [&](auto chunk_index, int s, const int8_t* x, i32x4* ia, i32x4* ib) {
+                constexpr int C = decltype(chunk_index)::value;
+                const u8x16* q = quants + (s - s0) * kUnpackedVectors + 16 * C;
+                chunk_sums_of<C>(
+                    x, [&](int j, u8x16* qa, u8x16* qb) { *qa = q[2 * j], *qb = q[2 * j + 1]; }, ia, ib);
+            });
     }
     using XInput = int8_t;
 #else
@@ -385,21 +463,24 @@ struct KQuant {
         *sum_m += dxv * product_float(min, i32x4{xsum, xsum, xsum, xsum});
     }
 
+    // Chunk C's terms, from its integer sums ia and ib.
     template <int C>
-    static void chunk(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, const XInput* xq, const float* dx,
+    static void chunk(f32x4* sum_d, f32x4* sum_m, const uint8_t* block, i32x4 ia, i32x4 ib, const float* dx,
                       const int32_t* xsum) {
-        i32x4 ia, ib, scale_a, scale_b, min_a, min_b;
-        chunk_sums<C>(block, xq, &ia, &ib);
+        i32x4 scale_a, scale_b, min_a, min_b;
         widen_bytes(block + kScale + 8 * C, &scale_a, &scale_b);
         widen_bytes(block + kMin + 8 * C, &min_a, &min_b);
         add_block(sum_d, sum_m, scale_a, min_a, ia, dx[2 * C], xsum[2 * C]);
         add_block(sum_d, sum_m, scale_b, min_b, ib, dx[2 * C + 1], xsum[2 * C + 1]);
     }
 
-    // The 4 rows of a panel against one token: xq (n_sb * 256), dx and xsum (n_sb * 8).
-    static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
-        f32x4 out = {0, 0, 0, 0};
-        for (int s = 0; s < n_sb; s++) {
+    // The 4 rows of a panel against one token, super-blocks [s0, s1) added to out in order: xq (n_sb * 256), dx and
+    // xsum (n_sb * 8); sums(C, s, x, &ia, &ib) gives chunk C's integer sums of super-block s (C as a
+    // std::integral_constant).
+    template <typename Sums>
+    static f32x4 panel_dot_with(f32x4 out, const uint8_t* panel, const int16_t* xq, const float* dx,
+                                const int32_t* xsum, int s0, int s1, Sums sums) {
+        for (int s = s0; s < s1; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
 #if defined(__wasm_relaxed_simd__)
             // the super-block's activations as bytes in order (prepare_block_activations)
@@ -410,13 +491,25 @@ struct KQuant {
             const float* d_x = dx + s * kBlocksPerSuperBlock;
             const int32_t* s_x = xsum + s * kBlocksPerSuperBlock;
             f32x4 sum_d = {0, 0, 0, 0}, sum_m = {0, 0, 0, 0};
-            chunk<0>(&sum_d, &sum_m, block, x, d_x, s_x);
-            chunk<1>(&sum_d, &sum_m, block, x, d_x, s_x);
-            chunk<2>(&sum_d, &sum_m, block, x, d_x, s_x);
-            chunk<3>(&sum_d, &sum_m, block, x, d_x, s_x);
+            i32x4 ia, ib;
+            sums(std::integral_constant<int, 0>(), s, x, &ia, &ib);
+            chunk<0>(&sum_d, &sum_m, block, ia, ib, d_x, s_x);
+            sums(std::integral_constant<int, 1>(), s, x, &ia, &ib);
+            chunk<1>(&sum_d, &sum_m, block, ia, ib, d_x, s_x);
+            sums(std::integral_constant<int, 2>(), s, x, &ia, &ib);
+            chunk<2>(&sum_d, &sum_m, block, ia, ib, d_x, s_x);
+            sums(std::integral_constant<int, 3>(), s, x, &ia, &ib);
+            chunk<3>(&sum_d, &sum_m, block, ia, ib, d_x, s_x);
             out += load<f32x4>(block + kD) * sum_d - load<f32x4>(block + kDmin) * sum_m;
         }
         return out;
+    }
+    static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
+        return panel_dot_with(f32x4{0, 0, 0, 0}, panel, xq, dx, xsum, 0, n_sb,
+                              [&](auto chunk_index, int s, const XInput* x, i32x4* ia, i32x4* ib) {
+                                  chunk_sums<decltype(chunk_index)::value>(panel + size_t(s) * kPanelBlockBytes, x, ia,
+                                                                           ib);
+                              });
     }
 };
 
@@ -536,6 +629,63 @@ struct Q6K {
         }
         return out;
     }
+
+#if defined(__wasm_relaxed_simd__)
+    // The relaxed-SIMD build's batched product (multiply, for n_tok > 1, when prepare_block_activations gives the
+    // activations as bytes in order, each row followed by its blocks' first-half sums): a panel's quants unpacked
+    // to bytes q = (q - 32) + 32 in 0..63 once per block of tokens, kUnpackedVectors a super-block, vector
+    // 8b + 4h + f holding values 8f + 4h .. 8f + 4h + 3 of block b for rows 0..3 (4 bytes each); then per 16-value
+    // sub-block one 8-bit dot product a step against the 4 activations repeated, each row's sum in its own lane,
+    // minus 32 times the activations' sum: panel_dot's integers, and its float terms in its order, so its bits.
+    static constexpr int kUnpackedVectors = 64;
+    static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
+        const i16x8 low4 = splat16(0x0F);
+        for (int s = s0; s < s1; s++) {
+            const uint8_t* q = panel + size_t(s) * kPanelBlockBytes + pair_at(0, 0, 0);
+            for (int b = 0; b < kBlocksPerSuperBlock; b++, q += pair_at(1, 0, 0) - pair_at(0, 0, 0))
+                for (int h = 0; h < 2; h++) {
+                    i16x8 fields[2][4];  // [row pair][f]: q - 32 of values 8f + 4h .., {row 2p: 4, row 2p + 1: 4}
+                    for (int p = 0; p < 2; p++) {
+                        const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
+                        const i16x8 v = load<i16x8>(qp), w = simd::load8x8_s(reinterpret_cast<const int8_t*>(qp + 16));
+                        fields[p][0] = v >> 10, fields[p][1] = (v << 6) >> 10;
+                        fields[p][2] = (v & low4) | ((w << 14) >> 10), fields[p][3] = w >> 2;
+                    }
+                    for (int f = 0; f < 4; f++) *quants++ = (u8x16)(simd::narrow(fields[0][f], fields[1][f]) + 32);
+                }
+        }
+    }
+    static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
+                                    const float* dx, const int32_t* xsum, int s0, int s1, int n_in) {
+        const int8_t* x8 = reinterpret_cast<const int8_t*>(xq);
+        const uint8_t* first_half_sums = reinterpret_cast<const uint8_t*>(xq) + n_in;  // int32 per block
+        for (int s = s0; s < s1; s++) {
+            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            const uint8_t* scale = block + kScale;
+            f32x4 sum = {0, 0, 0, 0};
+            kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++, quants += 8, scale += 2 * kPanelRows) {
+                const int8_t* x = x8 + s * kSuperBlock + b * kActivationBlock;
+                const int block_index = s * kBlocksPerSuperBlock + b;
+                i32x4 lo = {}, hi = {};  // sub-blocks 2b and 2b + 1, a row a lane
+                for (int h = 0; h < 2; h++) {
+                    lo = simd::dot_i8_u7(load4_four_times(x + 4 * h), quants[4 * h], lo);
+                    lo = simd::dot_i8_u7(load4_four_times(x + 8 + 4 * h), quants[4 * h + 1], lo);
+                    hi = simd::dot_i8_u7(load4_four_times(x + 16 + 4 * h), quants[4 * h + 2], hi);
+                    hi = simd::dot_i8_u7(load4_four_times(x + 24 + 4 * h), quants[4 * h + 3], hi);
+                }
+                const int32_t first = load<int32_t>(first_half_sums + 4 * size_t(block_index));
+                const int32_t second = xsum[block_index] - first;
+                lo -= 32 * first;
+                hi -= 32 * second;
+                i32x4 scale0, scale1;
+                widen_bytes(scale, &scale0, &scale1);
+                sum += splat(dx[block_index]) * products_float(scale0, lo, scale1, hi);
+            }
+            out += load<f32x4>(block + kD) * sum;
+        }
+        return out;
+    }
+#endif
 };
 
 template <typename Format>

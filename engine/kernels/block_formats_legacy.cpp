@@ -474,8 +474,8 @@ void unpack_panel(QuantBytes* quants, const uint8_t* panel, int n_blocks) {
 // panel_dot on the unpacked quants: the same integer sums and the same float terms in the same order, so the same
 // bits.
 template <typename F>
-inline f32x4 unpacked_panel_dot(const uint8_t* panel, const QuantBytes* quants, const int16_t* xq,
-                                const float* x_scale, const int32_t* x_sum, int n_blocks) {
+inline f32x4 unpacked_panel_dot(const uint8_t* panel, const QuantBytes* quants, const int16_t* xq, const float* x_scale,
+                                const int32_t* x_sum, int n_blocks) {
     f32x4 acc = {0, 0, 0, 0};
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes, quants += kPanelRows) {
         const XBlock x = x_block(xq, b, x_scale + b, x_sum[b]);
@@ -515,8 +515,8 @@ void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, in
                     unpack_panel<F>(quants, p, n_blocks);
                     for (int t = tb; t < te; t++) {
                         const size_t xb = size_t(t) * n_blocks;
-                        const f32x4 acc = unpacked_panel_dot<F>(p, quants, in.xq + size_t(t) * n_in,
-                                                                in.xq_scale + xb, in.xq_sum + xb, n_blocks);
+                        const f32x4 acc = unpacked_panel_dot<F>(p, quants, in.xq + size_t(t) * n_in, in.xq_scale + xb,
+                                                                in.xq_sum + xb, n_blocks);
                         store_outputs(out + size_t(t) * n_out + o, acc, bias, n);
                     }
                     continue;

@@ -206,6 +206,36 @@ describe(`the ${simdSupport()} build's numeric contract`, () => {
     }
   });
 
+  // score()'s one batched pass over all the positions against one-token steps, for the GGUF whose matrices are each
+  // of another type (its output matrix Q6_K, which the relaxed build multiplies in a batch from bytes and in a step
+  // from int16 lanes: the same integers): each position's log-probability against the float64 log-softmax of that
+  // step's logits. Measured: 0 in both builds.
+  test('GGUF with every tensor type: score()\'s log-probabilities are those of the stepped logits', () => {
+    const model = models['GGUF with every tensor type']();
+    const session = model.createSession({ kvCache: 'fp32' });
+    try {
+      const ids = ggufPrompt();
+      session.setSampling({ temperature: 0 });
+      session.prefill(ids.slice(0, 1));
+      const stepped = [];
+      for (let i = 1; i < ids.length; i++) {
+        const logits = Float64Array.from(session.logits());
+        const max = Math.max(...logits);
+        const logSum = max + Math.log(logits.reduce((sum, value) => sum + Math.exp(value - max), 0));
+        stepped.push(logits[ids[i]] - logSum);
+        if (i < ids.length - 1) session.step(ids[i]);
+      }
+      session.reset();
+      const { logprobs } = session.score(ids);
+      const difference = maxDifference(Float64Array.from(logprobs), stepped);
+      console.log(`${engine.simd} build, GGUF with every tensor type: max |score() log-probability - the steps'| ${difference.toExponential(2)}`);
+      expect(difference).toBeLessThan(1e-5);
+    } finally {
+      session.dispose();
+      model.dispose();
+    }
+  });
+
   // The bundled model's held-out loss over the first 2048 held-out ids (the windows of `gpt2 --eval`), against the
   // native engine's on the same ids. Measured: fp32 0 (4.264148 in both builds), int8 4e-6 (SIMD128) and 3e-6
   // (relaxed), Q4_0 7.2e-5 (both) nats/token.
