@@ -19,7 +19,8 @@
 //
 // F16: panels of 4 rows with chunks of 8 values per row, as the fp32 layout of kernels.h (with a padded last
 // panel); the kernel widens the halves exactly and sums in the fp32 order of kernels.h with its multiply-add
-// (simd::mul_add), so it equals gemv() on the dequantized matrix bit for bit in each build.
+// (simd::mul_add), so it equals gemv() on the dequantized matrix bit for bit in each build. A batched product
+// widens each panel once per block of tokens (f16_panel_dot_batched), with the same sums.
 #include "kernels/block_formats_legacy.h"
 
 #include <cstring>
@@ -628,14 +629,66 @@ inline void f16_panel_dot(float out[kPanelRows], const float* x, const uint16_t*
     for (int r = 0; r < kPanelRows; r++) out[r] = finish_f16(a[r][0], a[r][1], x + n8, p + r * nt, nt);
 }
 
+// A batched product's panel against the tokens [tb, te) (at most kTokenBlock): its halves widened to fp32
+// kWidenedChunks chunks at a time, each token's accumulators carried from one stretch to the next, so that each half
+// is widened once per block of tokens rather than once per token. The products and sums of f16_panel_dot, in its
+// order: the same bits. r: (te - tb, kPanelRows).
+constexpr int kWidenedChunks = 128;  // 16 KiB of fp32 on the stack
+void f16_panel_dot_batched(float* r, const float* x, const uint16_t* panel, int n_tok, int n_in) {
+    const int n8 = n_in - n_in % kChunkF16, nt = n_in - n8;
+    constexpr int kChunkValues = kPanelRows * kChunkF16;
+    alignas(16) float widened[kWidenedChunks * kChunkValues];
+    f32x4 acc[kTokenBlock][kPanelRows][2] = {};
+    for (int c0 = 0; c0 < n8; c0 += kWidenedChunks * kChunkF16) {
+        const int c1 = c0 + kWidenedChunks * kChunkF16 < n8 ? c0 + kWidenedChunks * kChunkF16 : n8;
+        const uint16_t* p = panel + size_t(c0) * kPanelRows;
+        for (int i = 0; i < (c1 - c0) * kPanelRows; i += kChunkF16) {
+            f32x4 lo, hi;
+            simd::widen_halves8(load<i16x8>(p + i), &lo, &hi);
+            simd::store4(widened + i, lo);
+            simd::store4(widened + i + 4, hi);
+        }
+        for (int t = 0; t < n_tok; t++) {
+            const float* xt = x + size_t(t) * n_in;
+            f32x4 a00 = acc[t][0][0], a01 = acc[t][0][1], a10 = acc[t][1][0], a11 = acc[t][1][1];
+            f32x4 a20 = acc[t][2][0], a21 = acc[t][2][1], a30 = acc[t][3][0], a31 = acc[t][3][1];
+            const float* w = widened;
+            for (int i = c0; i < c1; i += kChunkF16, w += kChunkValues) {
+                const f32x4 x0 = load4(xt + i), x1 = load4(xt + i + 4);
+                a00 = simd::mul_add(x0, load4(w), a00), a01 = simd::mul_add(x1, load4(w + 4), a01);
+                a10 = simd::mul_add(x0, load4(w + 8), a10), a11 = simd::mul_add(x1, load4(w + 12), a11);
+                a20 = simd::mul_add(x0, load4(w + 16), a20), a21 = simd::mul_add(x1, load4(w + 20), a21);
+                a30 = simd::mul_add(x0, load4(w + 24), a30), a31 = simd::mul_add(x1, load4(w + 28), a31);
+            }
+            acc[t][0][0] = a00, acc[t][0][1] = a01, acc[t][1][0] = a10, acc[t][1][1] = a11;
+            acc[t][2][0] = a20, acc[t][2][1] = a21, acc[t][3][0] = a30, acc[t][3][1] = a31;
+        }
+    }
+    const uint16_t* tails = panel + size_t(n8) * kPanelRows;  // each row's nt tail values
+    for (int t = 0; t < n_tok; t++)
+        for (int k = 0; k < kPanelRows; k++)
+            r[t * kPanelRows + k] =
+                finish_f16(acc[t][k][0], acc[t][k][1], x + size_t(t) * n_in + n8, tails + k * nt, nt);
+}
+
 void f16_multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
     const int n_in = linear.n_in, n_out = linear.n_out, o1 = o0 + n_rows;
     float r[kPanelRows];
+    float batched[kTokenBlock * kPanelRows];
     for (int tb = t0; tb < t0 + n_tok; tb += kTokenBlock) {
         const int te = tb + kTokenBlock < t0 + n_tok ? tb + kTokenBlock : t0 + n_tok;
         for (int o = o0; o < o1; o += kPanelRows) {
             const uint16_t* panel = f16_panel(linear.weight, n_in, o);
             const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
+            if (te - tb > 1) {
+                f16_panel_dot_batched(batched, in.x + size_t(tb) * n_in, panel, te - tb, n_in);
+                for (int t = tb; t < te; t++) {
+                    float* row = out + size_t(t) * n_out + o;
+                    const float* rt = batched + (t - tb) * kPanelRows;
+                    for (int k = 0; k < n; k++) row[k] = linear.bias ? rt[k] + linear.bias[o + k] : rt[k];
+                }
+                continue;
+            }
             for (int t = tb; t < te; t++) {
                 f16_panel_dot(r, in.x + size_t(t) * n_in, panel, n_in);
                 float* row = out + size_t(t) * n_out + o;

@@ -261,6 +261,22 @@ TEST(BlockFormats, F16GivesTheBitsOfTheFp32KernelsOnItsWidenedWeights) {
     EXPECT_TRUE(same_bits(gemv_rows(m, input, n_tok), want));
 }
 
+// A batched F16 product widens each panel a stretch of 1024 columns at a time: rows wider than two stretches (and a
+// tail) give the gemv's bits too.
+TEST(BlockFormats, F16BatchedRowsWiderThanItsWidenedStretchesGiveTheGemvBits) {
+    const int n_out = 5, n_in = 2 * 1024 + 12, n_tok = 4;
+    std::mt19937 rng(23);
+    std::vector<uint8_t> file(size_t(n_out) * n_in * 2);
+    for (size_t i = 0; i < file.size(); i += 2) {
+        const uint16_t h = uint16_t(0x3000 + rng() % 0x1000) | uint16_t(rng() % 2 ? 0x8000 : 0);  // |h| 0.125 .. 0.5
+        std::memcpy(&file[i], &h, 2);
+    }
+    const Matrix m = store(gpt2::WeightFormat::f16, n_out, n_in, file, {4, 1});
+    Input input(n_tok, n_in, 29);
+    EXPECT_TRUE(same_bits(multiply(m, input, 0, n_tok, 0, n_out, std::vector<float>(size_t(n_tok) * n_out)),
+                          gemv_rows(m, input, n_tok)));
+}
+
 // The input of one token, quantized by prepare_linear_input for the Q8_0 matrix m.
 struct QuantizedBlocks {
     std::vector<int16_t> q;
