@@ -360,6 +360,7 @@ struct KQuant {
     // step the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 bytes each)
     // as quants on bytes against 4 activations repeated 4 times, so that one 8-bit dot product gives each row's sum
     // in its own lane. The same integers as below.
+    //
     // Step j's quants of chunk C as bytes: *qa of sub-block 2C, *qb of sub-block 2C + 1.
     template <int C>
     static void step_bytes(const uint8_t* block, int j, u8x16* qa, u8x16* qb) {
@@ -392,7 +393,7 @@ struct KQuant {
             x8, [&](int j, u8x16* qa, u8x16* qb) { step_bytes<C>(block, j, qa, qb); }, sum_a, sum_b);
     }
 
-    // The batched product's form (multiply): a panel's quants as bytes, kUnpackedBytes a super-block (chunk C's
+    // The batched product's form (multiply): a panel's quants as bytes, kUnpackedVectors a super-block (chunk C's
     // step j at 2 * (8C + j), its qa then qb), unpacked once for a block of tokens; panel_dot on them sums the same
     // integers and adds the same terms in the same order, so it gives the same bits.
     static constexpr int kUnpackedVectors = 64;  // u8x16 per super-block
