@@ -230,9 +230,8 @@ constexpr int kMaxUnpackedSuperBlocks = 32;
 #endif
 
 // multiply (block_formats.h): every panel touching [o0, o0 + n_rows) against every token, a block of tokens
-// at a time so that a panel is read from memory once per block. The panels are visited alternately from the first
-// and the second half of the range: two sequential streams keep more reads from memory in flight than one while
-// the kernel works (as block_formats_legacy.cpp does); the order of the panels changes no output.
+// at a time so that a panel is read from memory once per block, the panels in two streams (two_stream_panel,
+// kernels.h).
 template <typename Format>
 void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
     assert(o0 % kPanelRows == 0 && "an output range starts at a panel");
@@ -241,11 +240,11 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
     const size_t panel_bytes = size_t(n_sb) * Format::kPanelBlockBytes;
     const uint8_t* w = static_cast<const uint8_t*>(linear.weight);
     const int o1 = o0 + n_rows, t1 = t0 + n_tok;
-    const int n_panels = (n_rows + kPanelRows - 1) / kPanelRows, half = (n_panels + 1) / 2;
+    const int n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
     for (int tb = t0; tb < t1; tb += kTokenBlock) {
         const int tb1 = tb + kTokenBlock < t1 ? tb + kTokenBlock : t1;
         for (int i = 0; i < n_panels; i++) {
-            const int o = o0 + kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);  // see above
+            const int o = o0 + kPanelRows * two_stream_panel(i, n_panels);
             const uint8_t* panel = w + size_t(o / kPanelRows) * panel_bytes;
             const int rows = o1 - o < kPanelRows ? o1 - o : kPanelRows;
 #if defined(__wasm_relaxed_simd__)
@@ -592,9 +591,15 @@ struct Q6K {
         }
     }
 
+    // The 4 fields of a row pair's stretch at qp (pair_at): q - 32 of values 8f + k, f < 4, for the 4 values k of
+    // the stretch, {row 2p: 4 values, row 2p + 1: 4 values}, in int16 lanes by arithmetic shifts.
+    static void pair_fields(const uint8_t* qp, i16x8 q[4]) {
+        const i16x8 v = load<i16x8>(qp), w = simd::load8x8_s(reinterpret_cast<const int8_t*>(qp + 16));
+        q[0] = v >> 10, q[1] = (v << 6) >> 10, q[2] = (v & splat16(0x0F)) | ((w << 14) >> 10), q[3] = w >> 2;
+    }
+
     static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
         (void)xsum;  // the offset -32 is in the lanes: the sub-blocks of 16 have their own scales
-        const i16x8 low4 = splat16(0x0F);
         f32x4 out = {0, 0, 0, 0};
         for (int s = 0; s < n_sb; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
@@ -611,11 +616,10 @@ struct Q6K {
                     const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
                                 x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
                     for (int p = 0; p < 2; p++) {
-                        const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
-                        const i16x8 v = load<i16x8>(qp), w = simd::load8x8_s(reinterpret_cast<const int8_t*>(qp + 16));
-                        const i16x8 q0 = v >> 10, q1 = (v << 6) >> 10, q2 = (v & low4) | ((w << 14) >> 10), q3 = w >> 2;
-                        (p ? lo23 : lo01) += madd(q0, x0) + madd(q1, x1);
-                        (p ? hi23 : hi01) += madd(q2, x2) + madd(q3, x3);
+                        i16x8 f[4];
+                        pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), f);
+                        (p ? lo23 : lo01) += madd(f[0], x0) + madd(f[1], x1);
+                        (p ? hi23 : hi01) += madd(f[2], x2) + madd(f[3], x3);
                     }
                 }
                 i32x4 scale0, scale1;
@@ -640,18 +644,12 @@ struct Q6K {
     // minus 32 times the activations' sum: panel_dot's integers, and its float terms in its order, so its bits.
     static constexpr int kUnpackedVectors = 64;
     static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
-        const i16x8 low4 = splat16(0x0F);
         for (int s = s0; s < s1; s++) {
             const uint8_t* q = panel + size_t(s) * kPanelBlockBytes + pair_at(0, 0, 0);
             for (int b = 0; b < kBlocksPerSuperBlock; b++, q += pair_at(1, 0, 0) - pair_at(0, 0, 0))
                 for (int h = 0; h < 2; h++) {
                     i16x8 fields[2][4];  // [row pair][f]: q - 32 of values 8f + 4h .., {row 2p: 4, row 2p + 1: 4}
-                    for (int p = 0; p < 2; p++) {
-                        const uint8_t* qp = q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0));
-                        const i16x8 v = load<i16x8>(qp), w = simd::load8x8_s(reinterpret_cast<const int8_t*>(qp + 16));
-                        fields[p][0] = v >> 10, fields[p][1] = (v << 6) >> 10;
-                        fields[p][2] = (v & low4) | ((w << 14) >> 10), fields[p][3] = w >> 2;
-                    }
+                    for (int p = 0; p < 2; p++) pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), fields[p]);
                     for (int f = 0; f < 4; f++) *quants++ = (u8x16)(simd::narrow(fields[0][f], fields[1][f]) + 32);
                 }
         }

@@ -492,20 +492,17 @@ inline void store_outputs(float* out, f32x4 acc, const float* bias, int n) {
     for (int k = 0; k < n; k++) out[k] = bias ? acc[k] + bias[k] : acc[k];
 }
 
-// The panels of the outputs [o0, o1) are visited alternately from the first and the second half of the range: two
-// sequential streams keep more reads from memory in flight than one while the kernel works (measured in wasm, a
-// GPT-2 124M decode step's matmuls: Q4_0 0.8x the time of one stream, Q8_0 0.9x). The order of the panels changes
-// no output.
+// The panels of the outputs [o0, o1) in two streams (two_stream_panel, kernels.h).
 template <typename F>
 void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, int t0, int n_tok, int o0, int n_rows) {
     const int n_in = linear.n_in, n_out = linear.n_out, n_blocks = n_in / kBlock;
     const size_t panel = panel_bytes<F>(n_in);
     const uint8_t* const storage = static_cast<const uint8_t*>(linear.weight);
-    const int o1 = o0 + n_rows, n_panels = (n_rows + kPanelRows - 1) / kPanelRows, half = (n_panels + 1) / 2;
+    const int o1 = o0 + n_rows, n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
     for (int tb = t0; tb < t0 + n_tok; tb += kTokenBlock) {
         const int te = tb + kTokenBlock < t0 + n_tok ? tb + kTokenBlock : t0 + n_tok;
         for (int i = 0; i < n_panels; i++) {
-            const int o = o0 + kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);  // see above
+            const int o = o0 + kPanelRows * two_stream_panel(i, n_panels);
             const uint8_t* p = storage + size_t(o / kPanelRows) * panel;
             const float* bias = linear.bias ? linear.bias + o : nullptr;
             const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;

@@ -413,24 +413,16 @@ void quantize_linear_activations(int16_t* q, float* scale, const float* x, int n
 
 void gemv_q8(float* out, const int16_t* xq, float x_scale, const int8_t* w, const float* w_scale, const int32_t* w_sums,
              const float* bias, int n_in, int n_out) {
-    const int full_rows = n_out - n_out % kPanelRows;
-    int32_t r[kPanelRows];
 #if defined(__wasm_relaxed_simd__)
-    // the panels visited alternately from the first and the second half of the rows: two sequential streams, as
-    // two_panel_dot_q8 reads them, where the 8 rows' two accumulators each would not stay in registers
-    const int n_panels = full_rows / kPanelRows, half = (n_panels + 1) / 2;
-    for (int i = 0; i < n_panels; i++) {
-        const int o = kPanelRows * (i % 2 == 0 ? i / 2 : half + i / 2);
-        panel_dot_split(r, xq, w + size_t(o) * n_in, load<i32x4>(w_sums + o), n_in);
-        for (int k = 0; k < kPanelRows; k++) out[o + k] = dequantize(r[k], x_scale, w_scale, bias, o + k);
-    }
-    for (int o = full_rows; o < n_out; o++)
-        out[o] = dequantize(row_dot_split(xq, w + size_t(o) * n_in, w_sums[o], n_in), x_scale, w_scale, bias, o);
+    // one token of the batched kernel, whose panels come in two streams: the 8 rows' two accumulators each of
+    // two_panel_dot_q8's form would not stay in registers
+    gemm_q8(out, xq, &x_scale, w, w_scale, w_sums, bias, 1, n_in, n_out);
 #else
     (void)w_sums;
+    const int full_rows = n_out - n_out % kPanelRows;
     // the panels in two halves, read side by side (two_panel_dot_q8); an odd panel count leaves one for the end
     const int half = full_rows / (2 * kPanelRows) * kPanelRows;
-    int32_t r2[kPanelRows];
+    int32_t r[kPanelRows], r2[kPanelRows];
     for (int o = 0; o < half; o += kPanelRows) {
         two_panel_dot_q8(r, r2, xq, w + size_t(o) * n_in, w + size_t(o + half) * n_in, n_in);
         for (int k = 0; k < kPanelRows; k++) {
@@ -452,9 +444,11 @@ void gemm_q8(float* out, const int16_t* xq, const float* x_scale, const int8_t* 
     const int full_rows = n_out - n_out % kPanelRows;
 #if defined(__wasm_relaxed_simd__)
     int32_t r[kPanelRows];
+    const int n_panels = full_rows / kPanelRows;
     for (int t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
         const int t1 = t0 + kTokenBlock < n_tok ? t0 + kTokenBlock : n_tok;
-        for (int o = 0; o < full_rows; o += kPanelRows) {
+        for (int i = 0; i < n_panels; i++) {
+            const int o = kPanelRows * two_stream_panel(i, n_panels);
             const int8_t* panel = w + size_t(o) * n_in;
             const i32x4 sums = load<i32x4>(w_sums + o);
             for (int t = t0; t < t1; t++) {

@@ -28,6 +28,12 @@ namespace gpt2 {
 
 constexpr int kPanelRows = 4;
 
+// The panel a product visits i-th of n_panels when it reads them alternately from the first and the second half
+// of its rows: two sequential streams keep more reads from memory in flight than one while the kernel works
+// (measured in wasm, a GPT-2 124M decode step's matmuls: Q4_0 0.8x the time of one stream, Q8_0 0.9x). The order
+// of the panels changes no output.
+inline int two_stream_panel(int i, int n_panels) { return i % 2 == 0 ? i / 2 : (n_panels + 1) / 2 + i / 2; }
+
 // Reorders the row-major matrix w (n_out, n_in) into the panel layout in place; scratch holds kPanelRows * n_in
 // elements.
 void pack_panels(float* w, int n_out, int n_in, float* scratch);
