@@ -72,6 +72,33 @@ enum class WeightFormat { fp32, int8, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q
 // counts.
 enum class KvCacheFormat { fp32, int8 };
 
+// Rows of one weight matrix, handed by the loader to a MatrixReceiver as soon as they are converted: rows
+// [row0, row0 + n_rows) of the (n_out, n_in) matrix `name` ("wte", "lm_head" with layer -1; "attn_qkv",
+// "attn_proj", "mlp_fc", "mlp_proj" of a layer), row-major: fp32 as floats, int8 as bytes with one scale per row,
+// a GGUF block type as the file's own ggml blocks (what BlockFormat::file_rows gives back). Each row is handed
+// over once; the pointers are valid only during the call.
+struct MatrixRows {
+    int layer;
+    const char* name;
+    WeightFormat format;
+    int n_out;
+    int n_in;
+    int row0;
+    int n_rows;
+    const void* rows;    // (n_rows, the row's bytes)
+    const float* scale;  // (n_rows) int8: the rows' scales; otherwise null
+};
+
+// Where a host that keeps the weight matrices elsewhere (a GPU) takes them while the file loads, so that the heap
+// never holds them. receive() returns false and sets *error (one line) to stop the load with that error.
+class MatrixReceiver {
+   public:
+    virtual bool receive(const MatrixRows& rows, std::string* error) = 0;
+
+   protected:
+    ~MatrixReceiver() = default;
+};
+
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
     // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
@@ -79,6 +106,11 @@ struct LoadOptions {
     // bit-identical results for any count (engine/model/forward.cpp). If the system refuses some threads the model
     // runs with those it got (Model::n_threads()).
     int n_threads = 1;
+    // Not null: every weight matrix goes to this receiver as it loads and the model keeps none (its Linears have
+    // their shapes and formats, no weights): only recording sessions run it, as after Model::release_weights. The
+    // model keeps the vectors (wpe, layernorms, biases). Peak memory: the vectors and the conversion buffers
+    // (for a Conv1D matrix: the whole matrix, transposed, to hand its rows over).
+    MatrixReceiver* matrix_receiver = nullptr;
 };
 
 // What an error is about, next to its message (ModelLoader::error_kind(), Session::error_kind()), so that callers
@@ -132,6 +164,8 @@ class Model {
     // config, vocabulary and weight types, model_weight_bytes() becomes 0, and from then on only recording
     // sessions can be made of it (Session::create fails). Nothing may read weights() after it.
     void release_weights();
+    // false after release_weights(), or for a model whose matrices went to a MatrixReceiver as it loaded (it keeps
+    // its vectors: weights().memory holds them)
     bool has_weights() const;
 
    private:

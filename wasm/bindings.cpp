@@ -73,6 +73,19 @@ struct Sampling {
     }
 };
 
+std::unique_ptr<JsMatrixReceiver> WasmModelLoader::make_receiver(const val& receive) {
+    if (receive.isNull() || receive.isUndefined()) return nullptr;
+    return std::unique_ptr<JsMatrixReceiver>(new JsMatrixReceiver(receive));
+}
+
+gpt2::LoadOptions WasmModelLoader::load_options(bool int8, int n_threads, gpt2::MatrixReceiver* receiver) {
+    gpt2::LoadOptions options;
+    options.format = int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32;
+    options.n_threads = n_threads;
+    options.matrix_receiver = receiver;
+    return options;
+}
+
 bool WasmModelLoader::feed(double length) {
     if (!ok()) return false;
     if (!(length >= 0 && length <= double(staging_size_))) {
@@ -136,8 +149,35 @@ val heap_view(size_t n, const T* data) {
 
 }  // namespace
 
+bool JsMatrixReceiver::receive(const gpt2::MatrixRows& r, std::string* error) {
+    val rows = val::object();
+    rows.set("layer", r.layer);
+    rows.set("name", std::string(r.name));
+    rows.set("format", std::string(gpt2::weight_format_name(r.format)));
+    rows.set("nOut", r.n_out);
+    rows.set("nIn", r.n_in);
+    rows.set("row0", r.row0);
+    rows.set("nRows", r.n_rows);
+    const size_t values = size_t(r.n_rows) * size_t(r.n_in);
+    if (r.format == gpt2::WeightFormat::fp32) {
+        rows.set("rows", heap_view(values, static_cast<const float*>(r.rows)));
+    } else if (r.format == gpt2::WeightFormat::int8) {
+        rows.set("rows", heap_view(values, static_cast<const int8_t*>(r.rows)));
+    } else {
+        const gpt2::BlockFormat& block = *gpt2::block_format(r.format);
+        const size_t bytes = size_t(r.n_rows) * (size_t(r.n_in) / block.values_per_block * block.bytes_per_block);
+        rows.set("rows", heap_view(bytes, static_cast<const uint8_t*>(r.rows)));
+    }
+    rows.set("scale", heap_view(size_t(r.n_rows), r.scale));
+    const std::string refusal = receive_(rows).as<std::string>();
+    if (refusal.empty()) return true;
+    *error = refusal;
+    return false;
+}
+
+// The matrices' descriptions stay while the vectors do: also for a model whose matrices went to a receiver.
 val WasmModel::matrix(int layer, const std::string& name) const {
-    const gpt2::Linear* m = model_ && model_->has_weights() ? named_matrix(model_->weights(), layer, name) : nullptr;
+    const gpt2::Linear* m = model_ && model_->weights().memory ? named_matrix(model_->weights(), layer, name) : nullptr;
     if (!m) return val::null();
     val out = val::object();
     out.set("format", std::string(gpt2::weight_format_name(m->format)));
@@ -182,7 +222,7 @@ val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_r
 }
 
 val WasmModel::vector(int layer, const std::string& name) const {
-    if (!model_ || !model_->has_weights()) return val::null();
+    if (!model_ || !model_->weights().memory) return val::null();
     const gpt2::Weights& w = model_->weights();
     const size_t C = size_t(model_->config().n_embd);
     if (layer < 0) {
@@ -537,8 +577,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .field("seed", &Sampling::seed);
 
     emscripten::class_<WasmModelLoader>("ModelLoader")
-        .constructor<const std::string&, bool, double, int, double>()
-        .constructor<double, int, double>()
+        .constructor<const std::string&, bool, double, int, double, val>()
+        .constructor<double, int, double, val>()
         .function("ok", &WasmModelLoader::ok)
         .function("error", &WasmModelLoader::error)
         .function("staging", &WasmModelLoader::staging)

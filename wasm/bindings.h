@@ -19,6 +19,20 @@ struct BindingError {
     std::string message;
 };
 
+// Hands each weight matrix's rows to a JS function as the loader converts them (gpt2::MatrixReceiver): it is called
+// with { layer, name, format, nOut, nIn, row0, nRows, rows, scale } (rows: heap views, valid during the call only:
+// Float32Array for fp32, Int8Array for int8, Uint8Array of the file's blocks; scale: int8's Float32Array, or null)
+// and returns '' or the one-line error that stops the load. It must not throw: an exception would unwind through
+// the loader.
+class JsMatrixReceiver final : public gpt2::MatrixReceiver {
+   public:
+    explicit JsMatrixReceiver(emscripten::val receive) : receive_(std::move(receive)) {}
+    bool receive(const gpt2::MatrixRows& rows, std::string* error) override;
+
+   private:
+    emscripten::val receive_;
+};
+
 // model.safetensors or a GGUF file arriving in chunks (gpt2::ModelLoader): JS copies each piece of a download into the
 // loader's staging block (staging(), a view of the heap) and calls feed(length), so the file is never held
 // whole, in JS or in the heap.
@@ -27,17 +41,21 @@ class WasmModelLoader {
     // file_size: the file's length in bytes, or -1 when unknown (no Content-Length). int8: quantize the weight
     // matrices and the LM head on load (gpt2::WeightFormat::int8). n_threads: threads of the forward pass
     // (gpt2::LoadOptions::n_threads); above 1 it needs the -pthread build (gpt2-mt), elsewhere the model gets
-    // one thread. staging_bytes: the size of the staging block, the largest piece feed() takes.
-    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads, double staging_bytes)
-        : loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
-                  gpt2::LoadOptions{int8 ? gpt2::WeightFormat::int8 : gpt2::WeightFormat::fp32, n_threads},
+    // one thread. staging_bytes: the size of the staging block, the largest piece feed() takes. receive_matrices:
+    // null, or the function of a JsMatrixReceiver that takes the matrices (the model then keeps none).
+    WasmModelLoader(const std::string& config_json, bool int8, double file_size, int n_threads, double staging_bytes,
+                    emscripten::val receive_matrices)
+        : receiver_(make_receiver(receive_matrices)),
+          loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
+                  load_options(int8, n_threads, receiver_.get()),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
         allocate_staging(staging_bytes);
     }
 
     // A GGUF file (model.gguf), which carries its own config and tokenizer; its matrices keep the file's types.
-    WasmModelLoader(double file_size, int n_threads, double staging_bytes)
-        : loader_(gpt2::LoadOptions{gpt2::WeightFormat::fp32, n_threads},
+    WasmModelLoader(double file_size, int n_threads, double staging_bytes, emscripten::val receive_matrices)
+        : receiver_(make_receiver(receive_matrices)),
+          loader_(load_options(false, n_threads, receiver_.get()),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
         allocate_staging(staging_bytes);
     }
@@ -58,7 +76,10 @@ class WasmModelLoader {
     gpt2::ModelLoader& loader() { return loader_; }
 
    private:
+    static std::unique_ptr<JsMatrixReceiver> make_receiver(const emscripten::val& receive);
+    static gpt2::LoadOptions load_options(bool int8, int n_threads, gpt2::MatrixReceiver* receiver);
     void allocate_staging(double staging_bytes);
+    std::unique_ptr<JsMatrixReceiver> receiver_;  // before loader_, which holds it
     gpt2::ModelLoader loader_;
     std::unique_ptr<uint8_t, decltype(&std::free)> staging_{nullptr, &std::free};  // (staging_size_)
     size_t staging_size_ = 0;

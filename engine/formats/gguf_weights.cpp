@@ -62,18 +62,20 @@ struct ExpectedTensor {
     Linear* matrix = nullptr;   // a weight matrix ([n_out][n_in] rows of n_in values)
     float** vector = nullptr;   // or a fp32 vector
     bool optional = false;      // output.weight
+    int layer = -1;             // a matrix: its layer (-1: wte, lm_head) and its name as MatrixRows gives it
+    const char* matrix_name = nullptr;
 };
 
 std::vector<ExpectedTensor> expected_tensors(const Config& c, Weights* w) {
     const uint64_t C = uint64_t(c.n_embd);
     std::vector<ExpectedTensor> out;
-    out.push_back({"token_embd.weight", C, uint64_t(c.n_vocab), &w->wte, nullptr, false});
+    out.push_back({"token_embd.weight", C, uint64_t(c.n_vocab), &w->wte, nullptr, false, -1, "wte"});
     out.push_back({"position_embd.weight", C, uint64_t(c.n_ctx), nullptr, &w->wpe, false});
     for (int i = 0; i < c.n_layer; i++) {
         Layer& l = w->layers[size_t(i)];
         const std::string blk = "blk." + std::to_string(i) + ".";
-        auto linear = [&](const char* name, Linear* m, uint64_t n_in, uint64_t n_out) {
-            out.push_back({blk + name + ".weight", n_in, n_out, m, nullptr, false});
+        auto linear = [&](const char* name, Linear* m, uint64_t n_in, uint64_t n_out, const char* matrix_name) {
+            out.push_back({blk + name + ".weight", n_in, n_out, m, nullptr, false, i, matrix_name});
             out.push_back({blk + name + ".bias", n_out, 0, nullptr, &m->bias, false});
         };
         auto norm = [&](const char* name, LayerNorm* n) {
@@ -81,15 +83,15 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c, Weights* w) {
             out.push_back({blk + name + ".bias", C, 0, nullptr, &n->bias, false});
         };
         norm("attn_norm", &l.ln_1);
-        linear("attn_qkv", &l.attn_qkv, C, 3 * C);
-        linear("attn_output", &l.attn_proj, C, C);
+        linear("attn_qkv", &l.attn_qkv, C, 3 * C, "attn_qkv");
+        linear("attn_output", &l.attn_proj, C, C, "attn_proj");
         norm("ffn_norm", &l.ln_2);
-        linear("ffn_up", &l.mlp_fc, C, 4 * C);
-        linear("ffn_down", &l.mlp_proj, 4 * C, C);
+        linear("ffn_up", &l.mlp_fc, C, 4 * C, "mlp_fc");
+        linear("ffn_down", &l.mlp_proj, 4 * C, C, "mlp_proj");
     }
     out.push_back({"output_norm.weight", C, 0, nullptr, &w->ln_f.weight, false});
     out.push_back({"output_norm.bias", C, 0, nullptr, &w->ln_f.bias, false});
-    out.push_back({"output.weight", C, uint64_t(c.n_vocab), &w->output, nullptr, true});
+    out.push_back({"output.weight", C, uint64_t(c.n_vocab), &w->output, nullptr, true, -1, "lm_head"});
     return out;
 }
 
@@ -167,6 +169,8 @@ bool GgufWeightsSink::match_tensors(const GgufModelInfo& info, std::string* erro
         d.n_values = tensor.n_elements;
         d.type = tensor.type;
         d.row_bytes = e.matrix ? tensor.bytes / tensor.ne[1] : 0;
+        d.layer = e.layer;
+        d.matrix_name = e.matrix_name;
         if (e.matrix) {
             e.matrix->format = matrix_format(tensor.type);
             e.matrix->n_in = int(e.ne0);
@@ -184,7 +188,10 @@ bool GgufWeightsSink::allocate(std::string* error) {
     uint64_t widest_row = 0;  // of the block-format matrices, as the file stores it
     for (Destination& d : destinations_) {
         uint64_t bytes = d.n_values * sizeof(float);  // a vector, or a F32 matrix
-        if (d.matrix && d.matrix->format != WeightFormat::fp32) {
+        if (d.matrix && receiver_) {
+            bytes = 0;  // handed over as it arrives
+            widest_row = std::max(widest_row, d.row_bytes);
+        } else if (d.matrix && d.matrix->format != WeightFormat::fp32) {
             bytes = block_format(d.matrix->format)->storage_bytes(d.matrix->n_out, d.matrix->n_in);
             widest_row = std::max(widest_row, d.row_bytes);
         }
@@ -200,8 +207,8 @@ bool GgufWeightsSink::allocate(std::string* error) {
     weights_->bytes = size_t(total);
     char* base = reinterpret_cast<char*>(weights_->memory);
     for (const Destination& d : destinations_) {
-        if (d.matrix) d.matrix->weight = base + d.offset;
-        else *d.vector = reinterpret_cast<float*>(base + d.offset);
+        if (!d.matrix) *d.vector = reinterpret_cast<float*>(base + d.offset);
+        else if (!receiver_) d.matrix->weight = base + d.offset;
     }
     return true;
 }
@@ -233,24 +240,25 @@ bool GgufWeightsSink::vector_bytes(const Destination& d, std::string_view name, 
 bool GgufWeightsSink::matrix_bytes(const Destination& d, std::string_view name, uint64_t byte_offset,
                                    const uint8_t* bytes, size_t n, uint64_t tensor_bytes, std::string* error) {
     Linear& m = *d.matrix;
-    if (m.format == WeightFormat::fp32) {
+    if (m.format == WeightFormat::fp32 && !receiver_) {
         char* place = static_cast<char*>(m.weight);
         std::memcpy(place + byte_offset, bytes, n);
         if (byte_offset + n < tensor_bytes) return true;
         return !non_finite(name, reinterpret_cast<float*>(place), size_t(d.n_values), error);
     }
-    const BlockFormat& format = *block_format(m.format);
     if (byte_offset == 0) {
         rows_fill_ = 0;
         next_row_ = 0;
     }
+    // F32 rows are read as floats: they are always gathered, for alignment
+    const bool straight = m.format != WeightFormat::fp32;
     while (n > 0) {
         const int group = std::min(kPanelRows, m.n_out - next_row_);
         const uint64_t group_bytes = uint64_t(group) * d.row_bytes;
-        if (rows_fill_ == 0 && n >= group_bytes) {  // whole groups straight from the file's bytes
+        if (straight && rows_fill_ == 0 && n >= group_bytes) {  // whole groups straight from the file's bytes
             const int whole_rows = std::min<uint64_t>(n / d.row_bytes, uint64_t(m.n_out - next_row_));
             const int rows = whole_rows == m.n_out - next_row_ ? whole_rows : whole_rows / kPanelRows * kPanelRows;
-            format.store_rows(m.weight, m.n_out, m.n_in, next_row_, rows, bytes);
+            if (!take_rows(d, name, next_row_, rows, bytes, error)) return false;
             next_row_ += rows;
             bytes += uint64_t(rows) * d.row_bytes;
             n -= size_t(uint64_t(rows) * d.row_bytes);
@@ -262,12 +270,30 @@ bool GgufWeightsSink::matrix_bytes(const Destination& d, std::string_view name, 
         bytes += take;
         n -= take;
         if (rows_fill_ == group_bytes) {
-            format.store_rows(m.weight, m.n_out, m.n_in, next_row_, group, rows_.get());
+            if (!take_rows(d, name, next_row_, group, rows_.get(), error)) return false;
             next_row_ += group;
             rows_fill_ = 0;
         }
     }
     return true;
+}
+
+bool GgufWeightsSink::take_rows(const Destination& d, std::string_view name, int row0, int n_rows, const uint8_t* rows,
+                                std::string* error) {
+    Linear& m = *d.matrix;
+    if (!receiver_) {
+        block_format(m.format)->store_rows(m.weight, m.n_out, m.n_in, row0, n_rows, rows);
+        return true;
+    }
+    if (m.format == WeightFormat::fp32) {
+        const float* values = reinterpret_cast<const float*>(rows);
+        const size_t n = size_t(n_rows) * size_t(m.n_in);
+        const size_t bad = first_non_finite(values, n);
+        if (bad != n)
+            return fail(error, "tensor " + quoted(name) + " contains " + non_finite_name(values[bad]) + " at element " +
+                                   std::to_string(uint64_t(row0) * uint64_t(m.n_in) + bad));
+    }
+    return receiver_->receive({d.layer, d.matrix_name, m.format, m.n_out, m.n_in, row0, n_rows, rows, nullptr}, error);
 }
 
 bool GgufWeightsSink::finish(std::string* error) {

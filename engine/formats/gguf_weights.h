@@ -4,7 +4,9 @@
 // output) and shape, and the weights are allocated once; then each tensor is stored as its bytes arrive. The
 // matrices keep the file's type (block_formats.h; F32 ones become the fp32 panels of kernels.h), so the
 // resident weights are about the file's size; the vectors (biases, layernorms, position_embd) become fp32.
-// GGUF stores a matrix as ne = [n_in, n_out], rows of n_in values: already the engine's [out][in].
+// GGUF stores a matrix as ne = [n_in, n_out], rows of n_in values: already the engine's [out][in]. With a
+// MatrixReceiver, the matrices' rows go to it as they arrive, as the file stores them, and only the vectors are
+// kept.
 //
 // Errors are one line starting with "model.gguf: " ("out of memory: ..." when an allocation fails).
 #pragma once
@@ -25,8 +27,9 @@ namespace gpt2 {
 
 class GgufWeightsSink : public GgufSink {
    public:
-    // w must outlive the sink; it is sized and allocated by on_header.
-    explicit GgufWeightsSink(Weights* w) : weights_(w) {}
+    // w must outlive the sink; it is sized and allocated by on_header. receiver: where the matrices go, or null
+    // (they are stored in w).
+    GgufWeightsSink(Weights* w, MatrixReceiver* receiver) : weights_(w), receiver_(receiver) {}
 
     bool on_header(const GgufModelInfo& info, std::string* error) override;
     bool on_tensor_bytes(size_t tensor, uint64_t byte_offset, const uint8_t* bytes, size_t n,
@@ -47,6 +50,8 @@ class GgufWeightsSink : public GgufSink {
         uint64_t offset = 0;       // bytes from the start of Weights::memory
         GgmlType type = GgmlType::F32;
         uint64_t row_bytes = 0;  // a matrix's row as the file stores it
+        int layer = -1;          // a matrix: its layer (-1: wte, lm_head) and its name as MatrixRows gives it
+        const char* matrix_name = nullptr;
     };
 
     bool match_tensors(const GgufModelInfo& info, std::string* error);
@@ -57,13 +62,19 @@ class GgufWeightsSink : public GgufSink {
                       uint64_t tensor_bytes, std::string* error);
     bool matrix_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes, size_t n,
                       uint64_t tensor_bytes, std::string* error);
+    // Rows [row0, row0 + n_rows) of a matrix, as the file stores them: stored in its Linear, or (F32 checked for
+    // NaN and Inf) handed to receiver_.
+    bool take_rows(const Destination& d, std::string_view name, int row0, int n_rows, const uint8_t* rows,
+                   std::string* error);
 
     Weights* weights_;
+    MatrixReceiver* receiver_;
     Config config_{};
     const GgufModelInfo* info_ = nullptr;    // the reader's, valid while the reader lives
     std::vector<Destination> destinations_;  // (info.tensors) in file order
 
-    // A block-format matrix is stored kPanelRows rows at a time: its rows are gathered here first.
+    // A block-format matrix (with a receiver: any matrix) is taken kPanelRows rows at a time: its rows are
+    // gathered here first.
     std::unique_ptr<uint8_t, decltype(&std::free)> rows_{nullptr, &std::free};  // (kPanelRows, widest file row)
     uint64_t rows_capacity_ = 0;
     uint64_t rows_fill_ = 0;  // bytes gathered of the current group of rows

@@ -19,7 +19,19 @@ namespace gpt2 {
 
 struct LoaderState {
     enum class Stage { length, header, data, gguf };
+    // The caller's MatrixReceiver (LoadOptions), through this wrapper that notes its failures: those are the
+    // caller's (ErrorKind::input), not the file's.
+    struct Receiver : MatrixReceiver {
+        MatrixReceiver* host = nullptr;
+        bool failed = false;
+        bool receive(const MatrixRows& rows, std::string* error) override {
+            failed = !host->receive(rows, error);
+            return !failed;
+        }
+    };
+
     Stage stage = Stage::length;
+    Receiver receiver;  // receiver.host null: the model keeps its matrices
     Config config{};
     WeightFormat format = WeightFormat::fp32;
     int n_threads = 1;                                   // LoadOptions::n_threads, for the model's pool
@@ -70,7 +82,7 @@ bool start_data(LoaderState& state, std::string* error) {
     // grows a wasm heap, which grows by about what is asked (and never shrinks).
     state.failure_kind = ErrorKind::memory;  // the conversion buffers and the weights are allocations
     if (!state.weights_sink.init(state.config, state.format, state.header, state.roles, state.layout,
-                                 state.weights.get(), error))
+                                 state.weights.get(), state.receiver.host ? &state.receiver : nullptr, error))
         return false;
     if (!allocate_weights(state.layout, state.weights.get(), error)) return false;
     state.failure_kind = ErrorKind::file;
@@ -139,6 +151,8 @@ bool ModelLoader::start(const LoadOptions& options) {
         return false;
     }
     state_->n_threads = options.n_threads;
+    state_->receiver.host = options.matrix_receiver;
+    state_->weights->matrices_received = options.matrix_receiver != nullptr;
     return true;
 }
 
@@ -153,7 +167,8 @@ ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
     file_ = "model.gguf";
     state.stage = LoaderState::Stage::gguf;
     state.file_size = file_size;
-    state.gguf_sink.reset(new (std::nothrow) GgufWeightsSink(state.weights.get()));
+    state.gguf_sink.reset(new (std::nothrow)
+                              GgufWeightsSink(state.weights.get(), state.receiver.host ? &state.receiver : nullptr));
     if (state.gguf_sink)
         state.gguf_reader.reset(
             new (std::nothrow)
@@ -173,7 +188,7 @@ ModelLoader::ModelLoader(const uint8_t* config_json, size_t config_len, const Lo
     }
     state_->format = options.format;
     state_->file_size = file_size;
-    state_->layout = weights_layout(state_->config, options.format, state_->weights.get());
+    state_->layout = weights_layout(state_->config, options.format, state_->weights.get(), !options.matrix_receiver);
     // Refused before any download: weights that cannot be one array here (see allocate_weights).
     if (state_->layout.bytes() > kMaxWeightsBytes) {
         error_kind_ = ErrorKind::memory;
@@ -209,7 +224,7 @@ bool ModelLoader::feed(const uint8_t* bytes, size_t n) {
         bytes += used;
         n -= used;
     }
-    if (failed()) error_kind_ = state.failure_kind;
+    if (failed()) error_kind_ = state.receiver.failed ? ErrorKind::input : state.failure_kind;
     return !failed();
 }
 

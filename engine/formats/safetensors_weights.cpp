@@ -18,11 +18,12 @@ void* allocate(uint64_t bytes) { return bytes > uint64_t(SIZE_MAX) ? nullptr : s
 
 bool SafetensorsWeightsSink::init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
                                   const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w,
-                                  std::string* error) {
+                                  MatrixReceiver* receiver, std::string* error) {
     header_ = &header;
     roles_ = &roles;
     layout_ = &layout;
     weights_ = w;
+    receiver_ = receiver;
     for (size_t i = 0; i < header.tensors.size(); i++) {
         const TensorInfo& tensor = header.tensors[i];
         if (tensor.begin != tensor.end) order_.push_back(i);
@@ -38,10 +39,20 @@ bool SafetensorsWeightsSink::init(const Config& config, WeightFormat format, con
     raw_block_.reset(static_cast<uint8_t*>(allocate(block_elements * 4)));
     decoded_.reset(static_cast<float*>(allocate(block_elements * sizeof(float))));
     if (!raw_block_ || !decoded_) return out_of_memory(block_elements * 8, "the weight conversion", error);
-    if (format == WeightFormat::int8) {
-        const uint64_t bytes = 4 * uint64_t(config.n_embd) * uint64_t(config.n_embd) * sizeof(float);
-        int8_matrix_.reset(static_cast<float*>(allocate(bytes)));
-        if (!int8_matrix_) return out_of_memory(bytes, "the weight quantization", error);
+    const uint64_t conv1d_elements = 4 * uint64_t(config.n_embd) * uint64_t(config.n_embd);
+    if (format == WeightFormat::int8 || receiver) {
+        const uint64_t bytes = conv1d_elements * sizeof(float);
+        conv1d_matrix_.reset(static_cast<float*>(allocate(bytes)));
+        if (!conv1d_matrix_) return out_of_memory(bytes, "the weight conversion", error);
+    }
+    if (format == WeightFormat::int8 && receiver) {
+        // a Conv1D matrix's 4 * n_embd rows of n_embd, or one of wte's blocks of kBlockRows rows
+        const uint64_t rows = std::max<uint64_t>(4 * uint64_t(config.n_embd), kBlockRows);
+        const uint64_t q_bytes = rows * uint64_t(config.n_embd);
+        received_q_.reset(static_cast<uint8_t*>(allocate(q_bytes)));
+        received_scale_.reset(static_cast<float*>(allocate(rows * sizeof(float))));
+        if (!received_q_ || !received_scale_)
+            return out_of_memory(q_bytes + rows * sizeof(float), "the quantized rows handed over", error);
     }
     if (tied_first_) {
         const uint64_t bytes = tied_first_->end - tied_first_->begin;
@@ -112,9 +123,10 @@ bool SafetensorsWeightsSink::convert_rows(const uint8_t* raw, size_t rows, std::
     const size_t first = rows_done_ * row_length_, count = rows * row_length_;
     const bool parameter = role_->kind == TensorRole::Kind::parameter;
     const ParameterSlot* slot = parameter ? &layout_->slots[role_->slot] : nullptr;
-    // A plain fp32 parameter is decoded straight into its place.
-    float* values = slot && !slot->quantized && !slot->transpose ? weights_->memory + slot->offset + first
-                                                                 : decoded_.get();
+    const bool handed = slot && !slot->stored;  // a matrix whose rows go to receiver_
+    // A plain fp32 parameter kept here is decoded straight into its place.
+    float* values = slot && !slot->quantized && !slot->transpose && !handed ? weights_->memory + slot->offset + first
+                                                                            : decoded_.get();
     decode_elements(tensor_->dtype, raw, count, values);
     if (parameter) {  // lm_head is not checked: only its equality with wte matters
         const size_t bad = first_non_finite(values, count);
@@ -124,19 +136,37 @@ bool SafetensorsWeightsSink::convert_rows(const uint8_t* raw, size_t rows, std::
     if (slot && slot->transpose) {
         // Conv1D [in][out] -> [out][in]: these rows are inputs rows_done_.., every output gets a run of them
         const size_t n_in = n_rows_, n_out = row_length_;
-        float* dst = slot->quantized ? int8_matrix_.get() : weights_->memory + slot->offset;
+        float* dst = slot->quantized || handed ? conv1d_matrix_.get() : weights_->memory + slot->offset;
         for (size_t o = 0; o < n_out; o++)
             for (size_t r = 0; r < rows; r++) dst[o * n_in + rows_done_ + r] = values[r * n_out + o];
     }
+    // the transposed matrix is complete: its rows are the file's columns
+    const bool transposed_whole = slot && slot->transpose && rows_done_ + rows == n_rows_;
     if (slot && slot->quantized) {
-        int8_t* const q = reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset;
-        float* const scale = weights_->memory + slot->offset;
-        if (!slot->transpose) quantize_rows(values, rows, row_length_, q + first, scale + rows_done_);
-        else if (rows_done_ + rows == n_rows_)  // the transposed matrix is complete: its rows are the file's columns
-            quantize_rows(int8_matrix_.get(), row_length_, n_rows_, q, scale);
+        int8_t* const q = handed ? reinterpret_cast<int8_t*>(received_q_.get())
+                                 : reinterpret_cast<int8_t*>(weights_->memory + layout_->n_floats) + slot->q_offset;
+        float* const scale = handed ? received_scale_.get() : weights_->memory + slot->offset;
+        if (!slot->transpose) {
+            const size_t at = handed ? 0 : rows_done_;  // handed rows start at the buffers' start
+            quantize_rows(values, rows, row_length_, q + at * row_length_, scale + at);
+            if (handed && !hand_over(*slot, rows_done_, rows, q, scale, error)) return false;
+        } else if (transposed_whole) {
+            quantize_rows(conv1d_matrix_.get(), row_length_, n_rows_, q, scale);
+            if (handed && !hand_over(*slot, 0, row_length_, q, scale, error)) return false;
+        }
+    } else if (handed) {
+        if (!slot->transpose && !hand_over(*slot, rows_done_, rows, values, nullptr, error)) return false;
+        if (transposed_whole && !hand_over(*slot, 0, row_length_, conv1d_matrix_.get(), nullptr, error)) return false;
     }
     rows_done_ += rows;
     return true;
+}
+
+bool SafetensorsWeightsSink::hand_over(const ParameterSlot& slot, size_t row0, size_t n_rows, const void* rows,
+                                       const float* scale, std::string* error) const {
+    const Linear& m = *slot.matrix;
+    return receiver_->receive(
+        {slot.layer, slot.matrix_name, m.format, m.n_out, m.n_in, int(row0), int(n_rows), rows, scale}, error);
 }
 
 void SafetensorsWeightsSink::check_tied_head(const uint8_t* raw, const float* values, size_t first, size_t count) {

@@ -1,7 +1,9 @@
 // Converts the data section of model.safetensors into the engine's Weights while it arrives, in file order and
 // in chunks of any size, so that the file is never held whole: each tensor is decoded, checked (NaN/Inf) and
 // written to its final fp32 or int8 storage block by block. Only an int8 Conv1D matrix is gathered whole
-// (decoded), because its quantization is per output row, i.e. per column of the file's [in][out] layout.
+// (decoded), because its quantization is per output row, i.e. per column of the file's [in][out] layout. With a
+// MatrixReceiver, the matrices' rows go to it as they are converted (a Conv1D matrix once it is whole, transposed),
+// and only the vectors are written to Weights.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +23,11 @@ class SafetensorsWeightsSink {
     // header, roles (match_tensors), layout and w must outlive the sink, and w must be allocated
     // (allocate_weights) before the first consume(). Allocates the conversion buffers; false + "out of memory:
     // ..." if they do not fit.
+    // receiver: where the matrices go when the layout has no room for them (weights_layout's with_matrices), or
+    // null.
     bool init(const Config& config, WeightFormat format, const SafetensorsHeader& header,
-              const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w, std::string* error);
+              const std::vector<TensorRole>& roles, const WeightsLayout& layout, Weights* w, MatrixReceiver* receiver,
+              std::string* error);
 
     // The next n bytes of the data section. Bytes after the last tensor are only counted (see finish).
     bool consume(const uint8_t* data, size_t n, std::string* error);
@@ -41,11 +46,15 @@ class SafetensorsWeightsSink {
     bool convert_rows(const uint8_t* raw, size_t rows, std::string* error);
     // The tied-head check of the current tensor's rows [first, first + count) elements, decoded in values.
     void check_tied_head(const uint8_t* raw, const float* values, size_t first, size_t count);
+    // Rows [row0, row0 + n_rows) of slot's matrix to receiver_.
+    bool hand_over(const ParameterSlot& slot, size_t row0, size_t n_rows, const void* rows, const float* scale,
+                   std::string* error) const;
 
     const SafetensorsHeader* header_ = nullptr;
     const std::vector<TensorRole>* roles_ = nullptr;
     const WeightsLayout* layout_ = nullptr;
     Weights* weights_ = nullptr;
+    MatrixReceiver* receiver_ = nullptr;
 
     std::vector<size_t> order_;  // (non-empty tensors) indices into header_->tensors, by data offset
     size_t next_ = 0;            // position in order_ of the tensor being received
@@ -66,7 +75,11 @@ class SafetensorsWeightsSink {
     FloatBuffer decoded_{nullptr, &std::free};  // (kBlockRows, 4 * n_embd) decoded rows
     // (kBlockRows, 4 * n_embd) decoded rows of tied_first_; tied pair only
     FloatBuffer reference_{nullptr, &std::free};
-    FloatBuffer int8_matrix_{nullptr, &std::free};  // int8: (4 * n_embd, n_embd) the Conv1D matrix being transposed
+    // int8 or a receiver: (4 * n_embd, n_embd) the Conv1D matrix being transposed
+    FloatBuffer conv1d_matrix_{nullptr, &std::free};
+    // int8 with a receiver: (max(4 * n_embd, kBlockRows), n_embd) the quantized rows handed over, and their scales
+    Buffer received_q_{nullptr, &std::free};
+    FloatBuffer received_scale_{nullptr, &std::free};
 
     // wte and lm_head, when both are in the file: the first of them (by offset) is kept raw until the second
     // has been compared with it, element by element, decoded.

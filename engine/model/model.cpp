@@ -21,7 +21,7 @@ void Model::release_weights() {
     weights_->bytes = 0;
 }
 
-bool Model::has_weights() const { return weights_->memory != nullptr; }
+bool Model::has_weights() const { return weights_->memory != nullptr && !weights_->matrices_received; }
 
 const Config& model_config(const Model& model) { return model.config(); }
 size_t model_weight_bytes(const Model& model) { return model.weights().bytes; }

@@ -58,7 +58,7 @@ constexpr char kTransformerPrefix[] = "transformer.";
 
 }  // namespace
 
-WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w) {
+WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w, bool with_matrices) {
     const int64_t C = config.n_embd, L = config.n_layer, V = config.n_vocab, T = config.n_ctx;
     const bool int8 = format == WeightFormat::int8;
     // Each parameter is one contiguous (n_layer, ...) array inside a single allocation: the slots go parameter
@@ -81,15 +81,21 @@ WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights*
         total += n;
     };
     // A weight matrix: the file's shape is (n_in, n_out) for a Conv1D (transpose), else (n_out, n_in).
-    auto add_matrix = [&](std::string name, std::vector<int64_t> shape, bool transpose, Linear* linear) {
+    auto add_matrix = [&](std::string name, std::vector<int64_t> shape, bool transpose, Linear* linear, int64_t layer,
+                          const char* matrix_name) {
         const uint64_t n = elements(shape);
         linear->format = format;
         linear->n_out = int(transpose ? shape[1] : shape[0]);
         linear->n_in = int(transpose ? shape[0] : shape[1]);
         ParameterSlot slot{std::move(name), std::move(shape), total, transpose};
         slot.matrix = linear;
-        if (int8) {
-            slot.quantized = true;
+        slot.quantized = int8;
+        slot.stored = with_matrices;
+        slot.layer = int(layer);
+        slot.matrix_name = matrix_name;
+        if (!with_matrices) {
+            slot.offset = 0;
+        } else if (int8) {
             slot.q_offset = total_q;
             total += uint64_t(linear->n_out) * (kInt8RowSums ? 2 : 1);  // the scales (and the rows' sums: int32)
             total_q += n;
@@ -100,23 +106,23 @@ WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights*
     };
     auto layer_name = [](int64_t l, const char* suffix) { return "h." + std::to_string(l) + "." + suffix; };
 
-    add_matrix("wte.weight", {V, C}, false, &w->wte);
+    add_matrix("wte.weight", {V, C}, false, &w->wte, -1, "wte");
     add_vector("wpe.weight", {T, C}, &w->wpe);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.weight"), {C}, &w->layers[l].ln_1.weight);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.bias"), {C}, &w->layers[l].ln_1.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "attn.c_attn.weight"), {C, 3 * C}, true, &w->layers[l].attn_qkv);
+        add_matrix(layer_name(l, "attn.c_attn.weight"), {C, 3 * C}, true, &w->layers[l].attn_qkv, l, "attn_qkv");
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_attn.bias"), {3 * C}, &w->layers[l].attn_qkv.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "attn.c_proj.weight"), {C, C}, true, &w->layers[l].attn_proj);
+        add_matrix(layer_name(l, "attn.c_proj.weight"), {C, C}, true, &w->layers[l].attn_proj, l, "attn_proj");
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_proj.bias"), {C}, &w->layers[l].attn_proj.bias);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.weight"), {C}, &w->layers[l].ln_2.weight);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.bias"), {C}, &w->layers[l].ln_2.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "mlp.c_fc.weight"), {C, 4 * C}, true, &w->layers[l].mlp_fc);
+        add_matrix(layer_name(l, "mlp.c_fc.weight"), {C, 4 * C}, true, &w->layers[l].mlp_fc, l, "mlp_fc");
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_fc.bias"), {4 * C}, &w->layers[l].mlp_fc.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "mlp.c_proj.weight"), {4 * C, C}, true, &w->layers[l].mlp_proj);
+        add_matrix(layer_name(l, "mlp.c_proj.weight"), {4 * C, C}, true, &w->layers[l].mlp_proj, l, "mlp_proj");
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_proj.bias"), {C}, &w->layers[l].mlp_proj.bias);
     add_vector("ln_f.weight", {C}, &w->ln_f.weight);
     add_vector("ln_f.bias", {C}, &w->ln_f.bias);
@@ -171,6 +177,7 @@ bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* erro
     w->bytes = size_t(bytes);
     int8_t* const q_base = reinterpret_cast<int8_t*>(w->memory + layout.n_floats);
     for (const ParameterSlot& slot : layout.slots) {
+        if (!slot.stored) continue;  // its weight stays null
         if (slot.vector) {
             *slot.vector = w->memory + slot.offset;
         } else if (slot.quantized) {
@@ -188,6 +195,7 @@ namespace {
 
 // Packs one weight matrix in place; scratch holds kPanelRows rows of the widest matrix.
 void pack_linear(Linear* linear, void* scratch) {
+    if (!linear->weight) return;  // handed to a MatrixReceiver
     switch (linear->format) {
         case WeightFormat::fp32:
             pack_panels(static_cast<float*>(linear->weight), linear->n_out, linear->n_in, static_cast<float*>(scratch));

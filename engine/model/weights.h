@@ -54,13 +54,16 @@ struct Weights {
     LayerNorm ln_f;             // the final layernorm
     Linear output;              // (n_vocab, n_embd) a head of its own (a GGUF file's output.weight, which
                                 // llama.cpp's converter writes as a copy of token_embd, possibly in another
-                                // type); weight null: the head is wte
+                                // type); n_out 0: the head is wte
 
-    const Linear& lm_head() const { return output.weight ? output : wte; }
+    const Linear& lm_head() const { return output.n_out ? output : wte; }
 
     float* memory = nullptr;  // one block holding all of the above (the int8 values after the floats); null once
                               // released (Model::release_weights), when the pointers above point nowhere
     size_t bytes = 0;
+    // The matrices went to a MatrixReceiver as they loaded (LoadOptions::matrix_receiver): memory holds the
+    // vectors alone, and every Linear's weight and scale are null.
+    bool matrices_received = false;
 
     Weights() = default;
     Weights(const Weights&) = delete;
@@ -80,6 +83,9 @@ struct ParameterSlot {
     float** vector = nullptr;    // a fp32 vector: the field that points at it
     bool quantized = false;      // int8 rows [out][in] with one float scale per row
     uint64_t q_offset = 0;       // int8: bytes from the start of the int8 block to this tensor
+    bool stored = true;          // false: a matrix handed to a MatrixReceiver, with no room in Weights::memory
+    int layer = -1;              // a matrix: its layer (-1: wte), and its name as MatrixRows gives it
+    const char* matrix_name = nullptr;
 };
 
 // Every parameter of a config in one format and its place in the single allocation; depends on nothing else,
@@ -92,8 +98,9 @@ struct WeightsLayout {
 };
 
 // The layout of the parameters of config. Sizes w->layers and gives every Linear of *w its format and shape;
-// the slots name the parts of *w they fill.
-WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w);
+// the slots name the parts of *w they fill. with_matrices false: the matrices get no room (they go to a
+// MatrixReceiver), only the vectors do.
+WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w, bool with_matrices = true);
 
 // What the loader does with one tensor of the file.
 struct TensorRole {
@@ -134,8 +141,8 @@ bool non_finite_weight(const std::string& tensor, uint64_t element, float value,
 // Symmetric per-row quantization of src (rows, cols): scale[r] = max|w| / 127, q = round(w / scale[r]).
 void quantize_rows(const float* src, size_t rows, size_t cols, int8_t* q, float* scale);
 
-// Reorders the weight matrices of w (row-major once converted) into the kernels' panel layout, in place.
-// "out of memory: ..." on failure.
+// Reorders the weight matrices of w (row-major once converted) into the kernels' panel layout, in place; a
+// matrix handed to a MatrixReceiver (weight null) is skipped. "out of memory: ..." on failure.
 bool pack_weight_panels(const Config& config, Weights* w, std::string* error);
 
 }  // namespace gpt2

@@ -415,3 +415,71 @@ for (const { name, url, prompt, steps, bound: fraction, kernels, reference } of 
     for (const result of results) expectBlockModel(name, fraction, result);
   });
 }
+
+// A model loaded on 'webgpu' streams its matrices to the GPU as the file arrives (gpu_model.js's startWeightUpload,
+// the loader's onMatrixRows): its GPU buffers are those of an upload from a loaded model's heap, so its logits are
+// the same bits, and the heap never holds the matrices. The wasm memory's size never shrinks, so its growth over
+// the streamed load (the first) is that load's peak; the heap's load that follows grows it by its weights.
+for (const [name, url, weights] of [['the bundled model', BUNDLED, 'fp32'], ['the bundled model', BUNDLED, 'int8'],
+  ['tiny-gguf (every type)', EVERY_TYPE_GGUF, 'fp32']]) {
+  test(`${name} (${weights}) streamed to the GPU as it loads gives the logits of an upload from the heap, bit for bit, and the heap never holds its matrices`, async ({ page }) => {
+    await page.route(`**${EVERY_TYPE_GGUF}`, (route) => route.fulfill({ body: readFileSync(EVERY_TYPE_GGUF_PATH), contentType: 'application/octet-stream' }));
+    await page.goto('/');
+    const result = await page.evaluate(async ({ modelUrl, format, prompt }) => {
+      const { loadEngine } = await import('/js/lib/engine/engine.js');
+      const { loadModelIntoEngine } = await import('/js/lib/loading/loader.js');
+      const { chooseDevice } = await import('/js/lib/gpu/device.js');
+      const { openGpuModel, startWeightUpload } = await import('/js/lib/gpu/gpu_model.js');
+      const engine = await loadEngine({ threads: 1 });
+      const memory = [engine.heapBytes()];
+      const streamedChoice = await chooseDevice('webgpu');
+      const upload = startWeightUpload(streamedChoice.gpu);
+      const loaded = await loadModelIntoEngine(engine, modelUrl, { weights: format, onMatrixRows: (rows) => upload.receive(rows) });
+      memory.push(engine.heapBytes());
+      const heapWeightsStreamed = loaded.model.weightBytes;
+      const streamed = await openGpuModel(loaded.model, streamedChoice.gpu, streamedChoice.adapterInfo, modelUrl, upload);
+      const { model: heapModel } = await loadModelIntoEngine(engine, modelUrl, { weights: format });
+      memory.push(engine.heapBytes());
+      const heapChoice = await chooseDevice('webgpu');
+      const fromHeap = await openGpuModel(heapModel, heapChoice.gpu, heapChoice.adapterInfo, modelUrl);
+      const ids = typeof prompt === 'string' ? loaded.tokenizer.encode(prompt) : prompt;
+      const logitsOf = async (gpuModel) => {
+        const session = gpuModel.createSession();
+        session.setSampling({ temperature: 0 });
+        const rows = [];
+        let token = await session.prefill(ids);
+        rows.push(Float32Array.from(session.logits()));
+        for (let i = 0; i < 3; i++) {
+          token = await session.step(token);
+          rows.push(Float32Array.from(session.logits()));
+        }
+        session.dispose();
+        return rows;
+      };
+      const [a, b] = [await logitsOf(streamed), await logitsOf(fromHeap)];
+      let differing = 0;
+      for (let r = 0; r < a.length; r++) {
+        const x = new Uint32Array(a[r].buffer), y = new Uint32Array(b[r].buffer);
+        for (let i = 0; i < x.length; i++) differing += x[i] !== y[i];
+      }
+      const measured = {
+        differing, compared: a.length * a[0].length, gpuBytes: [streamed.weightBytes, fromHeap.weightBytes],
+        heapWeights: { streamed: heapWeightsStreamed, kept: heapModel.weightBytes },
+        memoryGrowth: { streamed: memory[1] - memory[0], heap: memory[2] - memory[1] },
+      };
+      streamed.dispose();
+      fromHeap.dispose();
+      return measured;
+    }, { modelUrl: url, format: weights, prompt: url === EVERY_TYPE_GGUF ? EVERY_TYPE_PROMPT : 'ROMEO: But soft, what light' });
+    console.log(`${name} ${weights}: ${result.differing} of ${result.compared} logits differ; heap weights ${result.heapWeights.streamed} ` +
+      `bytes streamed, ${result.heapWeights.kept} kept; wasm memory grew ${result.memoryGrowth.streamed} bytes over the streamed load, ` +
+      `${result.memoryGrowth.heap} over the heap's; GPU buffers ${result.gpuBytes.join(' and ')} bytes`);
+    expect(result.differing).toBe(0);
+    expect(result.gpuBytes[0]).toBe(result.gpuBytes[1]);
+    expect(result.heapWeights.streamed).toBeLessThan(result.heapWeights.kept / 10);
+    if (url === BUNDLED && weights === 'fp32') {
+      expect(result.memoryGrowth.streamed).toBeLessThan(result.heapWeights.kept / 4);
+      expect(result.memoryGrowth.heap).toBeGreaterThan(result.heapWeights.kept / 2);
+    }
+  });
+}

@@ -111,7 +111,7 @@ describe('EngineModelLoader', () => {
   test('the binding\'s own failures are the loader\'s error: a staging block that cannot be allocated, a piece larger than it', () => {
     const before = engine.heapUsedBytes();
     const loaderState = (stagingBytes, feedBytes = null) => engine.call((module) => {
-      const loader = new module.ModelLoader(configJson, false, -1, 1, stagingBytes);
+      const loader = new module.ModelLoader(configJson, false, -1, 1, stagingBytes, null);
       const fed = feedBytes === null ? null : loader.feed(feedBytes);
       const state = { ok: loader.ok(), fed, error: loader.error() };
       loader.delete();
@@ -123,6 +123,100 @@ describe('EngineModelLoader', () => {
     expect(loaderState(8, 9)).toEqual({ ok: false, fed: false,
       error: { kind: 'input', message: 'feed: 9.000000 bytes do not fit the 8-byte staging block' } });
     expect(engine.heapUsedBytes()).toBe(before);
+  });
+});
+
+describe('EngineModelLoader with onMatrixRows (a GPU upload)', () => {
+  const MATRICES = [[-1, 'wte'], ...[0, 1].flatMap((l) => ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj'].map((name) => [l, name]))];
+
+  // -> { model, received: 'layer name' -> { rows: Uint8Array of the whole matrix, scale, arrivals } } of a load
+  // whose matrices went to onMatrixRows, fed in random pieces
+  function streamToReceiver(bytes, format) {
+    const received = new Map();
+    const onMatrixRows = ({ layer, name, nOut, row0, nRows, rows, scale }) => {
+      const key = `${layer} ${name}`;
+      const rowBytes = rows.byteLength / nRows;
+      if (!received.has(key)) received.set(key, { rows: new Uint8Array(nOut * rowBytes), scale: scale && new Float32Array(nOut), arrivals: 0 });
+      const matrix = received.get(key);
+      matrix.rows.set(new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength), row0 * rowBytes);
+      matrix.scale?.set(scale, row0);
+      matrix.arrivals += nRows;
+    };
+    const loader = engine.createModelLoader(configJson, { weights: format, onMatrixRows });
+    try {
+      for (const piece of pieces(bytes, 'random')) loader.feed(piece);
+      return { model: loader.finish(), received };
+    } finally {
+      loader.dispose();
+    }
+  }
+
+  test.each([['fp32'], ['int8']])('every row of every matrix arrives once, as the model that keeps them reads it back (%s)', (format) => {
+    const kept = engine.createModel(configJson, weights, { weights: format });
+    const { model, received } = streamToReceiver(weights, format);
+    expect([...received.keys()].sort()).toEqual(MATRICES.map(([l, name]) => `${l} ${name}`).sort());
+    for (const [layer, name] of MATRICES) {
+      const { rows, scale, arrivals } = received.get(`${layer} ${name}`);
+      const expected = kept.call((m) => {
+        const { nOut, scale: keptScale } = m.matrix(layer, name);
+        const keptRows = m.matrixRows(layer, name, 0, nOut);
+        return { nOut, rows: new Uint8Array(keptRows.buffer, keptRows.byteOffset, keptRows.byteLength).slice(), scale: keptScale?.slice() ?? null };
+      });
+      expect(arrivals).toBe(expected.nOut);
+      expect(Buffer.from(rows).equals(Buffer.from(expected.rows))).toBe(true);
+      expect(scale).toEqual(expected.scale);
+    }
+    expect(model.weightBytes).toBeLessThan(kept.weightBytes);  // the vectors alone (wpe is most of them here)
+    expect(() => model.createSession()).toThrow("the model's weights were released (a GPU holds them): only a recording session runs it");
+    model.dispose();
+    kept.dispose();
+  });
+
+  test('the heap never holds the matrices: the bundled model streams through at most the staging block and a matrix', () => {
+    const bundled = new Uint8Array(readFileSync(`${BUNDLED}model.safetensors`));
+    const before = engine.heapUsedBytes();
+    let peak = 0;
+    let receivedBytes = 0;
+    const loader = engine.createModelLoader(readFileSync(`${BUNDLED}config.json`, 'utf8'), {
+      onMatrixRows: ({ rows }) => {
+        peak = Math.max(peak, engine.heapUsedBytes() - before);
+        receivedBytes += rows.byteLength;
+      },
+    });
+    for (const piece of pieces(bundled, 'random')) {
+      loader.feed(piece);
+      peak = Math.max(peak, engine.heapUsedBytes() - before);
+    }
+    const model = loader.finish();
+    loader.dispose();
+    // 45.7 MB of matrices went by; the heap held the staging block, one Conv1D matrix (768 x 192 floats,
+    // transposed), a few rows and the vectors (0.24 MB)
+    console.log(`bundled model with onMatrixRows: ${receivedBytes} bytes of matrices handed over, heap peak ${peak} bytes, ${model.weightBytes} kept`);
+    expect(receivedBytes).toBeGreaterThan(45e6);
+    expect(peak).toBeLessThan(STAGING_BYTES + (2 << 20));
+    model.dispose();
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
+
+  test('what onMatrixRows throws stops the load, unchanged, and frees everything', () => {
+    const before = engine.heapUsedBytes();
+    const refusal = new Error("device 'webgpu': no room");
+    const loader = engine.createModelLoader(configJson, { onMatrixRows: ({ name }) => { if (name === 'mlp_fc') throw refusal; } });
+    let thrown = null;
+    try {
+      for (const piece of pieces(weights, 'random')) loader.feed(piece);
+    } catch (error) {
+      thrown = error;
+    }
+    loader.dispose();
+    expect(thrown).toBe(refusal);
+    expect(engine.heapUsedBytes()).toBe(before);
+  });
+
+  test('GPT-2 1.5B in fp32, over the heap\'s 2 GB array alone, is taken when its matrices go elsewhere', () => {
+    const xl = JSON.stringify({ vocab_size: 50257, n_positions: 1024, n_embd: 1600, n_head: 25, n_layer: 48 });
+    expect(() => engine.createModelLoader(xl)).toThrow('out of memory: need 6230444800 bytes for the weights');
+    engine.createModelLoader(xl, { onMatrixRows: () => {} }).dispose();
   });
 });
 

@@ -135,7 +135,7 @@ describe('loadModel threads option', () => {
 
   test('MAX_THREADS is the limit of the engine, which takes it and refuses one more as an input error', () => {
     const loaderError = (count) => single.call((module) => {
-      const loader = new module.ModelLoader(configJson, false, -1, count, 1);
+      const loader = new module.ModelLoader(configJson, false, -1, count, 1, null);
       const error = loader.ok() ? null : loader.error();
       loader.delete();
       return error;

@@ -7,7 +7,7 @@
 import { IS_NODE, importNodeBuiltin } from '../environment.js';
 import { EngineAbortedError, EngineError } from '../errors.js';
 import { wasmFolder } from './asset_folder.js';
-import { EngineModelLoader, HeapBlock } from './engine_objects.js';
+import { EngineModelLoader, HeapBlock, MatrixRowsReceiver } from './engine_objects.js';
 import { simdSupport } from './simd_support.js';
 
 // The longest config.json text the engine takes (file_sinks.js refuses a larger file before reading it).
@@ -190,8 +190,8 @@ export class WasmEngine {
   // options.weights: 'fp32' (default) or 'int8' (the weight matrices and the LM head quantized on load: about a
   // quarter of the memory, logits within a few tenths of a standard deviation of fp32); checked here only.
   // The model gets this engine's threads, or fewer when the pool's workers are taken by other models
-  // (model.threads says how many).
-  createModelLoader(configJson, { weights: format = 'fp32', fileSize = null } = {}) {
+  // (model.threads says how many). onMatrixRows: see EngineModelLoader.
+  createModelLoader(configJson, { weights: format = 'fp32', fileSize = null, onMatrixRows = null } = {}) {
     if (format !== 'fp32' && format !== 'int8') throw new TypeError(`weights must be "fp32" or "int8", got ${JSON.stringify(format)}`);
     if (typeof configJson !== 'string') throw new TypeError(`configJson must be the text of config.json, got ${typeof configJson}`);
     // embind copies a string argument into a malloc'ed block and does not check that the malloc succeeded.
@@ -199,17 +199,19 @@ export class WasmEngine {
       throw new EngineError({ kind: 'config', message: `config.json: ${configJson.length} characters; a config.json is at most ${MAX_CONFIG_JSON_CHARS}` });
     }
     const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
+    const receiver = new MatrixRowsReceiver(onMatrixRows);
     const handle = this.construct((module) =>
-      new module.ModelLoader(configJson, format === 'int8', fileSize ?? -1, this.threads, stagingBytes));
-    return new EngineModelLoader(this, handle);
+      new module.ModelLoader(configJson, format === 'int8', fileSize ?? -1, this.threads, stagingBytes, receiver.receive));
+    return new EngineModelLoader(this, handle, receiver);
   }
 
   // A GGUF file fed in order (gpt2::ModelLoader's GGUF form): the file holds the config and the tokenizer
   // (EngineModel.readVocabulary()); its matrices run in the file's types.
-  createGgufLoader({ fileSize = null } = {}) {
+  createGgufLoader({ fileSize = null, onMatrixRows = null } = {}) {
     const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
-    const handle = this.construct((module) => new module.ModelLoader(fileSize ?? -1, this.threads, stagingBytes));
-    return new EngineModelLoader(this, handle);
+    const receiver = new MatrixRowsReceiver(onMatrixRows);
+    const handle = this.construct((module) => new module.ModelLoader(fileSize ?? -1, this.threads, stagingBytes, receiver.receive));
+    return new EngineModelLoader(this, handle, receiver);
   }
 
   // The whole file at once (an ArrayBuffer or a view of its bytes): one loader fed in staging-sized pieces.

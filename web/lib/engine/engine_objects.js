@@ -39,11 +39,36 @@ class EngineObject {
   }
 }
 
+// Where a loader's matrices go (gpt2::MatrixReceiver through wasm/bindings.h's JsMatrixReceiver): onMatrixRows({ layer,
+// name, format, nOut, nIn, row0, nRows, rows, scale }) for each matrix's rows, in order, as they are converted (the
+// views are the heap's, valid during the call only). What it throws stops the load, and the loader's feed throws
+// it again, unchanged; it never unwinds through the engine. Without onMatrixRows the model keeps its matrices.
+export class MatrixRowsReceiver {
+  failure = null;
+  receive = null;  // the function the binding calls, or null
+
+  constructor(onMatrixRows) {
+    if (!onMatrixRows) return;
+    this.receive = (rows) => {
+      try {
+        onMatrixRows(rows);
+        return '';
+      } catch (error) {
+        this.failure = error;
+        return error?.message || String(error);
+      }
+    };
+  }
+}
+
 // model.safetensors or a GGUF file fed in order, in pieces of any size (gpt2::ModelLoader). Errors throw EngineError ("file"
-// or "memory"); after one, the loader only needs dispose().
+// or "memory"), or what the loader's onMatrixRows threw; after one, the loader only needs dispose().
 export class EngineModelLoader extends EngineObject {
-  constructor(engine, handle) {
+  #receiver;
+
+  constructor(engine, handle, receiver) {
     super(engine, handle, 'model loader');
+    this.#receiver = receiver;
   }
 
   // bytes: the next bytes of the file (Uint8Array).
@@ -54,7 +79,11 @@ export class EngineModelLoader extends EngineObject {
       const staging = this.call((handle) => handle.staging());
       const piece = bytes.subarray(offset, offset + staging.byteLength);
       staging.set(piece);
-      this.checkedCall((handle) => handle.feed(piece.byteLength), (fed) => !fed);
+      try {
+        this.checkedCall((handle) => handle.feed(piece.byteLength), (fed) => !fed);
+      } catch (error) {
+        throw this.#receiver.failure ?? error;
+      }
       offset += piece.byteLength;
     } while (offset < bytes.byteLength);
   }

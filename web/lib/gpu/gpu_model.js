@@ -2,7 +2,7 @@
 // once (kernels.js), and sessions that are the engine's recording sessions run by gpu_session.js. It stands where
 // an EngineModel does (SessionPool, LocalModel): the same fields, and createSession. Once the model stays on the GPU,
 // releaseHeapWeights() frees the heap's copy of the weights; a lost GPU then loads them again for the CPU.
-import { destroyWeights, uploadWeights } from './gpu_weights.js';
+import { GpuWeightUpload, destroyWeights } from './gpu_weights.js';
 import { GpuSession } from './gpu_session.js';
 import { createKernels } from './kernels.js';
 
@@ -101,17 +101,47 @@ export class GpuModel {
   }
 }
 
-// engineModel's weights uploaded to device: -> GpuModel. A device that runs out of memory is a one-line error naming
-// the model (name) and the bytes its weights need.
-export async function openGpuModel(engineModel, device, adapterInfo, name = 'the model') {
-  // software adapters pay so much for workgroup barriers that they multiply without them
-  const kernels = await createKernels(device, { serialLinear: Boolean(adapterInfo?.software) });
+// A GpuWeightUpload to give the loader (onMatrixRows) so that the matrices go to device as the file streams in,
+// never into the heap; openGpuModel then finishes it. Its out-of-memory errors are caught from here on.
+export function startWeightUpload(device) {
   device.pushErrorScope('out-of-memory');
-  const weights = uploadWeights(device, engineModel);
+  return new GpuWeightUpload(device);
+}
+
+// engineModel's weights on device: -> GpuModel. upload: the startWeightUpload that took the matrices while the model
+// loaded, or null: they are uploaded from the heap. A device that runs out of memory is a one-line error naming the
+// model (name) and the bytes its weights need.
+export async function openGpuModel(engineModel, device, adapterInfo, name = 'the model', upload = null) {
+  if (!upload) {
+    upload = startWeightUpload(device);
+    try {
+      upload.receiveFromHeap(engineModel);
+    } catch (error) {
+      upload.destroy();
+      await device.popErrorScope();
+      throw error;
+    }
+  }
+  let weights;
+  try {
+    weights = upload.finish(engineModel);
+  } catch (error) {
+    upload.destroy();
+    await device.popErrorScope();
+    throw error;
+  }
   const error = await device.popErrorScope();
   if (error) {
     destroyWeights(weights);
     throw new Error(`device 'webgpu': out of GPU memory for ${name}: its weights need ${weights.bytes} bytes: ${error.message}`);
+  }
+  // software adapters pay so much for workgroup barriers that they multiply without them
+  let kernels;
+  try {
+    kernels = await createKernels(device, { serialLinear: Boolean(adapterInfo?.software) });
+  } catch (compileError) {
+    destroyWeights(weights);
+    throw compileError;
   }
   return new GpuModel(engineModel, { device, kernels, weights }, adapterInfo);
 }

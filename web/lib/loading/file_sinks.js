@@ -84,14 +84,15 @@ export class WeightsSink {
     this.#loader = engineCall(createLoader, ggufName);
   }
 
-  // model.safetensors (WasmEngine.createModelLoader; format: 'fp32' or 'int8').
-  static safetensors(engine, configJson, format) {
-    return new WeightsSink(() => engine.createModelLoader(configJson, { weights: format }));
+  // model.safetensors (WasmEngine.createModelLoader; format: 'fp32' or 'int8'). onMatrixRows: where the matrices go
+  // (EngineModelLoader), or null.
+  static safetensors(engine, configJson, format, onMatrixRows = null) {
+    return new WeightsSink(() => engine.createModelLoader(configJson, { weights: format, onMatrixRows }));
   }
 
   // A GGUF file (WasmEngine.createGgufLoader), named fileName in errors.
-  static gguf(engine, fileName) {
-    return new WeightsSink(() => engine.createGgufLoader(), fileName);
+  static gguf(engine, fileName, onMatrixRows = null) {
+    return new WeightsSink(() => engine.createGgufLoader({ onMatrixRows }), fileName);
   }
 
   write(chunk) {

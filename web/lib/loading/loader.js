@@ -29,7 +29,8 @@ const SPEED_MIN_SPAN_MS = 500;
 // weights: 'fp32' or 'int8' (WasmEngine.createModelLoader, which checks it before model.safetensors is opened);
 // a GGUF file runs in its own types, so 'int8' is refused for it (TypeError) before anything is read.
 // onProgress(event): see ProgressReporter. retryDelayMs: the first wait before retrying a download that got
-// nothing (download.js; 1 s).
+// nothing (download.js; 1 s). onMatrixRows(rows): where the weight matrices go as they load (a GPU upload;
+// engine_objects.js's MatrixRowsReceiver), the model then keeping none; a download that starts over hands them again.
 // When files read from the Cache API turn out invalid, they are evicted and the model is loaded again, before
 // any error is reported: a damaged copy (model_cache.js) is evicted alone, so only that file is downloaded
 // again; after any other invalid file, all of the model's are. Each failed try thus leaves fewer files in the
@@ -56,12 +57,12 @@ function loadContext({ onProgress, signal, retryDelayMs }) {
   return context;
 }
 
-async function loadFilesIntoEngine(engine, files, context, { withTokenizer = true, weights = 'fp32' }) {
+async function loadFilesIntoEngine(engine, files, context, { withTokenizer = true, weights = 'fp32', onMatrixRows = null }) {
   let model = null;
   try {
     const loaded = files.format === 'gguf'
-      ? await readGguf(engine, files.model, context, weights)
-      : await readFolder(engine, files, context, { withTokenizer, weights });
+      ? await readGguf(engine, files.model, context, weights, onMatrixRows)
+      : await readFolder(engine, files, context, { withTokenizer, weights, onMatrixRows });
     model = loaded.model;
     const tokenizer = withTokenizer ? checkedTokenizer(loaded, model.config) : null;
     const notCached = await commitCacheCopies(context.cacheCopies);
@@ -79,7 +80,7 @@ async function loadFilesIntoEngine(engine, files, context, { withTokenizer = tru
 // What reading a model gives: { model, tokenizerFile (the file(s) its tokenizer comes from, for errors),
 // buildTokenizer() -> tokenizer (throws what tokenizer.js finds wrong) }.
 
-async function readFolder(engine, files, context, { withTokenizer, weights }) {
+async function readFolder(engine, files, context, { withTokenizer, weights, onMatrixRows }) {
   const text = {};
   for (const key of withTokenizer ? ['config', 'vocab', 'merges'] : ['config']) {
     text[key] = await readModelFile(files[key], context, (total) => new BytesSink(files[key].name, total));
@@ -90,17 +91,17 @@ async function readFolder(engine, files, context, { withTokenizer, weights }) {
   // Built before the weights are downloaded, so that a bad tokenizer file is told at once.
   const tokenizer = withTokenizer ? buildTokenizer(tokenizerFile, () => createTokenizer(
     parseJson(MODEL_FILES.vocab, text.vocab), decodeText(MODEL_FILES.merges, text.merges))) : null;
-  const model = await readModelFile(files.weights, context, () => WeightsSink.safetensors(engine, configJson, weights));
+  const model = await readModelFile(files.weights, context, () => WeightsSink.safetensors(engine, configJson, weights, onMatrixRows));
   return { model, tokenizerFile, buildTokenizer: () => tokenizer };
 }
 
 // A GGUF file runs in its own types: weights 'int8' (re-quantizing) is refused before anything is read.
-async function readGguf(engine, file, context, weights) {
+async function readGguf(engine, file, context, weights, onMatrixRows) {
   if (weights !== 'fp32') {
     throw new TypeError(`weights: ${JSON.stringify(weights)} applies to safetensors models; ${file.name} is a GGUF file, ` +
       'which runs in its own types (leave weights out)');
   }
-  const model = await readModelFile(file, context, () => WeightsSink.gguf(engine, file.name));
+  const model = await readModelFile(file, context, () => WeightsSink.gguf(engine, file.name, onMatrixRows));
   return { model, tokenizerFile: file.name, buildTokenizer: () => createTokenizerFromVocabulary(model.readVocabulary()) };
 }
 

@@ -9,30 +9,43 @@ import { normalizeScoreOptions, scoreText } from '../generation/score.js';
 import { DescribedModel, describeModel } from './model_description.js';
 import { chooseDevice } from '../gpu/device.js';
 import { probeFasterDevice, probeReason } from '../gpu/device_probe.js';
-import { openGpuModel } from '../gpu/gpu_model.js';
+import { openGpuModel, startWeightUpload } from '../gpu/gpu_model.js';
 import { unsupportedWeights } from '../gpu/gpu_weights.js';
 
+// A model asked for on 'webgpu' streams its matrices to the GPU as the file loads (the heap never holds them);
+// under 'auto' the heap takes the whole model, which the first load's probe also runs on the CPU.
 export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
   const choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
   let engine, loaded;
+  let upload = null;
   try {
     engine = await loadEngine({ threads: await resolveThreads(threads) });
-    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
+    if (choice.device === 'webgpu' && device === 'webgpu') upload = startWeightUpload(choice.gpu);
+    const onMatrixRows = upload && ((rows) => {
+      try {
+        upload.receive(rows);
+      } catch (error) {
+        throw new Error(`device 'webgpu': ${error.message}`, { cause: error });
+      }
+    });
+    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights, onMatrixRows });
   } catch (error) {
+    upload?.destroy();
     choice.gpu?.destroy();
     throw error;
   }
   const { model, tokenizer } = loaded;
   // for a GPU lost later: the weights again (from the Cache API where the download was cached)
   const reloadOnCpu = async () => (await loadModelIntoEngine(engine, source, { weights })).model;
-  const placed = await placeModel(model, choice, device, sourceName(source), reloadOnCpu);
+  const placed = await placeModel(model, choice, device, sourceName(source), reloadOnCpu, upload);
   return new LocalModel(placed.model, tokenizer, placed);
 }
 
 // The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
 // A model the GPU cannot run goes to the CPU under 'auto' (deviceReason says why) and is an error under 'webgpu'.
 // One that stays on the GPU lets the heap's copy of its weights go; reloadOnCpu() loads them again if the GPU is lost.
-async function placeModel(model, choice, requested, name, reloadOnCpu) {
+// upload: the GpuWeightUpload that took the matrices as the model loaded, or null (they are in the heap).
+async function placeModel(model, choice, requested, name, reloadOnCpu, upload) {
   const { adapterInfo = null } = choice;
   if (choice.device === 'wasm') {
     return { model, device: 'wasm', adapterInfo, deviceReason: requested === 'wasm' ? null : choice.reason };
@@ -41,7 +54,7 @@ async function placeModel(model, choice, requested, name, reloadOnCpu) {
   if (!reason) {
     let gpuModel = null;
     try {
-      gpuModel = await openGpuModel(model, choice.gpu, adapterInfo, name);
+      gpuModel = await openGpuModel(model, choice.gpu, adapterInfo, name, upload);
       const probe = requested === 'webgpu' ? null : await probeFasterDevice(gpuModel, model, adapterInfo);
       if (probe && probe.device !== 'webgpu') {
         return { model: gpuModel.releaseGpu(), device: 'wasm', adapterInfo, deviceReason: probeReason(probe) };
