@@ -1,6 +1,7 @@
 // 'auto' on a hardware adapter: which of the GPU and the CPU decodes this model faster on this machine (small
 // models can be slower on a GPU, whose every pass costs a submit and a readback), measured once with a few steps
-// of each and remembered per adapter and model in the Cache API, so that later loads pay nothing.
+// of each and remembered per adapter and model in the Cache API, so that later loads pay nothing (and one
+// remembered for the GPU streams the weights straight there).
 
 const CHOICES_CACHE = 'gpt2-wasm-device-choices-v1';
 // Cache API keys are http(s) requests: a name that is never fetched.
@@ -9,18 +10,43 @@ const PROMPT = [0, 1, 2, 3];  // ids every vocabulary has
 const WARM_UP_STEPS = 1;
 const TIMED_STEPS = 4;
 
+// What the device probe remembers its choice under: the model's source (a URL, Hub id or path; local files by
+// name, size and date) and the weights asked for.
+export function deviceChoiceKey(source, weights) {
+  if (typeof source === 'string' || source instanceof URL) return JSON.stringify([String(source), weights]);
+  const files = Array.isArray(source) ? source : Array.from(source?.length !== undefined ? source : [source]);
+  return JSON.stringify([files.map((file) => [file?.name ?? null, file?.size ?? file?.byteLength ?? null, file?.lastModified ?? null]), weights]);
+}
+
+// The choice remembered for the model modelKey names (deviceChoiceKey) on adapterInfo's adapter: { device, gpuMs, wasmMs, remembered: true }, or null before
+// its first probe. Read before the model loads, so that a remembered GPU gets the weights straight from the download.
+export async function rememberedChoice(adapterInfo, modelKey, cacheStorage = globalThis.caches) {
+  const stored = await readChoice(await openChoices(cacheStorage), choiceKey(modelKey, adapterInfo));
+  return stored && { ...stored, remembered: true };
+}
+
 // -> { device: 'webgpu' | 'wasm', gpuMs, wasmMs, remembered } for models (GpuModel and the engine model of the same
-// weights) on adapterInfo's adapter.
-export async function probeFasterDevice(gpuModel, engineModel, adapterInfo, cacheStorage = globalThis.caches) {
-  const key = choiceKey(gpuModel, adapterInfo);
+// weights, which modelKey names) on adapterInfo's adapter.
+export async function probeFasterDevice(gpuModel, engineModel, adapterInfo, modelKey, cacheStorage = globalThis.caches) {
+  const key = choiceKey(modelKey, adapterInfo);
   const cache = await openChoices(cacheStorage);
   const stored = await readChoice(cache, key);
   if (stored) return { ...stored, remembered: true };
   const gpuMs = await msPerStep(gpuModel);
   const wasmMs = await msPerStep(engineModel);
   const choice = { device: gpuMs < wasmMs ? 'webgpu' : 'wasm', gpuMs, wasmMs };
-  await cache?.put(new Request(`${CHOICE_URL}?key=${encodeURIComponent(key)}`), new Response(JSON.stringify(choice)));
+  await rememberChoice(adapterInfo, modelKey, choice, cacheStorage);
   return { ...choice, remembered: false };
+}
+
+// Stores choice ({ device, gpuMs, wasmMs }) for modelKey on adapterInfo's adapter, as a probe does.
+export async function rememberChoice(adapterInfo, modelKey, choice, cacheStorage = globalThis.caches) {
+  try {
+    const cache = await openChoices(cacheStorage);
+    await cache?.put(new Request(`${CHOICE_URL}?key=${encodeURIComponent(choiceKey(modelKey, adapterInfo))}`), new Response(JSON.stringify(choice)));
+  } catch {
+    // a full or disabled store: measured again at the next load
+  }
 }
 
 // The median time of a decode step of model's session (GPU steps are promises, the CPU's numbers).
@@ -43,8 +69,8 @@ async function msPerStep(model) {
   }
 }
 
-function choiceKey(model, { vendor, architecture, device, description }) {
-  return JSON.stringify([vendor, architecture, device, description, model.config, model.weightTypes, model.weightBytes]);
+function choiceKey(modelKey, { vendor, architecture, device, description }) {
+  return JSON.stringify([vendor, architecture, device, description, modelKey]);
 }
 
 async function openChoices(cacheStorage) {

@@ -8,44 +8,51 @@ import { loadModelIntoEngine } from '../loading/loader.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
 import { DescribedModel, describeModel } from './model_description.js';
 import { chooseDevice } from '../gpu/device.js';
-import { probeFasterDevice, probeReason } from '../gpu/device_probe.js';
+import { deviceChoiceKey, probeFasterDevice, probeReason, rememberedChoice } from '../gpu/device_probe.js';
 import { openGpuModel, startWeightUpload } from '../gpu/gpu_model.js';
 import { unsupportedWeights } from '../gpu/gpu_weights.js';
 
-// A model asked for on 'webgpu' streams its matrices to the GPU as the file loads (the heap never holds them);
-// under 'auto' the heap takes the whole model, which the first load's probe also runs on the CPU.
+// A model bound for the GPU ('webgpu', or 'auto' where the GPU was measured faster for it at an earlier load)
+// streams its matrices there as the file loads, so that the heap never holds them; otherwise the heap takes the
+// whole model, which the first load's probe also runs on the CPU. Under 'auto', a model remembered as faster on
+// the CPU goes straight to the CPU, without an upload.
 export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
-  const choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
+  let choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
+  const modelKey = deviceChoiceKey(source, weights);
+  const remembered = device === 'auto' && choice.device === 'webgpu' ? await rememberedChoice(choice.adapterInfo, modelKey) : null;
+  if (remembered?.device === 'wasm') {
+    choice.gpu.destroy();
+    choice = { device: 'wasm', reason: probeReason(remembered), adapterInfo: choice.adapterInfo };
+  }
   let engine, loaded;
   let upload = null;
   try {
     engine = await loadEngine({ threads: await resolveThreads(threads) });
-    if (choice.device === 'webgpu' && device === 'webgpu') upload = startWeightUpload(choice.gpu);
-    const onMatrixRows = upload && ((rows) => {
-      try {
-        upload.receive(rows);
-      } catch (error) {
-        throw new Error(`device 'webgpu': ${error.message}`, { cause: error });
-      }
-    });
-    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights, onMatrixRows });
+    if (choice.device === 'webgpu' && (device === 'webgpu' || remembered)) upload = startWeightUpload(choice.gpu);
+    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights, onMatrixRows: upload && matrixRowsTo(upload) });
   } catch (error) {
     upload?.destroy();
     choice.gpu?.destroy();
-    throw error;
+    // 'auto' whose GPU refused the matrices as they streamed: the CPU takes the model instead
+    if (!upload || device === 'webgpu' || !error.message.startsWith(GPU_REFUSAL)) throw error;
+    choice = { device: 'wasm', reason: error.message, adapterInfo: choice.adapterInfo };
+    upload = null;
+    loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
   }
   const { model, tokenizer } = loaded;
-  // for a GPU lost later: the weights again (from the Cache API where the download was cached)
+  // for a GPU lost later, or one that refuses a streamed model: the weights again, into the heap (from the Cache
+  // API where the download was cached)
   const reloadOnCpu = async () => (await loadModelIntoEngine(engine, source, { weights })).model;
-  const placed = await placeModel(model, choice, device, sourceName(source), reloadOnCpu, upload);
+  const placed = await placeModel(model, choice, device, { name: sourceName(source), modelKey, reloadOnCpu, upload });
   return new LocalModel(placed.model, tokenizer, placed);
 }
 
 // The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
 // A model the GPU cannot run goes to the CPU under 'auto' (deviceReason says why) and is an error under 'webgpu'.
 // One that stays on the GPU lets the heap's copy of its weights go; reloadOnCpu() loads them again if the GPU is lost.
-// upload: the GpuWeightUpload that took the matrices as the model loaded, or null (they are in the heap).
-async function placeModel(model, choice, requested, name, reloadOnCpu, upload) {
+// upload: the GpuWeightUpload that took the matrices as the model loaded (no probe then), or null (they are in the
+// heap). modelKey: what the probe remembers its choice under. name: how errors name the model.
+async function placeModel(model, choice, requested, { name, modelKey, reloadOnCpu, upload }) {
   const { adapterInfo = null } = choice;
   if (choice.device === 'wasm') {
     return { model, device: 'wasm', adapterInfo, deviceReason: requested === 'wasm' ? null : choice.reason };
@@ -55,7 +62,7 @@ async function placeModel(model, choice, requested, name, reloadOnCpu, upload) {
     let gpuModel = null;
     try {
       gpuModel = await openGpuModel(model, choice.gpu, adapterInfo, name, upload);
-      const probe = requested === 'webgpu' ? null : await probeFasterDevice(gpuModel, model, adapterInfo);
+      const probe = requested === 'webgpu' || upload ? null : await probeFasterDevice(gpuModel, model, adapterInfo, modelKey);
       if (probe && probe.device !== 'webgpu') {
         return { model: gpuModel.releaseGpu(), device: 'wasm', adapterInfo, deviceReason: probeReason(probe) };
       }
@@ -69,10 +76,28 @@ async function placeModel(model, choice, requested, name, reloadOnCpu, upload) {
   choice.gpu.destroy();
   if (requested === 'webgpu') {
     model.dispose();
-    throw new Error(reason.startsWith('device ') ? reason : `device 'webgpu': ${reason}`);
+    throw new Error(reason.startsWith('device ') ? reason : `${GPU_REFUSAL}${reason}`);
+  }
+  if (upload) {  // streamed: the heap has no matrices to run on
+    model.dispose();
+    model = await reloadOnCpu();
   }
   return { model, device: 'wasm', adapterInfo, deviceReason: reason };
 }
+
+const GPU_REFUSAL = "device 'webgpu': ";
+
+// The loader's onMatrixRows for upload: what the GPU side refuses is a one-line device error.
+function matrixRowsTo(upload) {
+  return (rows) => {
+    try {
+      upload.receive(rows);
+    } catch (error) {
+      throw new Error(`${GPU_REFUSAL}${error.message}`, { cause: error });
+    }
+  };
+}
+
 
 // How an error names the model: its URL or Hub id, or its files' names.
 function sourceName(source) {
