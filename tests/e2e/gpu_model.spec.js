@@ -29,7 +29,7 @@ const TINY_TOKENIZER = Object.fromEntries(['vocab.json', 'merges.txt'].map((name
   [name, readFileSync(new URL(`../fixtures/tiny-random-gguf/${name}`, import.meta.url), 'utf8')]));
 
 // In the page: the greedy tokens of one prompt on the GPU and on the CPU -> { device, adapter, tokens: { gpu, wasm } }.
-async function compareOnPage(page, modelUrl, { weights: format = 'fp32', steps: count = 48, prompt: text = 'ROMEO:' } = {}) {
+async function compareOnPage(page, modelUrl, { weights: format = 'fp32', steps: count = 100, prompt: text = 'ROMEO:' } = {}) {
   return page.evaluate(async ({ url, weights, steps, prompt }) => {
     const { loadModel } = await import('/js/lib/gpt2.js');
     const gpu = await loadModel(url, { device: 'webgpu', weights, useWorker: false });
@@ -59,7 +59,7 @@ test('auto keeps the model on the CPU on a software adapter, and says why', asyn
 });
 
 for (const weights of ['fp32', 'int8']) {
-  test(`on the GPU the bundled model (${weights}) gives the CPU engine's greedy tokens for 48 steps`, async ({ page }) => {
+  test(`on the GPU the bundled model (${weights}) gives the CPU engine's greedy tokens for 100 steps`, async ({ page }) => {
     await page.goto('/');
     const result = await compareOnPage(page, BUNDLED, { weights });
     expect(result.device).toBe('webgpu');
