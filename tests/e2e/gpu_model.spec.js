@@ -233,6 +233,40 @@ test('asking for webgpu with a model the kernels do not run is one line, and the
   expect(result.placed).toEqual({ device: 'wasm', tokens: 3 });
 });
 
+// 'auto' with a GPU remembered for the model, on SwiftShader presented as hardware: the model streams towards the GPU
+// (the upload's out-of-memory error scope is pushed, which a model loaded into the heap never reaches), whose kernels
+// refuse its first matrix; the CPU then takes it, and deviceReason says why, in the words of a load into the heap.
+test('auto whose GPU refuses a model as it streams loads it on the CPU instead, saying why', async ({ page }) => {
+  await page.goto('/');
+  const files = await page.evaluateHandle(oddWidthModel, { vocab: TINY_TOKENIZER['vocab.json'], merges: TINY_TOKENIZER['merges.txt'] });
+  const result = await page.evaluate(async (source) => {
+    const realInfo = Object.getOwnPropertyDescriptor(GPUAdapter.prototype, 'info').get;
+    Object.defineProperty(GPUAdapter.prototype, 'info', {
+      get() {
+        return { vendor: realInfo.call(this).vendor, architecture: 'test-hardware', device: 'test', description: 'a GPU for the test', isFallbackAdapter: false };
+      },
+    });
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    const { describeAdapter } = await import('/js/lib/gpu/device.js');
+    const { deviceChoiceKey, rememberChoice } = await import('/js/lib/gpu/device_probe.js');
+    const adapterInfo = describeAdapter(await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }));
+    await rememberChoice(adapterInfo, deviceChoiceKey(source, 'fp32'), { device: 'webgpu', gpuMs: 1, wasmMs: 2 });
+    const scopes = [];
+    const pushErrorScope = GPUDevice.prototype.pushErrorScope;
+    GPUDevice.prototype.pushErrorScope = function (filter) {
+      scopes.push(filter);
+      return pushErrorScope.call(this, filter);
+    };
+    const model = await loadModel(source, { device: 'auto', useWorker: false });
+    const tokens = [];
+    for await (const piece of model.generate('ROMEO:', { temperature: 0, maxNewTokens: 3 })) tokens.push(piece.token);
+    const placed = { device: model.device, reason: model.deviceReason, tokens: tokens.length, scopes };
+    model.dispose();
+    return placed;
+  }, files);
+  expect(result).toEqual({ device: 'wasm', reason: 'the GPU kernels need n_embd to be a multiple of 4, got 6', tokens: 3, scopes: ['out-of-memory'] });
+});
+
 // The GPU's logits against the CPU engine's log-probabilities over the whole vocabulary, after a prefill and after
 // each of 8 steps: -> { maxDiff, rms } with maxDiff the largest difference of log-softmax values.
 async function logitsOnPage(page, modelUrl, format) {

@@ -10,12 +10,18 @@ const PROMPT = [0, 1, 2, 3];  // ids every vocabulary has
 const WARM_UP_STEPS = 1;
 const TIMED_STEPS = 4;
 
-// What the device probe remembers its choice under: the model's source (a URL, Hub id or path; local files by
-// name, size and date) and the weights asked for.
+// What the device probe remembers its choice under: the model's source (a URL, Hub id or path; local files and
+// in-memory parts by name, size and date) and the weights asked for.
 export function deviceChoiceKey(source, weights) {
   if (typeof source === 'string' || source instanceof URL) return JSON.stringify([String(source), weights]);
-  const files = Array.isArray(source) ? source : Array.from(source?.length !== undefined ? source : [source]);
-  return JSON.stringify([files.map((file) => [file?.name ?? null, file?.size ?? file?.byteLength ?? null, file?.lastModified ?? null]), weights]);
+  const describe = (part) => [part?.name ?? null, part?.size ?? part?.byteLength ?? part?.length ?? null, part?.lastModified ?? null];
+  const isPart = (value) => typeof value === 'string' || ArrayBuffer.isView(value) || value instanceof ArrayBuffer ||
+    (typeof Blob !== 'undefined' && value instanceof Blob);
+  let parts;
+  if (isPart(source)) parts = [['model', ...describe(source)]];
+  else if (source?.length !== undefined) parts = Array.from(source, (file) => ['file', ...describe(file)]);  // an array or FileList
+  else parts = Object.entries(source ?? {}).map(([key, part]) => [key, ...describe(part)]);  // { config, weights, vocab, merges }
+  return JSON.stringify([parts, weights]);
 }
 
 // The choice remembered for the model modelKey names (deviceChoiceKey) on adapterInfo's adapter: { device, gpuMs, wasmMs, remembered: true }, or null before

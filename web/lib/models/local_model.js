@@ -35,7 +35,7 @@ export async function loadModelInThisThread(source, { onProgress, signal, weight
     choice.gpu?.destroy();
     // 'auto' whose GPU refused the matrices as they streamed: the CPU takes the model instead
     if (!upload || device === 'webgpu' || !error.message.startsWith(GPU_REFUSAL)) throw error;
-    choice = { device: 'wasm', reason: error.message, adapterInfo: choice.adapterInfo };
+    choice = { device: 'wasm', reason: error.cause?.message ?? error.message, adapterInfo: choice.adapterInfo };  // as placeModel words it
     upload = null;
     loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights });
   }
