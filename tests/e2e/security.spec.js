@@ -64,14 +64,21 @@ test('the policy is in force: an injected inline script and an inline handler ar
   cspViolations.expect(/"effective-directive":"script-src-attr"/);
 });
 
-// (In the worker: the page's own eval would be DevTools' when the test runs it, which the policy lets through.)
+// (In the worker: the page's own eval would be DevTools' when the test runs it, which the policy lets through.) The
+// worker answers once it has seen both violations (their reports are then on their way) and stays referenced until
+// the test ends, so that a busy machine does not lose a report with the worker.
 test('workers run under the policy too: a worker\'s eval and its import from elsewhere are blocked and reported', async ({ page, cspViolations }) => {
   await page.goto('/');
   const messages = await page.evaluate(() => new Promise((resolve) => {
     const source = `const outcome = (run) => { try { run(); return 'ran'; } catch (error) { return error.name; } };
-      postMessage([outcome(() => eval('1')), outcome(() => importScripts('data:text/javascript,1'))]);`;
-    const worker = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })));
-    worker.onmessage = ({ data }) => resolve(data);
+      let seen = 0;
+      const outcomes = [];
+      const answer = () => postMessage(outcomes);
+      self.addEventListener('securitypolicyviolation', () => { if (++seen === 2) answer(); });
+      outcomes.push(outcome(() => eval('1')), outcome(() => importScripts('data:text/javascript,1')));
+      setTimeout(answer, 5000);`;
+    window.cspWorker = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })));
+    window.cspWorker.onmessage = ({ data }) => resolve(data);
   }));
   expect(messages).toEqual(['EvalError', 'NetworkError']);
   cspViolations.expect(/"document-uri":"blob".*"effective-directive":"script-src".*"blocked-uri":"eval"/);
