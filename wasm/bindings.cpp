@@ -73,9 +73,18 @@ struct Sampling {
     }
 };
 
+bool WasmModelLoader::wants_receiver(const val& receive) { return !receive.isNull() && !receive.isUndefined(); }
+
 std::unique_ptr<JsMatrixReceiver> WasmModelLoader::make_receiver(const val& receive) {
-    if (receive.isNull() || receive.isUndefined()) return nullptr;
-    return std::unique_ptr<JsMatrixReceiver>(new JsMatrixReceiver(receive));
+    return std::unique_ptr<JsMatrixReceiver>(wants_receiver(receive) ? new (std::nothrow) JsMatrixReceiver(receive)
+                                                                     : nullptr);
+}
+
+void WasmModelLoader::check_receiver(const val& receive) {
+    if (wants_receiver(receive) && !receiver_)
+        loader_.report_error(gpt2::ErrorKind::memory, "out of memory: need " +
+                                                          std::to_string(sizeof(JsMatrixReceiver)) +
+                                                          " bytes for the matrices' receiver");
 }
 
 gpt2::LoadOptions WasmModelLoader::load_options(bool int8, int n_threads, gpt2::MatrixReceiver* receiver) {
@@ -142,6 +151,15 @@ const gpt2::Linear* named_matrix(const gpt2::Weights& w, int layer, const std::s
                                  : nullptr;
 }
 
+// Bytes of one row of n_in values of a matrix in format, as rows cross to JS: fp32 floats, int8 bytes, or a
+// block format's file blocks; 0 for a format with none of these.
+size_t row_bytes(gpt2::WeightFormat format, int n_in) {
+    if (const gpt2::BlockFormat* block = gpt2::block_format(format))
+        return size_t(n_in) / block->values_per_block * block->bytes_per_block;
+    if (format == gpt2::WeightFormat::fp32) return size_t(n_in) * sizeof(float);
+    return format == gpt2::WeightFormat::int8 ? size_t(n_in) : 0;
+}
+
 template <typename T>
 val heap_view(size_t n, const T* data) {
     return data ? val(emscripten::typed_memory_view(n, data)) : val::null();
@@ -164,9 +182,8 @@ bool JsMatrixReceiver::receive(const gpt2::MatrixRows& r, std::string* error) {
     } else if (r.format == gpt2::WeightFormat::int8) {
         rows.set("rows", heap_view(values, static_cast<const int8_t*>(r.rows)));
     } else {
-        const gpt2::BlockFormat& block = *gpt2::block_format(r.format);
-        const size_t bytes = size_t(r.n_rows) * (size_t(r.n_in) / block.values_per_block * block.bytes_per_block);
-        rows.set("rows", heap_view(bytes, static_cast<const uint8_t*>(r.rows)));
+        rows.set("rows",
+                 heap_view(size_t(r.n_rows) * row_bytes(r.format, r.n_in), static_cast<const uint8_t*>(r.rows)));
     }
     rows.set("scale", heap_view(size_t(r.n_rows), r.scale));
     const std::string refusal = receive_(rows).as<std::string>();
@@ -192,12 +209,11 @@ val WasmModel::matrix(int layer, const std::string& name) const {
 val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_rows) const {
     const gpt2::Linear* m = model_ && model_->has_weights() ? named_matrix(model_->weights(), layer, name) : nullptr;
     if (!m || row0 < 0 || n_rows < 1 || row0 > m->n_out - n_rows) return val::null();
-    const bool fp32 = m->format == gpt2::WeightFormat::fp32, int8 = m->format == gpt2::WeightFormat::int8;
+    const bool fp32 = m->format == gpt2::WeightFormat::fp32;
     const gpt2::BlockFormat* block = gpt2::block_format(m->format);
-    if (!(fp32 || int8 || block)) return val::null();
-    const size_t row_bytes = block ? size_t(m->n_in) / block->values_per_block * block->bytes_per_block
-                                   : size_t(m->n_in) * (fp32 ? sizeof(float) : 1);
-    const size_t bytes = size_t(n_rows) * row_bytes;
+    const size_t bytes_per_row = row_bytes(m->format, m->n_in);
+    if (bytes_per_row == 0) return val::null();
+    const size_t bytes = size_t(n_rows) * bytes_per_row;
     if (bytes > rows_bytes_) {
         rows_.reset(new (std::nothrow) uint8_t[bytes]);
         rows_bytes_ = rows_ ? bytes : 0;
@@ -208,7 +224,7 @@ val WasmModel::matrix_rows(int layer, const std::string& name, int row0, int n_r
         return heap_view(bytes, rows_.get());
     }
     for (int r = 0; r < n_rows; r++) {
-        uint8_t* out = rows_.get() + size_t(r) * row_bytes;
+        uint8_t* out = rows_.get() + size_t(r) * bytes_per_row;
         if (fp32)
             gpt2::unpack_row(reinterpret_cast<float*>(out), static_cast<const float*>(m->weight), m->n_out, m->n_in,
                              row0 + r);

@@ -49,6 +49,7 @@ class WasmModelLoader {
           loader_(reinterpret_cast<const uint8_t*>(config_json.data()), config_json.size(),
                   load_options(int8, n_threads, receiver_.get()),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        check_receiver(receive_matrices);
         allocate_staging(staging_bytes);
     }
 
@@ -57,6 +58,7 @@ class WasmModelLoader {
         : receiver_(make_receiver(receive_matrices)),
           loader_(load_options(false, n_threads, receiver_.get()),
                   file_size < 0 ? gpt2::ModelLoader::kUnknownFileSize : uint64_t(file_size)) {
+        check_receiver(receive_matrices);
         allocate_staging(staging_bytes);
     }
 
@@ -76,7 +78,10 @@ class WasmModelLoader {
     gpt2::ModelLoader& loader() { return loader_; }
 
    private:
+    static bool wants_receiver(const emscripten::val& receive);
+    // null when receive is null, or when there was no memory for it: check_receiver then fails the loader
     static std::unique_ptr<JsMatrixReceiver> make_receiver(const emscripten::val& receive);
+    void check_receiver(const emscripten::val& receive);
     static gpt2::LoadOptions load_options(bool int8, int n_threads, gpt2::MatrixReceiver* receiver);
     void allocate_staging(double staging_bytes);
     std::unique_ptr<JsMatrixReceiver> receiver_;  // before loader_, which holds it

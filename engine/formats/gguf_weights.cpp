@@ -107,10 +107,12 @@ std::string expected_shape(const ExpectedTensor& e) {
 
 uint64_t align_tensor(uint64_t bytes) { return (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
 
-bool non_finite(std::string_view name, const float* v, size_t n, std::string* error) {
+// Whether v (n values, the tensor's from element `first` on) holds a NaN or Inf, which *error then names.
+bool non_finite(std::string_view name, const float* v, size_t n, std::string* error, uint64_t first = 0) {
     const size_t i = first_non_finite(v, n);
     if (i == n) return false;
-    fail(error, "tensor " + quoted(name) + " contains " + non_finite_name(v[i]) + " at element " + std::to_string(i));
+    fail(error,
+         "tensor " + quoted(name) + " contains " + non_finite_name(v[i]) + " at element " + std::to_string(first + i));
     return true;
 }
 
@@ -285,14 +287,10 @@ bool GgufWeightsSink::take_rows(const Destination& d, std::string_view name, int
         block_format(m.format)->store_rows(m.weight, m.n_out, m.n_in, row0, n_rows, rows);
         return true;
     }
-    if (m.format == WeightFormat::fp32) {
-        const float* values = reinterpret_cast<const float*>(rows);
-        const size_t n = size_t(n_rows) * size_t(m.n_in);
-        const size_t bad = first_non_finite(values, n);
-        if (bad != n)
-            return fail(error, "tensor " + quoted(name) + " contains " + non_finite_name(values[bad]) + " at element " +
-                                   std::to_string(uint64_t(row0) * uint64_t(m.n_in) + bad));
-    }
+    if (m.format == WeightFormat::fp32 &&
+        non_finite(name, reinterpret_cast<const float*>(rows), size_t(n_rows) * size_t(m.n_in), error,
+                   uint64_t(row0) * uint64_t(m.n_in)))
+        return false;
     return receiver_->receive({d.layer, d.matrix_name, m.format, m.n_out, m.n_in, row0, n_rows, rows, nullptr}, error);
 }
 

@@ -32,6 +32,8 @@ struct LoaderState {
 
     Stage stage = Stage::length;
     Receiver receiver;  // receiver.host null: the model keeps its matrices
+    // What the sinks hand the matrices to: the wrapper, or null when the model keeps them.
+    MatrixReceiver* matrix_receiver() { return receiver.host ? &receiver : nullptr; }
     Config config{};
     WeightFormat format = WeightFormat::fp32;
     int n_threads = 1;                                   // LoadOptions::n_threads, for the model's pool
@@ -82,7 +84,7 @@ bool start_data(LoaderState& state, std::string* error) {
     // grows a wasm heap, which grows by about what is asked (and never shrinks).
     state.failure_kind = ErrorKind::memory;  // the conversion buffers and the weights are allocations
     if (!state.weights_sink.init(state.config, state.format, state.header, state.roles, state.layout,
-                                 state.weights.get(), state.receiver.host ? &state.receiver : nullptr, error))
+                                 state.weights.get(), state.matrix_receiver(), error))
         return false;
     if (!allocate_weights(state.layout, state.weights.get(), error)) return false;
     state.failure_kind = ErrorKind::file;
@@ -167,8 +169,7 @@ ModelLoader::ModelLoader(const LoadOptions& options, uint64_t file_size) {
     file_ = "model.gguf";
     state.stage = LoaderState::Stage::gguf;
     state.file_size = file_size;
-    state.gguf_sink.reset(new (std::nothrow)
-                              GgufWeightsSink(state.weights.get(), state.receiver.host ? &state.receiver : nullptr));
+    state.gguf_sink.reset(new (std::nothrow) GgufWeightsSink(state.weights.get(), state.matrix_receiver()));
     if (state.gguf_sink)
         state.gguf_reader.reset(
             new (std::nothrow)

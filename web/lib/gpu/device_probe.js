@@ -15,7 +15,7 @@ const TIMED_STEPS = 4;
 export function deviceChoiceKey(source, weights) {
   if (typeof source === 'string' || source instanceof URL) return JSON.stringify([String(source), weights]);
   const describe = (part) => [part?.name ?? null, part?.size ?? part?.byteLength ?? part?.length ?? null, part?.lastModified ?? null];
-  const isPart = (value) => typeof value === 'string' || ArrayBuffer.isView(value) || value instanceof ArrayBuffer ||
+  const isPart = (value) => ArrayBuffer.isView(value) || value instanceof ArrayBuffer ||
     (typeof Blob !== 'undefined' && value instanceof Blob);
   let parts;
   if (isPart(source)) parts = [['model', ...describe(source)]];

@@ -112,18 +112,11 @@ export function startWeightUpload(device) {
 // loaded, or null: they are uploaded from the heap. A device that runs out of memory is a one-line error naming the
 // model (name) and the bytes its weights need.
 export async function openGpuModel(engineModel, device, adapterInfo, name = 'the model', upload = null) {
-  if (!upload) {
-    upload = startWeightUpload(device);
-    try {
-      upload.receiveFromHeap(engineModel);
-    } catch (error) {
-      upload.destroy();
-      await device.popErrorScope();
-      throw error;
-    }
-  }
+  const fromHeap = !upload;
+  upload ??= startWeightUpload(device);
   let weights;
   try {
+    if (fromHeap) upload.receiveFromHeap(engineModel);
     weights = upload.finish(engineModel);
   } catch (error) {
     upload.destroy();

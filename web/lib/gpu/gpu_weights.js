@@ -185,18 +185,6 @@ function destroyMatrix({ parts }) {
   }
 }
 
-// Every weight of engineModel (whose heap holds them) on device.
-export function uploadWeights(device, engineModel) {
-  const upload = new GpuWeightUpload(device);
-  try {
-    upload.receiveFromHeap(engineModel);
-    return upload.finish(engineModel);
-  } catch (error) {
-    upload.destroy();
-    throw error;
-  }
-}
-
 // The GPU buffers a weights object holds, each once (a tied head shares wte's).
 function gpuBuffers(weights) {
   const buffers = new Set();
