@@ -12,6 +12,14 @@
 #include <emmintrin.h>
 #endif
 
+// Before a loop whose body must stay one iteration: clang would otherwise unroll it and hoist the next iteration's
+// loads, keeping more vectors live than V8 has registers (it then spills them to the stack inside the loop).
+#if defined(__clang__)
+#define GPT2_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define GPT2_NO_UNROLL
+#endif
+
 namespace gpt2 {
 namespace simd {
 
@@ -79,6 +87,21 @@ inline i32x4 madd(i16x8 a, i16x8 b) {
     const i16x4 be = __builtin_shufflevector(b, b, 0, 2, 4, 6), bo = __builtin_shufflevector(b, b, 1, 3, 5, 7);
     return __builtin_convertvector(ae, i32x4) * __builtin_convertvector(be, i32x4) +
            __builtin_convertvector(ao, i32x4) * __builtin_convertvector(bo, i32x4);
+#endif
+}
+
+// lo's 4 lanes then hi's 4 narrowed to int16 with saturation (exact for values in -32768..32767):
+// i16x8.narrow_i32x4_s in wasm, packssdw in SSE2.
+inline i16x8 narrow_i32(i32x4 lo, i32x4 hi) {
+#if defined(__wasm_simd128__)
+    return (i16x8)wasm_i16x8_narrow_i32x4((v128_t)lo, (v128_t)hi);
+#elif defined(__SSE2__)
+    return (i16x8)_mm_packs_epi32((__m128i)lo, (__m128i)hi);
+#else
+    const i32x4 top = {32767, 32767, 32767, 32767}, bottom = {-32768, -32768, -32768, -32768};
+    lo = lo > top ? top : lo < bottom ? bottom : lo;
+    hi = hi > top ? top : hi < bottom ? bottom : hi;
+    return __builtin_convertvector(__builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7), i16x8);
 #endif
 }
 

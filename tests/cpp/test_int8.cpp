@@ -108,6 +108,28 @@ TEST(Int8Kernels, ActivationsQuantizeWithinHalfAStepAndTheRange) {
     }
 }
 
+TEST(Int8Kernels, ActivationsRoundHalfAwayFromZeroInTheGroupsOf8AndTheTail) {
+    // the largest magnitude equal to the range makes the scale 1, so each value is rounded as it is
+    const float ties[] = {2.5f, -2.5f, 0.5f, -0.5f, 0.49f, -0.49f, 1.5f, -1.5f, 0.0f, -0.0f, 7.5f};
+    const int want[] = {3, -3, 1, -1, 0, 0, 2, -2, 0, 0, 8};
+    for (int n_in : {3, 8, 11, 17, 24}) {
+        const int range = gpt2::activation_range(n_in);
+        std::vector<float> x(static_cast<size_t>(n_in));
+        std::vector<int> expected(x.size());
+        for (int i = 0; i + 1 < n_in; i++) {
+            x[size_t(i)] = ties[i % 11];
+            expected[size_t(i)] = want[i % 11];
+        }
+        x.back() = -float(range);
+        expected.back() = -range;
+        std::vector<int16_t> q(x.size());
+        float scale = 0;
+        gpt2::quantize_activations(q.data(), &scale, x.data(), 1, n_in);
+        EXPECT_EQ(scale, 1.0f) << n_in;
+        EXPECT_EQ(std::vector<int>(q.begin(), q.end()), expected) << n_in;
+    }
+}
+
 TEST(Int8Kernels, GemmRowsAreBitIdenticalToGemvAndExact) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);

@@ -49,13 +49,13 @@ TEST(Int8KvCache, ARowIsRoundedHalfAwayFromZeroWithinHalfItsScale) {
         }
         EXPECT_GE(extremes, 1) << "the largest value maps to +-127";
     }
-    // max 127 makes the scale 1: the halves round away from zero
-    const float x[4] = {127.0f, 2.5f, -2.5f, 0.49f};
-    int8_t q[4];
+    // max 127 makes the scale 1: the halves round away from zero, in the groups of 4 and in the tail after them
+    const float x[7] = {127.0f, 2.5f, -2.5f, 0.49f, 1.5f, -1.5f, -0.5f};
+    int8_t q[7];
     float scale;
-    gpt2::quantize_cache_row(q, &scale, x, 4);
+    gpt2::quantize_cache_row(q, &scale, x, 7);
     EXPECT_EQ(scale, 1.0f);
-    EXPECT_EQ(std::vector<int>(q, q + 4), (std::vector<int>{127, 3, -3, 0}));
+    EXPECT_EQ(std::vector<int>(q, q + 7), (std::vector<int>{127, 3, -3, 0, 2, -2, -1}));
 }
 
 TEST(Int8KvCache, ZeroAndNonFiniteRowsGetScaleZeroAndNaN) {
