@@ -432,6 +432,7 @@ class Session {
     std::unique_ptr<float[]> score_logits_;     // (kScoreRows, n_vocab) once score() has run
     std::unique_ptr<float[]> draft_logits_;     // (kMaxDraftTokens + 1, n_vocab) once step_draft() has verified drafts
     int verified_rows_ = 0;                     // rows of draft_logits_ the last step_draft() sampled from
+    int drafts_accepted_ = 0;                   // drafts the last step_draft() accepted: its next first batch
     std::unique_ptr<float[]> sequence_logits_;  // (kMaxSequences, n_vocab) once step_sequences() ran with it first
     ScoreRun score_run_;
     std::string error_;

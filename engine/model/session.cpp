@@ -338,10 +338,16 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     tokens[pos0] = id;
     std::memcpy(tokens + pos0 + 1, draft, sizeof(int32_t) * size_t(k));
     forward_body(*model_, state_.get(), tokens + pos0, k + 1, pos0);
+    // The head is much of a row's cost (most of it on a small model), and a batch of rows reads its matrix once: the
+    // first batch takes as many drafts as the last verification accepted (none at first, when drafts mostly fail at
+    // their first token), the rest come in one batch once those hold.
+    int rows_computed = 0;
     for (int i = 0; i <= k; i++) {
-        // The head is much of a row's cost (most of it on a small model), and drafts mostly fail at their first
-        // token: row 0's logits alone first, the other rows' in one batch once the first draft holds.
-        if (i <= 1) forward_logits(*model_, state_.get(), i, i == 0 ? 1 : k, draft_logits_.get());
+        if (i == rows_computed) {
+            const int n = i == 0 ? 1 + std::min(k, drafts_accepted_) : k + 1 - i;
+            forward_logits(*model_, state_.get(), i, n, draft_logits_.get());
+            rows_computed = i + n;
+        }
         // position pos0 + i, fed: its logits, sampled over the window up to it as step() samples
         n_cached_ = pos0 + i + 1;
         n_generated_ = generated0 + i + 1;
@@ -352,6 +358,7 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
             verified_rows_ = i + 1;
         }
         if (next < 0 || i == k || next != draft[i]) {
+            drafts_accepted_ = i;
             // logits() is the last fed position's, as after step()
             std::memcpy(state_->logits, row, sizeof(float) * V);
             return next < 0 ? -1 : i + 1;
