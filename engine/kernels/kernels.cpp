@@ -20,6 +20,7 @@ using simd::load;
 using simd::load4;
 using simd::madd;
 using simd::mul_add;
+using simd::select;
 using simd::store4;
 
 // ---- layout ----
@@ -170,9 +171,6 @@ inline i32x4 dot16(const int8_t* w, i16x8 x0, i16x8 x1) {
     widen(w, &lo, &hi);
     return madd(lo, x0) + madd(hi, x1);
 }
-
-// a where mask is set, else b (mask lanes all ones or all zeros, from a comparison)
-inline f32x4 select(i32x4 mask, f32x4 a, f32x4 b) { return (f32x4)((mask & (i32x4)a) | (~mask & (i32x4)b)); }
 
 // max |x[i]| over n values; *finite: none of them is NaN or Inf. Four lanes at a time, then the tail: a maximum
 // is exact, so the order does not change it.

@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 static_assert(EIGEN_VERSION_AT_LEAST(3, 4, 0), "the engine needs Eigen 3.4");
 
@@ -56,6 +57,66 @@ double log_sum_exp(const float* x, int n) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += std::exp(double(x[i]) - max);
     return max + std::log(sum);
+}
+
+namespace {
+
+using simd::f32x4;
+using simd::i32x4;
+using simd::select;
+
+// e^x per lane, Cephes' expf: x = n ln 2 + r with |r| <= ln 2 / 2 (n the nearest integer to x log2(e)) (ln 2 in two
+// parts, so r is exact), e^r by a degree-7 polynomial, 2^n through the exponent bits. Lanes below -87.3 (where 2^n
+// would be subnormal) give 0.
+inline f32x4 exp4(f32x4 x) {
+    auto splat = [](float v) { return f32x4{v, v, v, v}; };
+    const f32x4 lowest = splat(-87.33654f), highest = splat(88.3762626647949f);
+    const i32x4 underflow = x < lowest;
+    x = select(x > highest, highest, select(underflow, lowest, x));
+    // n = x log2(e) rounded to an integer by adding 1.5 * 2^23, whose float then holds n in its low mantissa bits
+    const f32x4 magic = splat(12582912.0f);
+    const f32x4 shifted = x * splat(1.44269504088896341f) + magic;
+    const f32x4 n = shifted - magic;
+    const f32x4 r = x - n * splat(0.693359375f) - n * splat(-2.12194440e-4f);
+    f32x4 p = splat(1.9875691500e-4f);
+    p = p * r + splat(1.3981999507e-3f);
+    p = p * r + splat(8.3334519073e-3f);
+    p = p * r + splat(4.1665795894e-2f);
+    p = p * r + splat(1.6666665459e-1f);
+    p = p * r + splat(5.0000001201e-1f);
+    p = p * (r * r) + r + splat(1.0f);
+    const i32x4 two_to_n = ((i32x4)shifted - (i32x4)magic + 127) << 23;
+    return select(underflow, splat(0.0f), p * (f32x4)two_to_n);
+}
+
+}  // namespace
+
+float exp_at(float* x, const int32_t* at, int n, float shift, float divisor) {
+    const f32x4 shift4 = {shift, shift, shift, shift}, divisor4 = {divisor, divisor, divisor, divisor};
+    f32x4 sum4 = {0, 0, 0, 0};
+    int i = 0;
+    if (!at) {  // x[0, n) itself: whole vectors in and out
+        for (; i + 4 <= n; i += 4) {
+            const f32x4 e = exp4((simd::load4(x + i) - shift4) / divisor4);
+            simd::store4(x + i, e);
+            sum4 += e;
+        }
+    } else {
+        for (; i + 4 <= n; i += 4) {
+            const f32x4 v = {x[at[i]], x[at[i + 1]], x[at[i + 2]], x[at[i + 3]]};
+            const f32x4 e = exp4((v - shift4) / divisor4);
+            for (int k = 0; k < 4; k++) x[at[i + k]] = e[k];
+            sum4 += e;
+        }
+    }
+    float sum = (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]);
+    for (; i < n; i++) {
+        float* xi = x + (at ? at[i] : i);
+        const f32x4 v = {*xi, 0, 0, 0};
+        *xi = exp4((v - shift4) / divisor4)[0];
+        sum += *xi;
+    }
+    return sum;
 }
 
 // The scan over all values is branch-free so that it vectorizes: checking every weight once at load is cheap

@@ -23,6 +23,12 @@ void softmax(float* x, int n);
 // holds a NaN or +Inf, finite when it holds -Inf beside a finite value
 double log_sum_exp(const float* x, int n);
 
+// The softmax numerators of a sampler's candidates: x[at[i]] = e^((x[at[i]] - shift) / divisor) for i < n (at null:
+// x[i] for i < n), and their sum. e^ is Cephes' expf four values at a time (within 2 ulp of e^v for v <= 88, 0 below
+// -87.3; the same float operations in every build, so a value's result does not depend on its place or on the build),
+// and the sum is four lane sums combined as ((0 + 1) + (2 + 3)), then the n % 4 last values in order.
+float exp_at(float* x, const int32_t* at, int n, float shift, float divisor);
+
 // Index of the first NaN or infinity in v[0, n), or n.
 size_t first_non_finite(const float* v, size_t n);
 

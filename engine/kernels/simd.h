@@ -52,6 +52,9 @@ inline f32x4 load_splat(const float* p) {
 }
 inline void store4(float* p, f32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
 
+// a where mask is set, else b, per lane (mask lanes all ones or all zeros, as a comparison gives them).
+inline f32x4 select(i32x4 mask, f32x4 a, f32x4 b) { return (f32x4)((mask & (i32x4)a) | (~mask & (i32x4)b)); }
+
 // acc + a * b per lane. The relaxed-SIMD build uses f32x4.relaxed_madd, which the engine computes fused (one
 // rounding) where the CPU has FMA and as a multiply then an add where it has not: the same on every call on one
 // machine, so the kernels' bit-identities hold within that build. Elsewhere a multiply then an add

@@ -184,12 +184,8 @@ int Sampler::warp(std::string* error) {
     // softmax over the candidates at the given temperature (scores_ becomes probabilities)
     float max = scores_[candidates_[0]];
     for (int i = 1; i < n; i++) max = std::max(max, scores_[candidates_[i]]);
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const int32_t id = candidates_[i];
-        scores_[id] = std::exp((scores_[id] - max) / settings_.temperature);
-        sum += scores_[id];
-    }
+    // every token a candidate (no top-k, none banned) is candidates_[i] == i: scores_ itself
+    const float sum = exp_at(scores_, n == n_vocab_ ? nullptr : candidates_, n, max, settings_.temperature);
     for (int i = 0; i < n; i++) scores_[candidates_[i]] /= sum;
 
     mass_ = 1.0f;

@@ -86,6 +86,39 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
     }
 }
 
+TEST(Ops, ExpAtIsWithin2UlpOfExpAndTheSameInTheGroupsOf4AndTheTail) {
+    // every 1/64 from -100 to 60, and 88, through the candidates in reverse, shifted by 3 and divided by 0.5
+    std::vector<float> x, values;
+    for (int k = -6400; k <= 60 * 64; k++) values.push_back(float(k) / 64.0f);
+    values.push_back(88.0f);
+    for (float v : values) x.push_back(v * 0.5f + 3.0f);  // (x - 3) / 0.5 == v exactly
+    std::vector<int32_t> at(x.size());
+    for (size_t i = 0; i < at.size(); i++) at[i] = int32_t(at.size() - 1 - i);
+    std::vector<float> e = x;
+    const float sum = gpt2::exp_at(e.data(), at.data(), int(at.size()), 3.0f, 0.5f);
+    double max_ulp = 0, expected_sum = 0;
+    for (size_t i = 0; i < values.size(); i++) {
+        const double want = std::exp(double(values[i]));
+        if (values[i] < -87.33654f) {  // where e^v nears the smallest normal float
+            ASSERT_EQ(e[i], 0.0f) << values[i];
+            continue;
+        }
+        const double ulp = std::nextafter(float(want), INFINITY) - float(want);
+        max_ulp = std::max(max_ulp, std::fabs(e[i] - want) / ulp);
+        ASSERT_LE(std::fabs(e[i] - want), 2 * ulp) << values[i];
+        expected_sum += e[i];
+    }
+    EXPECT_NEAR(sum, expected_sum, 1e-6 * expected_sum);
+    // a value gives the same bits wherever it sits: alone (the tail) as in a group of 4
+    for (size_t i = 0; i < values.size(); i += 97) {
+        float one = x[i];
+        const int32_t zero = 0;
+        gpt2::exp_at(&one, &zero, 1, 3.0f, 0.5f);
+        ASSERT_EQ(one, e[i]) << values[i];
+    }
+    std::printf("exp_at: at most %.2f ulp from exp over [-87.3, 88]\n", max_ulp);
+}
+
 TEST(Ops, LayerNormGeluSoftmax) {
     std::vector<float> in = {1, 2, 3, 4}, w = {1, 1, 2, 1}, b = {0, 0, 0, 1}, out(4);
     gpt2::layernorm(out.data(), in.data(), w.data(), b.data(), 4, 1e-5f);
