@@ -65,9 +65,9 @@ using simd::f32x4;
 using simd::i32x4;
 using simd::select;
 
-// e^x per lane, Cephes' expf: x = n ln 2 + r with |r| <= ln 2 / 2 (n the nearest integer to x log2(e)) (ln 2 in two
-// parts, so r is exact), e^r by a degree-7 polynomial, 2^n through the exponent bits. Lanes below -87.3 (where 2^n
-// would be subnormal) give 0.
+// e^x per lane, Cephes' expf: x = n ln 2 + r with n the integer nearest x log2(e) and |r| <= ln 2 / 2 (ln 2 in two
+// parts, so that r is exact), e^r by a degree-7 polynomial, 2^n through the exponent bits. Lanes below -87.3 (where
+// 2^n would be subnormal) give 0; x up to 88 (2^127 the largest power).
 inline f32x4 exp4(f32x4 x) {
     auto splat = [](float v) { return f32x4{v, v, v, v}; };
     const f32x4 lowest = splat(-87.33654f), highest = splat(88.3762626647949f);
