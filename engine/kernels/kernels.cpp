@@ -197,8 +197,8 @@ inline float largest_magnitude(const float* x, int n, bool* finite) {
     return max_abs;
 }
 
-// x * inverse rounded half away from zero and clamped to [-range, range], for finite x: by truncation of
-// x * inverse +- 0.5, as round_to_range() does one value, lane by lane the same float operations.
+// x * inverse rounded half away from zero and clamped to [-range, range], per lane, for finite x: by truncation of
+// x * inverse +- 0.5.
 inline i32x4 round_to_range4(f32x4 x, f32x4 inverse, f32x4 range) {
     const f32x4 v = x * inverse, half = {0.5f, 0.5f, 0.5f, 0.5f}, zero = {0, 0, 0, 0};
     const i32x4 positive = v >= zero;
@@ -206,9 +206,9 @@ inline i32x4 round_to_range4(f32x4 x, f32x4 inverse, f32x4 range) {
     const f32x4 r = select(positive, select(up < range, up, range), select(down > -range, down, -range));
     return __builtin_convertvector(r, i32x4);
 }
-inline int32_t round_to_range(float x, float inverse, float range) {
-    const float v = x * inverse;
-    return int32_t(v >= 0.0f ? std::fmin(v + 0.5f, range) : std::fmax(v - 0.5f, -range));
+// One value through round_to_range4 (a tail after the groups of 4): the same operations, so the same result.
+inline int32_t round_to_range(float x, f32x4 inverse, f32x4 range) {
+    return round_to_range4(f32x4{x, 0, 0, 0}, inverse, range)[0];
 }
 
 // The two int16 at p in every 32-bit lane: {p[0], p[1]} four times (one v128.load32_splat in wasm).
@@ -495,7 +495,7 @@ void quantize_rows_in_range(int16_t* q, float* scale, const float* x, int n_tok,
                                               round_to_range4(load4(xt + i + 4), inverse4, range4));
             std::memcpy(qt + i, &q8, sizeof q8);
         }
-        for (int i = n8; i < n_in; i++) qt[i] = int16_t(round_to_range(xt[i], inverse, range));
+        for (int i = n8; i < n_in; i++) qt[i] = int16_t(round_to_range(xt[i], inverse4, range4));
     }
 }
 
@@ -649,7 +649,7 @@ void quantize_cache_row(int8_t* q, float* scale, const float* x, int n, int stri
         const i32x4 q4 = round_to_range4(load4(x + i), inverse4, range4);
         for (int k = 0; k < 4; k++) q[size_t(i + k) * stride] = int8_t(q4[k]);
     }
-    for (int i = n4; i < n; i++) q[size_t(i) * stride] = int8_t(round_to_range(x[i], inverse, 127.0f));
+    for (int i = n4; i < n; i++) q[size_t(i) * stride] = int8_t(round_to_range(x[i], inverse4, range4));
 }
 
 void attention_scores_q8(float* scores, const int16_t* qq, float q_scale, const int8_t* keys, const float* key_scale,
