@@ -113,17 +113,31 @@ void ungroup_nibbles(uint8_t* qs, const uint8_t* q) {
 // 32 weights in 4 bit (regroup_nibbles) times x. The relaxed-SIMD build takes the nibbles as bytes (the low ones:
 // values 0, 16, 1, 17, ..; the high ones 8, 24, 9, 25, ..) into two 8-bit dot products; SIMD128 widens them to
 // int16 lanes in order. Both sum the same products exactly.
-#if defined(__wasm_relaxed_simd__)
-// A block's 32 quants as the 7-bit operands of two 8-bit dot products against x.bytes0 and x.bytes1.
+//
+// A block's 32 quants as bytes: in the relaxed-SIMD build the 7-bit operands of two 8-bit dot products against
+// x.bytes0 and x.bytes1 (in their format's order, prepare_block_activations), in SIMD128 (the 5-bit formats only)
+// values 0..15 and 16..31 in order. A batched product unpacks a panel's quants to this form once for a block of
+// tokens (unpack_panel).
 struct QuantBytes {
     u8x16 first, second;
 };
+#if defined(__wasm_relaxed_simd__)
 inline i32x4 dot_bytes(QuantBytes q, const XBlock& x) {
     return simd::dot_i8_u7(x.bytes1, q.second, simd::dot_i8_u7(x.bytes0, q.first, i32x4{0, 0, 0, 0}));
 }
 inline QuantBytes nibble_bytes(const uint8_t* q) {
     const u8x16 v = load<u8x16>(q);
     return {v & 15, (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F)};
+}
+#else
+// A block's unpacked quants (at q) times two tokens' activations x and y, exactly: each 8 quants widened to int16
+// once for both (v128.load8x8_u).
+inline void dot_bytes_2(const QuantBytes* q, const XBlock& x, const XBlock& y, i32x4* sum_x, i32x4* sum_y) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(q);
+    const i16x8 w0 = simd::load8x8_u(b), w1 = simd::load8x8_u(b + 8);
+    const i16x8 w2 = simd::load8x8_u(b + 16), w3 = simd::load8x8_u(b + 24);
+    *sum_x = (madd(w0, x.x0) + madd(w1, x.x1)) + (madd(w2, x.x2) + madd(w3, x.x3));
+    *sum_y = (madd(w0, y.x0) + madd(w1, y.x1)) + (madd(w2, y.x2) + madd(w3, y.x3));
 }
 #endif
 
@@ -166,14 +180,12 @@ inline void fifth_bit_bytes(uint32_t spread, const uint8_t* qs, u8x16* low, u8x1
     *high = (u8x16)(((simd::u16x8)v >> 4) & 0x0F0F) | fifth_hi;  // shifted as 16-bit lanes: SSE2 has no 8-bit shift
 }
 
-#if defined(__wasm_relaxed_simd__)
-// values 0..15 and 16..31 as bytes (below 32), for two 8-bit dot products
+// values 0..15 and 16..31 as bytes (below 32), in order in both builds
 inline QuantBytes nibble_bytes_5(uint32_t spread, const uint8_t* qs) {
     QuantBytes q;
     fifth_bit_bytes(spread, qs, &q.first, &q.second);
     return q;
 }
-#endif
 
 inline i32x4 dot_nibbles_5(uint32_t spread, const uint8_t* qs, const XBlock& x) {
 #if defined(__wasm_relaxed_simd__)
@@ -329,11 +341,9 @@ struct Q5_0 {
     static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum - 16 * x.sum);
     }
-#if defined(__wasm_relaxed_simd__)
     static QuantBytes quant_bytes(const uint8_t* column, int k) {
         return nibble_bytes_5(u32_at(column + 16 + 4 * k), column + 32 + 16 * k);
     }
-#endif
 };
 
 struct Q5_1 {
@@ -370,11 +380,9 @@ struct Q5_1 {
         const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum) + m * (x.d * float(x.sum));
     }
-#if defined(__wasm_relaxed_simd__)
     static QuantBytes quant_bytes(const uint8_t* column, int k) {
         return nibble_bytes_5(u32_at(column + 24 + 4 * k), column + 40 + 16 * k);
     }
-#endif
 };
 
 // ---- the storage and products shared by the 32-value formats ----
@@ -452,8 +460,10 @@ inline void panel_dot2(f32x4* acc0, f32x4* acc1, const uint8_t* panel, const int
     *acc1 = a1;
 }
 
-#if defined(__wasm_relaxed_simd__)
-// Whether F's quants unpack to bytes (F::quant_bytes): the 4- and 5-bit formats; Q8_0's are bytes already.
+// Whether F's quants unpack to bytes (F::quant_bytes): in the relaxed-SIMD build the 4- and 5-bit formats (Q8_0's
+// are bytes already), in SIMD128 the 5-bit ones, whose fifth bits take a dozen operations a row and block to put in
+// place, where the 4-bit ones come out of their regrouped nibbles in as few as reading bytes back takes (measured in
+// Node: Q5_0 and Q5_1 prefill 1.3x faster unpacked once, Q4_0 and Q4_1 0.9x).
 template <typename F, typename = void>
 struct UnpacksQuants : std::false_type {};
 template <typename F>
@@ -464,8 +474,9 @@ struct UnpacksQuants<F, std::void_t<decltype(F::quant_bytes(nullptr, 0))>> : std
 constexpr int kMaxUnpackedBlocks = 256;
 
 // A panel's quants as bytes (n_blocks x kPanelRows QuantBytes, block by block), unpacked once for a block of
-// tokens: the batched product then spends two 8-bit dot products a row and block on each token, where panel_dot
-// unpacks the quants for every token (pair).
+// tokens: the batched product then spends two 8-bit dot products a row and block on each token (relaxed SIMD), or
+// four widening loads a row and block on each pair of tokens (SIMD128), where panel_dot unpacks the quants for
+// every token (pair).
 template <typename F>
 void unpack_panel(QuantBytes* quants, const uint8_t* panel, int n_blocks) {
     for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes)
@@ -474,6 +485,7 @@ void unpack_panel(QuantBytes* quants, const uint8_t* panel, int n_blocks) {
 
 // panel_dot on the unpacked quants: the same integer sums and the same float terms in the same order, so the same
 // bits.
+#if defined(__wasm_relaxed_simd__)
 template <typename F>
 inline f32x4 unpacked_panel_dot(const uint8_t* panel, const QuantBytes* quants, const int16_t* xq, const float* x_scale,
                                 const int32_t* x_sum, int n_blocks) {
@@ -484,6 +496,28 @@ inline f32x4 unpacked_panel_dot(const uint8_t* panel, const QuantBytes* quants, 
         acc += F::combine(panel, x, sum_rows(row));
     }
     return acc;
+}
+#else
+// Two consecutive tokens at once: xq, x_scale and x_sum are the first's, and the second's follow them (n_in values,
+// n_blocks scales and sums on).
+template <typename F>
+inline void unpacked_panel_dot_2(f32x4* acc0, f32x4* acc1, const uint8_t* panel, const QuantBytes* quants,
+                                 const int16_t* xq, const float* x_scale, const int32_t* x_sum, int n_in,
+                                 int n_blocks) {
+    f32x4 a0 = {0, 0, 0, 0}, a1 = {0, 0, 0, 0};
+    for (int b = 0; b < n_blocks; b++, panel += F::kColumnBytes, quants += kPanelRows) {
+        const XBlock x = x_block(xq, b, x_scale + b, x_sum[b]);
+        const XBlock y = x_block(xq + n_in, b, x_scale + n_blocks + b, x_sum[n_blocks + b]);
+        i32x4 x0, x1, x2, x3, y0, y1, y2, y3;
+        dot_bytes_2(quants, x, y, &x0, &y0);
+        dot_bytes_2(quants + 1, x, y, &x1, &y1);
+        dot_bytes_2(quants + 2, x, y, &x2, &y2);
+        dot_bytes_2(quants + 3, x, y, &x3, &y3);
+        a0 += F::combine(panel, x, simd::sum_lanes4(x0, x1, x2, x3));
+        a1 += F::combine(panel, y, simd::sum_lanes4(y0, y1, y2, y3));
+    }
+    *acc0 = a0;
+    *acc1 = a1;
 }
 #endif
 
@@ -506,22 +540,30 @@ void blocks_multiply(float* out, const Linear& linear, const LinearInput& in, in
             const uint8_t* p = storage + size_t(o / kPanelRows) * panel;
             const float* bias = linear.bias ? linear.bias + o : nullptr;
             const int n = o1 - o < kPanelRows ? o1 - o : kPanelRows;
-#if defined(__wasm_relaxed_simd__)
+            int t = tb;
             if constexpr (UnpacksQuants<F>::value) {
                 if (te - tb > 1 && n_blocks <= kMaxUnpackedBlocks) {
                     QuantBytes quants[kMaxUnpackedBlocks * kPanelRows];
                     unpack_panel<F>(quants, p, n_blocks);
-                    for (int t = tb; t < te; t++) {
+#if defined(__wasm_relaxed_simd__)
+                    for (; t < te; t++) {
                         const size_t xb = size_t(t) * n_blocks;
                         const f32x4 acc = unpacked_panel_dot<F>(p, quants, in.xq + size_t(t) * n_in, in.xq_scale + xb,
                                                                 in.xq_sum + xb, n_blocks);
                         store_outputs(out + size_t(t) * n_out + o, acc, bias, n);
                     }
-                    continue;
+#else
+                    for (; t + 2 <= te; t += 2) {
+                        const size_t xb = size_t(t) * n_blocks;
+                        f32x4 acc0, acc1;
+                        unpacked_panel_dot_2<F>(&acc0, &acc1, p, quants, in.xq + size_t(t) * n_in, in.xq_scale + xb,
+                                                in.xq_sum + xb, n_in, n_blocks);
+                        store_outputs(out + size_t(t) * n_out + o, acc0, bias, n);
+                        store_outputs(out + size_t(t + 1) * n_out + o, acc1, bias, n);
+                    }
+#endif
                 }
             }
-#endif
-            int t = tb;
             for (; t + 2 <= te; t += 2) {
                 const size_t xb = size_t(t) * n_blocks;
                 f32x4 acc0, acc1;
