@@ -216,10 +216,8 @@ void dequantize_row(float* out, const void* storage, int n_out, int n_in, int ro
                            row % kPanelRows);
 }
 
-#if defined(__wasm_relaxed_simd__)
 // Whether a format's batched product unpacks each panel's quants to bytes once per block of tokens (its
-// unpack_panel and unpacked_panel_dot, Format::kUnpackedVectors u8x16 a super-block): all three in the
-// relaxed-SIMD build.
+// unpack_panel and unpacked_panel_dot, Format::kUnpackedVectors u8x16 a super-block): all three, in each build.
 template <typename Format, typename = void>
 struct UnpacksQuants : std::false_type {};
 template <typename Format>
@@ -227,7 +225,6 @@ struct UnpacksQuants<Format, std::void_t<decltype(Format::kUnpackedVectors)>> : 
 
 // Super-blocks unpacked at a time (a panel's bytes on the stack: 32 KiB; GPT-2 1.5B's widest rows have 25).
 constexpr int kMaxUnpackedSuperBlocks = 32;
-#endif
 
 // multiply (block_formats.h): every panel touching [o0, o0 + n_rows) against every token, a block of tokens
 // at a time so that a panel is read from memory once per block, the panels in two streams (two_stream_panel,
@@ -247,7 +244,6 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
             const int o = o0 + kPanelRows * two_stream_panel(i, n_panels);
             const uint8_t* panel = w + size_t(o / kPanelRows) * panel_bytes;
             const int rows = o1 - o < kPanelRows ? o1 - o : kPanelRows;
-#if defined(__wasm_relaxed_simd__)
             if constexpr (UnpacksQuants<Format>::value) {
                 if (n_tok > 1) {  // (a split product gives each part at least 2 tokens when it has more: forward.cpp)
                     // up to kMaxUnpackedSuperBlocks super-blocks of the panel at a time, each token's sum carried
@@ -271,7 +267,6 @@ void multiply(float* out, const Linear& linear, const LinearInput& in, int t0, i
                     continue;
                 }
             }
-#endif
             for (int t = tb; t < tb1; t++) {
                 const f32x4 r = Format::panel_dot(panel, in.xq + size_t(t) * n_in, in.xq_scale + size_t(t) * n_blocks,
                                                   in.xq_sum + size_t(t) * n_blocks, n_sb);
@@ -354,13 +349,8 @@ struct KQuant {
         }
     }
 
-#if defined(__wasm_relaxed_simd__)
-    // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's in order), and per
-    // step the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 bytes each)
-    // as quants on bytes against 4 activations repeated 4 times, so that one 8-bit dot product gives each row's sum
-    // in its own lane. The same integers as below.
-    //
-    // Step j's quants of chunk C as bytes: *qa of sub-block 2C, *qb of sub-block 2C + 1.
+    // Step j's quants of chunk C as bytes: *qa of sub-block 2C, *qb of sub-block 2C + 1, each the 16 bytes of the 4
+    // rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 values each).
     template <int C>
     static void step_bytes(const uint8_t* block, int j, u8x16* qa, u8x16* qb) {
         const u8x16 v = load<u8x16>(block + kQs + C * kChunkBytes + pair_offset(j, 0));
@@ -371,6 +361,28 @@ struct KQuant {
             *qb |= (u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10;
         }
     }
+
+    // The batched product's form (multiply): a panel's quants as bytes, kUnpackedVectors a super-block (chunk C's
+    // step j at 2 * (8C + j), its qa then qb), unpacked once for a block of tokens; panel_dot on them sums the same
+    // integers and adds the same terms in the same order, so it gives the same bits.
+    static constexpr int kUnpackedVectors = 64;  // u8x16 per super-block
+    // Super-blocks [s0, s1) of a panel.
+    static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
+        for (int s = s0; s < s1; s++, quants += kUnpackedVectors) {
+            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            for (int j = 0; j < 8; j++) {
+                step_bytes<0>(block, j, &quants[2 * j], &quants[2 * j + 1]);
+                step_bytes<1>(block, j, &quants[16 + 2 * j], &quants[16 + 2 * j + 1]);
+                step_bytes<2>(block, j, &quants[32 + 2 * j], &quants[32 + 2 * j + 1]);
+                step_bytes<3>(block, j, &quants[48 + 2 * j], &quants[48 + 2 * j + 1]);
+            }
+        }
+    }
+
+#if defined(__wasm_relaxed_simd__)
+    // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's in order), and per
+    // step the 16 bytes of the 4 rows as quants on bytes (step_bytes) against 4 activations repeated 4 times, so
+    // that one 8-bit dot product gives each row's sum in its own lane. The same integers as below.
     // The sums of chunk C against the quants that quants(j, &qa, &qb) gives for each step.
     template <int C, typename Quants>
     static void chunk_sums_of(const int8_t* x8, Quants quants, i32x4* sum_a, i32x4* sum_b) {
@@ -392,22 +404,6 @@ struct KQuant {
             x8, [&](int j, u8x16* qa, u8x16* qb) { step_bytes<C>(block, j, qa, qb); }, sum_a, sum_b);
     }
 
-    // The batched product's form (multiply): a panel's quants as bytes, kUnpackedVectors a super-block (chunk C's
-    // step j at 2 * (8C + j), its qa then qb), unpacked once for a block of tokens; panel_dot on them sums the same
-    // integers and adds the same terms in the same order, so it gives the same bits.
-    static constexpr int kUnpackedVectors = 64;  // u8x16 per super-block
-    // Super-blocks [s0, s1) of a panel.
-    static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
-        for (int s = s0; s < s1; s++, quants += kUnpackedVectors) {
-            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
-            for (int j = 0; j < 8; j++) {
-                step_bytes<0>(block, j, &quants[2 * j], &quants[2 * j + 1]);
-                step_bytes<1>(block, j, &quants[16 + 2 * j], &quants[16 + 2 * j + 1]);
-                step_bytes<2>(block, j, &quants[32 + 2 * j], &quants[32 + 2 * j + 1]);
-                step_bytes<3>(block, j, &quants[48 + 2 * j], &quants[48 + 2 * j + 1]);
-            }
-        }
-    }
     // panel_dot's terms of super-blocks [s0, s1) added to out, the quants those of unpack_panel(.., s0, s1).
     static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
                                     const float* dx, const int32_t* xsum, int s0, int s1, int /*n_in*/) {
@@ -452,6 +448,32 @@ struct KQuant {
         }
         *sum_a = row_sums(a01, a23);
         *sum_b = row_sums(b01, b23);
+    }
+    // chunk_sums on unpacked quants (q: chunk C's 16 vectors of unpack_panel): each 8 bytes, a row pair's 4 values,
+    // widened in one v128.load8x8_u.
+    template <int C>
+    static void unpacked_chunk_sums(const u8x16* q, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
+        i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};
+        kUnrollTwice for (int j = 0; j < 8; j++) {
+            const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
+            const uint8_t* qa = reinterpret_cast<const uint8_t*>(q + 2 * j);
+            const uint8_t* qb = reinterpret_cast<const uint8_t*>(q + 2 * j + 1);
+            a01 += madd(simd::load8x8_u(qa), xa);
+            b01 += madd(simd::load8x8_u(qb), xb);
+            a23 += madd(simd::load8x8_u(qa + 8), xa);
+            b23 += madd(simd::load8x8_u(qb + 8), xb);
+        }
+        *sum_a = row_sums(a01, a23);
+        *sum_b = row_sums(b01, b23);
+    }
+    // panel_dot's terms of super-blocks [s0, s1) added to out, the quants those of unpack_panel(.., s0, s1).
+    static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
+                                    const float* dx, const int32_t* xsum, int s0, int s1, int /*n_in*/) {
+        return panel_dot_with(out, panel, xq, dx, xsum, s0, s1,
+                              [&](auto chunk_index, int s, const int16_t* x, i32x4* ia, i32x4* ib) {
+                                  constexpr int C = decltype(chunk_index)::value;
+                                  unpacked_chunk_sums<C>(quants + (s - s0) * kUnpackedVectors + 16 * C, x, ia, ib);
+                              });
     }
     using XInput = int16_t;
 #endif
@@ -679,6 +701,58 @@ struct Q6K {
                 i32x4 scale0, scale1;
                 widen_bytes(scale, &scale0, &scale1);
                 sum += splat(dx[block_index]) * products_float(scale0, lo, scale1, hi);
+            }
+            out += load<f32x4>(block + kD) * sum;
+        }
+        return out;
+    }
+#else
+    // SIMD128's batched product (multiply, for n_tok > 1): a panel's fields q - 32 (pair_fields) as bytes once per
+    // block of tokens, kUnpackedVectors a super-block: block b's half h, row pair p at 32 * (4b + 2h + p), its 4
+    // fields of 8 values each; then per token each field widened in one v128.load8x8_s, where panel_dot takes them
+    // apart with shifts for every token: panel_dot's integers, and its float terms in its order, so its bits.
+    static constexpr int kUnpackedVectors = 64;
+    static void unpack_panel(u8x16* quants, const uint8_t* panel, int s0, int s1) {
+        int8_t* out = reinterpret_cast<int8_t*>(quants);
+        for (int s = s0; s < s1; s++) {
+            const uint8_t* q = panel + size_t(s) * kPanelBlockBytes + pair_at(0, 0, 0);
+            for (int b = 0; b < kBlocksPerSuperBlock; b++, q += pair_at(1, 0, 0) - pair_at(0, 0, 0))
+                for (int h = 0; h < 2; h++)
+                    for (int p = 0; p < 2; p++) {
+                        i16x8 fields[4];
+                        pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), fields);
+                        for (int f = 0; f < 4; f++, out += 8) {  // each field in -32..31
+                            const simd::i8x8 bytes = __builtin_convertvector(fields[f], simd::i8x8);
+                            std::memcpy(out, &bytes, sizeof bytes);
+                        }
+                    }
+        }
+    }
+    static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
+                                    const float* dx, const int32_t* /*xsum*/, int s0, int s1, int /*n_in*/) {
+        const int8_t* f = reinterpret_cast<const int8_t*>(quants);
+        for (int s = s0; s < s1; s++) {
+            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
+            const uint8_t* scale = block + kScale;
+            const int16_t* x = xq + s * kSuperBlock;
+            const float* d_x = dx + s * kBlocksPerSuperBlock;
+            f32x4 sum = {0, 0, 0, 0};
+            kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
+                i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
+                for (int h = 0; h < 2; h++) {
+                    const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
+                                x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
+                    for (int p = 0; p < 2; p++, f += 32) {
+                        (p ? lo23 : lo01) += madd(simd::load8x8_s(f), x0) + madd(simd::load8x8_s(f + 8), x1);
+                        (p ? hi23 : hi01) += madd(simd::load8x8_s(f + 16), x2) + madd(simd::load8x8_s(f + 24), x3);
+                    }
+                }
+                i32x4 scale0, scale1;
+                widen_bytes(scale, &scale0, &scale1);
+                const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
+                sum += splat(d_x[b]) * v;
+                scale += 2 * kPanelRows;
+                x += kActivationBlock;
             }
             out += load<f32x4>(block + kD) * sum;
         }
