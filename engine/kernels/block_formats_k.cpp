@@ -17,9 +17,10 @@
 // So the storage is 5.6 % (Q4_K), 4.5 % (Q5_K) and 1 % (Q6_K) larger than the file.
 //
 // Products: the weights' quants are widened to int16 lanes (8 bytes at once, then masks and shifts) and
-// multiplied with the activations' int16 lanes in int32 (madd), exactly. Each 32-value activation block b (its
-// own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed order, for
-// 4 rows at once:
+// multiplied with the activations' int16 lanes in int32 (madd), exactly; a batched product takes each panel's
+// quants apart once per block of tokens (unpack_panel) and widens the bytes per token. Each 32-value activation
+// block b (its own scale dx[b] and sum xsum[b], quantize_activation_blocks) then joins its output in one fixed
+// order, for 4 rows at once:
 //   Q4_K, Q5_K: y = d * scale * q - dmin * min per sub-block of 32, so per super-block
 //       sum_d += dx[b] * float(scale * sum of q * xq), sum_m += dx[b] * float(min * xsum[b]) for its 8 blocks in
 //       order, then out += d * sum_d - dmin * sum_m;
@@ -383,6 +384,7 @@ struct KQuant {
     // The relaxed-SIMD build's chunk_sums: the activations as bytes (x8, the super-block's in order), and per
     // step the 16 bytes of the 4 rows as quants on bytes (step_bytes) against 4 activations repeated 4 times, so
     // that one 8-bit dot product gives each row's sum in its own lane. The same integers as below.
+    //
     // The sums of chunk C against the quants that quants(j, &qa, &qb) gives for each step.
     template <int C, typename Quants>
     static void chunk_sums_of(const int8_t* x8, Quants quants, i32x4* sum_a, i32x4* sum_b) {
