@@ -622,6 +622,27 @@ struct Q6K {
         q[0] = v >> 10, q[1] = (v << 6) >> 10, q[2] = (v & splat16(0x0F)) | ((w << 14) >> 10), q[3] = w >> 2;
     }
 
+    // Block b's term of the super-block's sum, dx * float(scale_0 * sum_0 + scale_1 * sum_1) for the 4 rows, its
+    // quants' fields given by fields(h, p, f) for half h of row pair p (pair_fields' form), against the block's 32
+    // activations x and the scales of its two sub-blocks at scale.
+    template <typename Fields>
+    static f32x4 block_terms(const uint8_t* scale, const int16_t* x, float dx, Fields fields) {
+        i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
+        for (int h = 0; h < 2; h++) {
+            const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h), x2 = load4_twice(x + 16 + 4 * h),
+                        x3 = load4_twice(x + 24 + 4 * h);
+            for (int p = 0; p < 2; p++) {
+                i16x8 f[4];
+                fields(h, p, f);
+                (p ? lo23 : lo01) += madd(f[0], x0) + madd(f[1], x1);
+                (p ? hi23 : hi01) += madd(f[2], x2) + madd(f[3], x3);
+            }
+        }
+        i32x4 scale0, scale1;
+        widen_bytes(scale, &scale0, &scale1);
+        return splat(dx) * products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
+    }
+
     static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
         (void)xsum;  // the offset -32 is in the lanes: the sub-blocks of 16 have their own scales
         f32x4 out = {0, 0, 0, 0};
@@ -635,21 +656,9 @@ struct Q6K {
             const float* d_x = dx + s * kBlocksPerSuperBlock;
             f32x4 sum = {0, 0, 0, 0};
             kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
-                for (int h = 0; h < 2; h++) {
-                    const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
-                                x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
-                    for (int p = 0; p < 2; p++) {
-                        i16x8 f[4];
-                        pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), f);
-                        (p ? lo23 : lo01) += madd(f[0], x0) + madd(f[1], x1);
-                        (p ? hi23 : hi01) += madd(f[2], x2) + madd(f[3], x3);
-                    }
-                }
-                i32x4 scale0, scale1;
-                widen_bytes(scale, &scale0, &scale1);
-                const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
-                sum += splat(d_x[b]) * v;
+                sum += block_terms(scale, x, d_x[b], [&](int h, int p, i16x8 f[4]) {
+                    pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), f);
+                });
                 q += pair_at(1, 0, 0) - pair_at(0, 0, 0);
                 scale += 2 * kPanelRows;
                 x += kActivationBlock;
@@ -740,19 +749,11 @@ struct Q6K {
             const float* d_x = dx + s * kBlocksPerSuperBlock;
             f32x4 sum = {0, 0, 0, 0};
             kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                i32x4 lo01 = {}, lo23 = {}, hi01 = {}, hi23 = {};  // sub-blocks 2b, 2b + 1 of the row pairs
-                for (int h = 0; h < 2; h++) {
-                    const i16x8 x0 = load4_twice(x + 4 * h), x1 = load4_twice(x + 8 + 4 * h),
-                                x2 = load4_twice(x + 16 + 4 * h), x3 = load4_twice(x + 24 + 4 * h);
-                    for (int p = 0; p < 2; p++, f += 32) {
-                        (p ? lo23 : lo01) += madd(simd::load8x8_s(f), x0) + madd(simd::load8x8_s(f + 8), x1);
-                        (p ? hi23 : hi01) += madd(simd::load8x8_s(f + 16), x2) + madd(simd::load8x8_s(f + 24), x3);
-                    }
-                }
-                i32x4 scale0, scale1;
-                widen_bytes(scale, &scale0, &scale1);
-                const f32x4 v = products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
-                sum += splat(d_x[b]) * v;
+                sum += block_terms(scale, x, d_x[b], [&](int h, int p, i16x8 fields[4]) {
+                    const int8_t* g = f + 32 * (2 * h + p);
+                    for (int k = 0; k < 4; k++) fields[k] = simd::load8x8_s(g + 8 * k);
+                });
+                f += 128;
                 scale += 2 * kPanelRows;
                 x += kActivationBlock;
             }
