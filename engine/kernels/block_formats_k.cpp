@@ -351,7 +351,8 @@ struct KQuant {
     }
 
     // Step j's quants of chunk C as bytes: *qa of sub-block 2C, *qb of sub-block 2C + 1, each the 16 bytes of the 4
-    // rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 values each).
+    // rows (pair_offset(j, 2) follows pair_offset(j, 0): rows 0, 1, 2, 3, 4 values each). Shifts are 16-bit (SSE2
+    // has no 8-bit shift); the masks drop what they carry across bytes.
     template <int C>
     static void step_bytes(const uint8_t* block, int j, u8x16* qa, u8x16* qb) {
         const u8x16 v = load<u8x16>(block + kQs + C * kChunkBytes + pair_offset(j, 0));
@@ -419,62 +420,63 @@ struct KQuant {
     }
     using XInput = int8_t;
 #else
-    // Chunk C (sub-blocks 2C and 2C + 1) of a panel block: the 4 rows' integer sums of q * xq for both. C is a
-    // constant so that Q5_K's shifts are immediates.
+    // The sums of chunk C (sub-blocks 2C and 2C + 1) against the quants that quants(j, q) gives for each step as
+    // int16 lanes, q = {qa rows 0-1, qa rows 2-3, qb rows 0-1, qb rows 2-3} (a row pair's 4 values each): the 4 rows'
+    // integer sums of q * xq for both.
+    template <int C, typename Quants>
+    static void chunk_sums_of(const int16_t* xq, Quants quants, i32x4* sum_a, i32x4* sum_b) {
+        i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};  // {row 2p, row 2p, row 2p + 1, row 2p + 1} partial sums
+        kUnrollTwice for (int j = 0; j < 8; j++) {
+            const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
+            i16x8 q[4];
+            quants(j, q);
+            a01 += madd(q[0], xa);
+            b01 += madd(q[2], xb);
+            a23 += madd(q[1], xa);
+            b23 += madd(q[3], xb);
+        }
+        *sum_a = row_sums(a01, a23);
+        *sum_b = row_sums(b01, b23);
+    }
+    // Chunk C of a panel block. C is a constant so that Q5_K's shifts are immediates.
     template <int C>
     static void chunk_sums(const uint8_t* block, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
-        const i16x8 low4 = splat16(0x0F);
-        i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};  // {row 2p, row 2p, row 2p + 1, row 2p + 1} partial sums
-        const uint8_t* qs = block + kQs + C * kChunkBytes;
-        kUnrollTwice for (int j = 0; j < 8; j++) {
-            const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
-            i16x8 qa01, qb01, qa23, qb23;
-            if constexpr (HighBits) {
-                // the 16 bytes of the 4 rows (pair_offset(j, 2) follows pair_offset(j, 0)) get their 5th bits on
-                // bytes, 16 values an operation (the masks drop what the 16-bit shifts carry across bytes), then
-                // are widened
-                const u8x16 v = load<u8x16>(qs + pair_offset(j, 0)), h = load<u8x16>(block + kQh + pair_offset(j, 0));
-                const u8x16 qa = (v & 0x0F) | ((u8x16)shift_left<4 - 2 * C>((i16x8)h) & 0x10);
-                const u8x16 qb = ((u8x16)((i16x8)v >> 4) & 0x0F) | ((u8x16)shift_left<3 - 2 * C>((i16x8)h) & 0x10);
-                simd::widen_u8(qa, &qa01, &qa23);
-                simd::widen_u8(qb, &qb01, &qb23);
-            } else {
-                const i16x8 v01 = simd::load8x8_u(qs + pair_offset(j, 0)),
-                            v23 = simd::load8x8_u(qs + pair_offset(j, 2));
-                qa01 = v01 & low4, qb01 = v01 >> 4, qa23 = v23 & low4, qb23 = v23 >> 4;
-            }
-            a01 += madd(qa01, xa);
-            b01 += madd(qb01, xb);
-            a23 += madd(qa23, xa);
-            b23 += madd(qb23, xb);
-        }
-        *sum_a = row_sums(a01, a23);
-        *sum_b = row_sums(b01, b23);
+        chunk_sums_of<C>(
+            xq,
+            [&](int j, i16x8 q[4]) {
+                if constexpr (HighBits) {
+                    // the 16 bytes of the 4 rows get their 5th bits on bytes, 16 values an operation, then are
+                    // widened
+                    u8x16 qa, qb;
+                    step_bytes<C>(block, j, &qa, &qb);
+                    simd::widen_u8(qa, &q[0], &q[1]);
+                    simd::widen_u8(qb, &q[2], &q[3]);
+                } else {
+                    const uint8_t* qs = block + kQs + C * kChunkBytes;
+                    const i16x8 v01 = simd::load8x8_u(qs + pair_offset(j, 0)),
+                                v23 = simd::load8x8_u(qs + pair_offset(j, 2));
+                    q[0] = v01 & splat16(0x0F), q[1] = v23 & splat16(0x0F), q[2] = v01 >> 4, q[3] = v23 >> 4;
+                }
+            },
+            sum_a, sum_b);
     }
-    // chunk_sums on unpacked quants (q: chunk C's 16 vectors of unpack_panel): each 8 bytes, a row pair's 4 values,
-    // widened in one v128.load8x8_u.
-    template <int C>
-    static void unpacked_chunk_sums(const u8x16* q, const int16_t* xq, i32x4* sum_a, i32x4* sum_b) {
-        i32x4 a01 = {}, a23 = {}, b01 = {}, b23 = {};
-        kUnrollTwice for (int j = 0; j < 8; j++) {
-            const i16x8 xa = load4_twice(xq + 64 * C + 4 * j), xb = load4_twice(xq + 64 * C + 32 + 4 * j);
-            const uint8_t* qa = reinterpret_cast<const uint8_t*>(q + 2 * j);
-            const uint8_t* qb = reinterpret_cast<const uint8_t*>(q + 2 * j + 1);
-            a01 += madd(simd::load8x8_u(qa), xa);
-            b01 += madd(simd::load8x8_u(qb), xb);
-            a23 += madd(simd::load8x8_u(qa + 8), xa);
-            b23 += madd(simd::load8x8_u(qb + 8), xb);
-        }
-        *sum_a = row_sums(a01, a23);
-        *sum_b = row_sums(b01, b23);
-    }
-    // panel_dot's terms of super-blocks [s0, s1) added to out, the quants those of unpack_panel(.., s0, s1).
+    // panel_dot's terms of super-blocks [s0, s1) added to out, the quants those of unpack_panel(.., s0, s1), each 8
+    // bytes (a row pair's 4 values) widened in one v128.load8x8_u.
     static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
                                     const float* dx, const int32_t* xsum, int s0, int s1, int /*n_in*/) {
         return panel_dot_with(out, panel, xq, dx, xsum, s0, s1,
                               [&](auto chunk_index, int s, const int16_t* x, i32x4* ia, i32x4* ib) {
                                   constexpr int C = decltype(chunk_index)::value;
-                                  unpacked_chunk_sums<C>(quants + (s - s0) * kUnpackedVectors + 16 * C, x, ia, ib);
+                                  const u8x16* steps = quants + (s - s0) * kUnpackedVectors + 16 * C;
+                                  chunk_sums_of<C>(
+                                      x,
+                                      [&](int j, i16x8 q[4]) {
+                                          const uint8_t* qa = reinterpret_cast<const uint8_t*>(steps + 2 * j);
+                                          const uint8_t* qb = reinterpret_cast<const uint8_t*>(steps + 2 * j + 1);
+                                          q[0] = simd::load8x8_u(qa), q[1] = simd::load8x8_u(qa + 8);
+                                          q[2] = simd::load8x8_u(qb), q[3] = simd::load8x8_u(qb + 8);
+                                      },
+                                      ia, ib);
                               });
     }
     using XInput = int16_t;
@@ -643,29 +645,33 @@ struct Q6K {
         return splat(dx) * products_float(scale0, row_sums(lo01, lo23), scale1, row_sums(hi01, hi23));
     }
 
-    static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
-        (void)xsum;  // the offset -32 is in the lanes: the sub-blocks of 16 have their own scales
-        f32x4 out = {0, 0, 0, 0};
-        for (int s = 0; s < n_sb; s++) {
+    // The 4 rows of a panel against one token, super-blocks [s0, s1) added to out in order: fields(s, b, h, p, f) gives
+    // the fields of super-block s's block b, half h, row pair p (block_terms).
+    template <typename Fields>
+    static f32x4 panel_dot_with(f32x4 out, const uint8_t* panel, const int16_t* xq, const float* dx, int s0, int s1,
+                                Fields fields) {
+        for (int s = s0; s < s1; s++) {
             const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
-            // block b's quants (4 row-pair stretches, pair_at), scales and activations, advanced a block at a time
-            // (so that the loop's loads have constant offsets)
-            const uint8_t* q = block + pair_at(0, 0, 0);
+            // block b's scales and activations, advanced a block at a time (so that the loop's loads have constant
+            // offsets)
             const uint8_t* scale = block + kScale;
             const int16_t* x = xq + s * kSuperBlock;
             const float* d_x = dx + s * kBlocksPerSuperBlock;
             f32x4 sum = {0, 0, 0, 0};
             kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                sum += block_terms(scale, x, d_x[b], [&](int h, int p, i16x8 f[4]) {
-                    pair_fields(q + (pair_at(0, h, 2 * p) - pair_at(0, 0, 0)), f);
-                });
-                q += pair_at(1, 0, 0) - pair_at(0, 0, 0);
+                sum += block_terms(scale, x, d_x[b], [&](int h, int p, i16x8 f[4]) { fields(s, b, h, p, f); });
                 scale += 2 * kPanelRows;
                 x += kActivationBlock;
             }
             out += load<f32x4>(block + kD) * sum;
         }
         return out;
+    }
+    static f32x4 panel_dot(const uint8_t* panel, const int16_t* xq, const float* dx, const int32_t* xsum, int n_sb) {
+        (void)xsum;  // the offset -32 is in the lanes: the sub-blocks of 16 have their own scales
+        return panel_dot_with(f32x4{0, 0, 0, 0}, panel, xq, dx, 0, n_sb, [&](int s, int b, int h, int p, i16x8 f[4]) {
+            pair_fields(panel + size_t(s) * kPanelBlockBytes + pair_at(b, h, 2 * p), f);
+        });
     }
 
 #if defined(__wasm_relaxed_simd__)
@@ -741,25 +747,11 @@ struct Q6K {
     }
     static f32x4 unpacked_panel_dot(f32x4 out, const uint8_t* panel, const u8x16* quants, const int16_t* xq,
                                     const float* dx, const int32_t* /*xsum*/, int s0, int s1, int /*n_in*/) {
-        const int8_t* f = reinterpret_cast<const int8_t*>(quants);
-        for (int s = s0; s < s1; s++) {
-            const uint8_t* block = panel + size_t(s) * kPanelBlockBytes;
-            const uint8_t* scale = block + kScale;
-            const int16_t* x = xq + s * kSuperBlock;
-            const float* d_x = dx + s * kBlocksPerSuperBlock;
-            f32x4 sum = {0, 0, 0, 0};
-            kNoUnroll for (int b = 0; b < kBlocksPerSuperBlock; b++) {
-                sum += block_terms(scale, x, d_x[b], [&](int h, int p, i16x8 fields[4]) {
-                    const int8_t* g = f + 32 * (2 * h + p);
-                    for (int k = 0; k < 4; k++) fields[k] = simd::load8x8_s(g + 8 * k);
-                });
-                f += 128;
-                scale += 2 * kPanelRows;
-                x += kActivationBlock;
-            }
-            out += load<f32x4>(block + kD) * sum;
-        }
-        return out;
+        const int8_t* bytes = reinterpret_cast<const int8_t*>(quants);
+        return panel_dot_with(out, panel, xq, dx, s0, s1, [&](int s, int b, int h, int p, i16x8 f[4]) {
+            const int8_t* g = bytes + 32 * (4 * ((s - s0) * kBlocksPerSuperBlock + b) + 2 * h + p);
+            for (int k = 0; k < 4; k++) f[k] = simd::load8x8_s(g + 8 * k);
+        });
     }
 #endif
 };
