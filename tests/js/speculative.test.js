@@ -147,28 +147,30 @@ test('a draft model must share the vocabulary and be loaded in this thread, each
   expect((await run(model, 'x', { temperature: 0, maxNewTokens: 3 })).tokens).toHaveLength(3);  // the model goes on
 });
 
-test('the draft length grows by two after a draft kept whole, shrinks by one after a rejection, and backs off after drafts that come to nothing', () => {
+test('the draft length doubles after a draft kept whole, is one more than the kept drafts after a rejection, and backs off after drafts that come to nothing', () => {
   const policy = new DraftPolicy(8);
   expect(policy.draftLength(100)).toBe(4);
   expect(policy.draftLength(2)).toBe(2);  // no more than the run can still give
   policy.update(4, 4);
-  expect(policy.draftLength(100)).toBe(6);
-  policy.update(6, 6);
+  expect(policy.draftLength(100)).toBe(8);
   policy.update(8, 8);
   expect(policy.draftLength(100)).toBe(8);  // at most maxDraftTokens
   policy.update(8, 3);
-  expect(policy.draftLength(100)).toBe(7);
+  expect(policy.draftLength(100)).toBe(4);
   policy.update(0, 0);  // nothing drafted: no evidence
-  expect(policy.draftLength(100)).toBe(7);
-  // nothing kept: skip 1 step, then 2, then 4; a kept draft resets the back-off
+  expect(policy.draftLength(100)).toBe(4);
+  policy.update(2, 2);  // a shorter draft than asked for (the context ran out) kept whole
+  expect(policy.draftLength(100)).toBe(8);
+  // nothing kept: one token, and skip 1 step, then 2, then 4; a kept draft resets the back-off
   const lengths = (steps) => Array.from({ length: steps }, () => policy.draftLength(100));
-  policy.update(7, 0);
-  expect(lengths(2)).toEqual([0, 6]);
-  policy.update(6, 0);
-  expect(lengths(3)).toEqual([0, 0, 5]);
-  policy.update(5, 0);
-  expect(lengths(5)).toEqual([0, 0, 0, 0, 4]);
-  policy.update(4, 1);
-  policy.update(3, 0);
-  expect(lengths(2)).toEqual([0, 2]);
+  policy.update(8, 0);
+  expect(lengths(2)).toEqual([0, 1]);
+  policy.update(1, 0);
+  expect(lengths(3)).toEqual([0, 0, 1]);
+  policy.update(1, 0);
+  expect(lengths(5)).toEqual([0, 0, 0, 0, 1]);
+  policy.update(1, 1);
+  expect(policy.draftLength(100)).toBe(2);
+  policy.update(2, 0);
+  expect(lengths(2)).toEqual([0, 1]);
 });
