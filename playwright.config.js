@@ -1,8 +1,15 @@
 // End-to-end tests of the page (tests/e2e) in the system Chromium, against tools/dev/serve.mjs.
 import { defineConfig } from '@playwright/test';
 
-// E2E_PORT: another free port, to run a second checkout's suites at the same time.
+// E2E_PORT: another free port, to run a second checkout's suites (or a second run's) at the same time.
 const PORT = Number(process.env.E2E_PORT) || 8181;
+
+// The webgpu project's spec files: all of them, or with E2E_WEBGPU_SPECS 'model' gpu_model.spec.js alone and
+// 'others' the rest (tools/dev/test_in_two_lanes.sh runs the two parts in its two lanes).
+const GPU_SPECS = /\/gpu[^/]*\.spec\.js$/;
+const GPU_MODEL_SPEC = /\/gpu_model\.spec\.js$/;
+const webgpuSpecs = { model: { testMatch: GPU_MODEL_SPEC }, others: { testMatch: GPU_SPECS, testIgnore: GPU_MODEL_SPEC } };
+const WEBGPU_SPECS = webgpuSpecs[process.env.E2E_WEBGPU_SPECS] ?? { testMatch: GPU_SPECS };
 
 // The browser's launch options, with args on top of the common ones.
 function launchOptions(args) {
@@ -38,12 +45,12 @@ export default defineConfig({
   },
   projects: [
     // The page and the engine in wasm: no GPU, as on most of the machines that run the suites.
-    { name: 'wasm', testIgnore: /\/gpu[^/]*\.spec\.js$/, use: { launchOptions: launchOptions(['--disable-gpu']) } },
+    { name: 'wasm', testIgnore: GPU_SPECS, use: { launchOptions: launchOptions(['--disable-gpu']) } },
     // The WebGPU kernels on SwiftShader, Chromium's CPU implementation of WebGPU: it needs the GPU process,
     // so no --disable-gpu.
     {
       name: 'webgpu',
-      testMatch: /\/gpu[^/]*\.spec\.js$/,
+      ...WEBGPU_SPECS,
       use: { launchOptions: launchOptions(['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader']) },
     },
   ],
