@@ -76,7 +76,7 @@ test('workers run under the policy too: a worker\'s eval and its import from els
       const answer = () => postMessage(outcomes);
       self.addEventListener('securitypolicyviolation', () => { if (++seen === 2) answer(); });
       outcomes.push(outcome(() => eval('1')), outcome(() => importScripts('data:text/javascript,1')));
-      setTimeout(answer, 5000);`;
+      setTimeout(answer, 15000);`;
     window.cspWorker = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })));
     window.cspWorker.onmessage = ({ data }) => resolve(data);
   }));

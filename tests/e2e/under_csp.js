@@ -9,7 +9,7 @@ import { CSP_REPORTS_PATH } from '../../tools/dev/serve.mjs';
 // Reports are posted by the browser shortly after the violation: time for the last ones to arrive, and, while an
 // expected one is still missing, as long again as needed up to a limit (a loaded machine posts them later).
 const REPORT_DELAY_MS = 300;
-const EXPECTED_REPORT_WAIT_MS = 5000;
+const EXPECTED_REPORT_WAIT_MS = 15000;
 
 export const test = base.extend({
   cspViolations: [async ({ baseURL }, use) => {
