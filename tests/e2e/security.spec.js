@@ -62,6 +62,7 @@ test('the policy is in force: an injected inline script and an inline handler ar
   expect(outcome).toBeUndefined();
   cspViolations.expect(/"effective-directive":"script-src-elem".*"blocked-uri":"inline"/);
   cspViolations.expect(/"effective-directive":"script-src-attr"/);
+  await cspViolations.reported();
 });
 
 // (In the worker: the page's own eval would be DevTools' when the test runs it, which the policy lets through.) The
@@ -83,6 +84,7 @@ test('workers run under the policy too: a worker\'s eval and its import from els
   expect(messages).toEqual(['EvalError', 'NetworkError']);
   cspViolations.expect(/"document-uri":"blob".*"effective-directive":"script-src".*"blocked-uri":"eval"/);
   cspViolations.expect(/"document-uri":"blob".*"effective-directive":"script-src-elem".*"blocked-uri":"data"/);
+  await cspViolations.reported();
 });
 
 test('embed.html shows the snippet with this build\'s integrity value and crossorigin="anonymous"', async ({ page }) => {
