@@ -343,11 +343,12 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     // those hold. The first batch has an even count of rows, at least two, where the drafts allow: the batched
     // products take their tokens in pairs, and a lone last token costs about what a pair does (measured in wasm on
     // the bundled model's head: 3 rows as long as 4, 5 as 6), while two rows read the matrix once, as one does.
+    const int first = 1 + std::max(1, drafts_accepted_);
+    const int first_batch = std::min(k + 1, first + first % 2);
     int rows_computed = 0;
     for (int i = 0; i <= k; i++) {
         if (i == rows_computed) {
-            const int first = 1 + std::max(1, drafts_accepted_);
-            const int n = i == 0 ? std::min(k + 1, first + first % 2) : k + 1 - i;
+            const int n = i == 0 ? first_batch : k + 1 - i;
             forward_logits(*model_, state_.get(), i, n, draft_logits_.get());
             rows_computed = i + n;
         }
