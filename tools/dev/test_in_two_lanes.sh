@@ -2,13 +2,13 @@
 # npm test's suites after the build and the C++ tests, in two lanes so that neither core of the 2-core machines
 # that run them waits idle, each lane about as long as the other:
 #   browser lane: the end-to-end tests' wasm project and the webgpu project's gpu_model.spec.js (WebGPU on
-#                 SwiftShader), one Chromium at a time, streaming their report;
-#   engine lane:  the sanitizers (their builds with one job), then Jest with one worker, twice: in the SIMD128 wasm
-#                 build (Node's default), then in the relaxed-SIMD one (GPT2_WASM_SIMD=relaxed, and for Node 20 the
-#                 V8 flags that make it run relaxed SIMD: web/lib/engine/simd_support.js) the suites that load an
-#                 engine; then the webgpu project's other spec files, in a Chromium and a server of their own; at a
-#                 lower priority; its report is printed once both lanes end, so that the two reports do not
-#                 interleave.
+#                 SwiftShader), one Chromium at a time, then Jest with one worker in the relaxed-SIMD wasm build
+#                 (GPT2_WASM_SIMD=relaxed, and for Node 20 the V8 flags that make it run relaxed SIMD:
+#                 web/lib/engine/simd_support.js), the suites that load an engine; streaming their reports;
+#   engine lane:  the sanitizers (their builds with one job), then Jest with one worker in the SIMD128 build
+#                 (Node's default), then the webgpu project's other spec files, in a Chromium and a server of their
+#                 own; at a lower priority; its report is printed once both lanes end, so that the two reports do
+#                 not interleave.
 # Each lane runs all of its suites even when one fails; the script fails if any suite failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,28 +19,34 @@ engine_lane() {
   renice -n 10 -p "$BASHPID" > /dev/null
   JOBS=1 bash tools/dev/sanitize.sh || status=1
   node --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 || status=1
+  # another port and output folder than the browser lane's run, which goes on beside this one
+  E2E_WEBGPU_SPECS=others E2E_PORT=8182 npx playwright test --project webgpu --output test-results/engine-lane || status=1
+  return "$status"
+}
+
+browser_lane() {
+  local status=0
+  E2E_WEBGPU_SPECS=model npx playwright test || status=1
   local relaxed_flags=()
   if (($(node -p 'process.versions.node.split(".")[0]') < 22)); then
     relaxed_flags=(--experimental-wasm-relaxed-simd --no-liftoff)
   fi
   # the suites that load no engine (the tokenizer, options, types, the server, the opcode renumbering) test the same
-  # code in either build: they run once, above
+  # code in either build: they run once, in the engine lane
   local engine_free='tests/js/(tokenizer|tokenizer_fuzz|types|option_text|widget_options|model_registry|serve|gpu_weights|relaxed_opcodes)\.test\.js$'
   GPT2_WASM_SIMD=relaxed node "${relaxed_flags[@]}" --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 \
     --testPathIgnorePatterns "$engine_free" || status=1
-  # another port and output folder than the browser lane's run, which goes on beside this one
-  E2E_WEBGPU_SPECS=others E2E_PORT=8182 npx playwright test --project webgpu --output test-results/engine-lane || status=1
   return "$status"
 }
 
 log=$(mktemp)
 engine_lane > "$log" 2>&1 &
 engine=$!
-E2E_WEBGPU_SPECS=model npx playwright test
+browser_lane
 browser_status=$?
 wait "$engine"
 engine_status=$?
-echo "engine lane (sanitizers, Jest in the SIMD128 and the relaxed-SIMD build, the other webgpu end-to-end tests):"
+echo "engine lane (sanitizers, Jest in the SIMD128 build, the other webgpu end-to-end tests):"
 cat "$log"
 rm -f "$log"
 [ "$browser_status" -eq 0 ] && [ "$engine_status" -eq 0 ]
