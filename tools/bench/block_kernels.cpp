@@ -4,19 +4,23 @@
 // hold 64 Mi weights (--hot: one copy), as a decode step streams the whole model from memory instead of finding one
 // matrix in cache. Prints one line per shape and format: the least time of a product over 40 runs taken in
 // turns with the other formats (the machine is shared: the least is the least disturbed) and its ratio to
-// int8's.
+// int8's. --tokens N adds int8's batched product of N token rows (gemm_q8, as N sequences decode together),
+// timed per token.
 //
 //   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
 //   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
 //             tools/bench/block_kernels.cpp engine/kernels/kernels.cpp engine/kernels/block_formats*.cpp
 //             engine/kernels/linear.cpp -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0
 //             -o build/block_kernels.cjs
-//           && node build/block_kernels.cjs [--hot]
+//           && node --no-liftoff build/block_kernels.cjs [--hot] [--tokens N]
+//   (--no-liftoff: V8's baseline code of a kernel can stay in use for a whole run, a Q4_0 product then taking
+//   2.8-3x its optimized time)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -45,6 +49,7 @@ struct Candidate {
     std::function<void(int)> f;
     double least_us = 1e300;  // the least time of one product so far
     int rounds = 1;           // calls of f on every copy per run
+    int tokens = 1;           // token rows per product: its time is printed per token
 };
 
 // Times the candidates in turns (so that a busy spell of the shared machine hits all of them alike): 40 runs of
@@ -116,12 +121,15 @@ Input block_input(int n_in, std::mt19937& rng) {
     return in;
 }
 
-Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
+// int8's product of `tokens` random rows: the GEMV for one, gemm_q8 for more.
+Candidate int8_candidate(int n_out, int n_in, int tokens, std::mt19937& rng) {
     struct State {
         std::vector<int8_t> w;  // (copies, n_out, n_in) in panels
-        std::vector<float> w_scale, out;
-        Input in;
-        float x_scale = 0.0f;
+        std::vector<float> w_scale;
+        std::vector<float> out;      // (tokens, n_out)
+        std::vector<float> x;        // (tokens, n_in)
+        std::vector<int16_t> xq;     // (tokens, n_in)
+        std::vector<float> x_scale;  // (tokens)
     };
     auto s = std::make_shared<State>();
     const int n_copies = copies(n_out, n_in);
@@ -131,13 +139,25 @@ Candidate int8_candidate(int n_out, int n_in, std::mt19937& rng) {
     for (int8_t& v : s->w) v = int8_t(int(rng() % 255) - 127);
     for (int c = 0; c < n_copies; c++) gpt2::pack_panels(s->w.data() + c * n, n_out, n_in, scratch.data());
     s->w_scale.assign(size_t(n_out), 0.01f);
-    s->out.resize(size_t(n_out));
-    s->in = block_input(n_in, rng);
-    gpt2::quantize_linear_activations(s->in.xq.data(), &s->x_scale, s->in.x.data(), 1, n_in);
-    return Candidate{"int8", n_copies, [s, n, n_in, n_out](int c) {
-                         gpt2::gemv_q8(s->out.data(), s->in.xq.data(), s->x_scale, s->w.data() + c * n,
-                                       s->w_scale.data(), nullptr, nullptr, n_in, n_out);
-                     }};
+    s->out.resize(size_t(tokens) * n_out);
+    for (int t = 0; t < tokens; t++) {
+        const std::vector<float> row = block_input(n_in, rng).x;
+        s->x.insert(s->x.end(), row.begin(), row.end());
+    }
+    s->xq.resize(s->x.size());
+    s->x_scale.resize(size_t(tokens));
+    gpt2::quantize_linear_activations(s->xq.data(), s->x_scale.data(), s->x.data(), tokens, n_in);
+    Candidate candidate{tokens == 1 ? "int8" : "int8 x" + std::to_string(tokens), n_copies,
+                        [s, n, n_in, n_out, tokens](int c) {
+                            if (tokens == 1)
+                                gpt2::gemv_q8(s->out.data(), s->xq.data(), s->x_scale[0], s->w.data() + c * n,
+                                              s->w_scale.data(), nullptr, nullptr, n_in, n_out);
+                            else
+                                gpt2::gemm_q8(s->out.data(), s->xq.data(), s->x_scale.data(), s->w.data() + c * n,
+                                              s->w_scale.data(), nullptr, nullptr, tokens, n_in, n_out);
+                        }};
+    candidate.tokens = tokens;
+    return candidate;
 }
 
 Candidate fp32_candidate(int n_out, int n_in, std::mt19937& rng) {
@@ -192,12 +212,14 @@ Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat w
 
 }  // namespace
 
-// gpt2_block_kernels [--hot] [FORMAT ...]: FORMATs (ggml names, e.g. F16 Q4_0; fp32) restrict the formats timed
-// beside int8.
+// gpt2_block_kernels [--hot] [--tokens N] [FORMAT ...]: FORMATs (ggml names, e.g. F16 Q4_0; fp32) restrict the
+// formats timed beside int8.
 int main(int argc, char** argv) {
     std::vector<std::string> only;
+    int batch_tokens = 1;
     for (int i = 1; i < argc; i++) {
         if (std::string(argv[i]) == "--hot") streamed_weights = 1;
+        else if (std::string(argv[i]) == "--tokens" && i + 1 < argc) batch_tokens = std::atoi(argv[++i]);
         else only.push_back(argv[i]);
     }
     const auto wanted = [&](const std::string& name) {
@@ -211,15 +233,17 @@ int main(int argc, char** argv) {
     const int shapes[][2] = {{3072, 768}, {768, 3072}, {2304, 768}, {50257, 768}};
     for (const auto& shape : shapes) {
         std::vector<Candidate> candidates;
-        candidates.push_back(int8_candidate(shape[0], shape[1], rng));
+        candidates.push_back(int8_candidate(shape[0], shape[1], 1, rng));
+        if (batch_tokens > 1) candidates.push_back(int8_candidate(shape[0], shape[1], batch_tokens, rng));
         if (wanted("fp32")) candidates.push_back(fp32_candidate(shape[0], shape[1], rng));
         for (WeightFormat format : block_formats)
             if (wanted(gpt2::block_format(format)->name))
                 candidates.push_back(format_candidate(*gpt2::block_format(format), format, shape[0], shape[1], rng));
         time_in_turns(candidates);
         for (const Candidate& c : candidates)
-            std::printf("%5d x %4d  %-4s %8.1f us  %.2fx int8\n", shape[0], shape[1], c.name.c_str(), c.least_us,
-                        c.least_us / candidates[0].least_us);
+            std::printf("%5d x %4d  %-7s %8.1f us%s  %.2fx int8\n", shape[0], shape[1], c.name.c_str(),
+                        c.least_us / c.tokens, c.tokens > 1 ? " a token" : "",
+                        c.least_us / c.tokens / candidates[0].least_us);
         std::fflush(stdout);
     }
     return 0;
