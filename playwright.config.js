@@ -42,9 +42,9 @@ export default defineConfig({
     baseURL: `http://localhost:${PORT}/`,
     browserName: 'chromium',
     // Recording a trace of every test (snapshots of the page at each step and a screencast, thrown away when the
-    // test passes) made the suite a third slower on the 2-core machines: E2E_TRACE=1 records them, keeping those
-    // of the tests that fail (npx playwright show-trace test-results/…/trace.zip). Without it a failing test
-    // leaves a screenshot of its page.
+    // test passes) made the suites take 1.4 times as long on the 2-core machines: E2E_TRACE=1 records them,
+    // keeping those of the tests that fail (npx playwright show-trace test-results/…/trace.zip). Without it a
+    // failing test leaves a screenshot of its page.
     trace: process.env.E2E_TRACE ? 'retain-on-failure' : 'off',
     screenshot: 'only-on-failure',
   },
