@@ -8,13 +8,15 @@
 // timed per token.
 //
 //   native: cmake --build build/native --target gpt2_block_kernels && build/native/gpt2_block_kernels
-//   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -msimd128 -ffp-contract=off -std=c++17 -Iengine
+//   wasm:   NODE_PATH=/usr/share/nodejs em++ -O3 -DNDEBUG -msimd128 -ffp-contract=off -std=c++17 -Iengine
 //             tools/bench/block_kernels.cpp engine/kernels/kernels.cpp engine/kernels/block_formats*.cpp
-//             engine/kernels/linear.cpp -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0
+//             engine/kernels/linear.cpp -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sENVIRONMENT=node
+//             -sWASM_ASYNC_COMPILATION=0 -sBINARYEN_EXTRA_PASSES=--one-caller-inline-max-function-size=100
 //             -o build/block_kernels.cjs
 //           && node --no-liftoff build/block_kernels.cjs [--hot] [--tokens N]
-//   (--no-liftoff: V8's baseline code of a kernel can stay in use for a whole run, a Q4_0 product then taking
-//   2.8-3x its optimized time)
+//   (the shipped build's flags, wasm/CMakeLists.txt: without the inlining cap wasm-opt folds gemv_q8 into its one
+//   caller here, and V8 then runs it at 0.6-0.7x the shipped engine's speed; --no-liftoff: V8's baseline code of
+//   a kernel can stay in use for a whole run, a Q4_0 product then taking 2.8-3x its optimized time)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
