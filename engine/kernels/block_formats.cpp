@@ -153,6 +153,23 @@ void write_first_half_sums(int16_t* xq, int n_tok, int n_in) {
 }
 
 }  // namespace
+#else
+namespace {
+
+// Each block of 32 values of xq (n_tok, n_in): values 0..7 and 24..31 times 256, 8..15 times 16 (at most
+// 127 * 256 = 32512 in magnitude), the scales dot_nibbles (block_formats_legacy.cpp) pairs with its masked nibbles.
+void scale_for_nibble_masks(int16_t* xq, int n_tok, int n_in) {
+    for (size_t i = 0; i < size_t(n_tok) * n_in; i += kActivationBlock) {
+        int16_t* block = xq + i;
+        for (int k = 0; k < 8; k++) {
+            block[k] = int16_t(block[k] * 256);
+            block[8 + k] = int16_t(block[8 + k] * 16);
+            block[24 + k] = int16_t(block[24 + k] * 256);
+        }
+    }
+}
+
+}  // namespace
 #endif
 
 void prepare_block_activations(WeightFormat format, const LinearInput& in, int n_tok, int n_in) {
@@ -175,7 +192,7 @@ void prepare_block_activations(WeightFormat format, const LinearInput& in, int n
         default: break;
     }
 #else
-    (void)format;
+    if (format == WeightFormat::q4_0 || format == WeightFormat::q4_1) scale_for_nibble_masks(in.xq, n_tok, n_in);
 #endif
 }
 

@@ -61,7 +61,9 @@ void quantize_activation_blocks(const LinearInput& in, int n_tok, int n_in);
 // quants need unsigned 7-bit activations, each block of xq as its values' low 7 bits and then their signs; for Q6_K,
 // when n_tok > 1 (its batched kernel's form; one token keeps int16), each row as its bytes in order followed by,
 // per block, the int32 sum of its first 16 values. So a product split over threads must give every part more than
-// one token when it has more than one in all (forward.cpp's split does).
+// one token when it has more than one in all (forward.cpp's split does). In the other builds (SIMD128, native), for
+// Q4_0 and Q4_1, each block of xq scaled in place for nibbles taken out by masks (values 0..7 and 24..31 times 256,
+// 8..15 times 16: block_formats_legacy.cpp's dot_nibbles); xq_scale and xq_sum stay those of the unscaled values.
 void prepare_block_activations(WeightFormat format, const LinearInput& in, int n_tok, int n_in);
 
 }  // namespace gpt2

@@ -92,7 +92,7 @@ inline XBlock x_block(const int16_t* xq, int b, const float* d, int32_t sum) {
 
 // The 32 4-bit values of a block (the file's qs: byte j holds value j in its low nibble, value j + 16 in its
 // high one) regrouped so that 16-bit lane i of the 16 bytes holds values i, 8 + i, 16 + i, 24 + i in its bits
-// 0-3, 4-7, 8-11, 12-15: then one plain load and a shift and a mask per 8 values bring them into int16 lanes in
+// 0-3, 4-7, 8-11, 12-15: then one plain load and a mask or a shift per 8 values bring them into int16 lanes in
 // order (v128.load takes a constant offset where V8 gives v128.load8x8 a register of its own per offset).
 void regroup_nibbles(uint8_t* out, const uint8_t* qs) {
     const auto value = [&](int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; };
@@ -111,8 +111,8 @@ void ungroup_nibbles(uint8_t* qs, const uint8_t* q) {
 }
 
 // 32 weights in 4 bit (regroup_nibbles) times x. The relaxed-SIMD build takes the nibbles as bytes (the low ones:
-// values 0, 16, 1, 17, ..; the high ones 8, 24, 9, 25, ..) into two 8-bit dot products; SIMD128 widens them to
-// int16 lanes in order. Both sum the same products exactly.
+// values 0, 16, 1, 17, ..; the high ones 8, 24, 9, 25, ..) into two 8-bit dot products; SIMD128 masks them into
+// int16 lanes in order, against scaled activations. Both sum the same products exactly.
 //
 // A block's 32 quants as bytes: in the relaxed-SIMD build the 7-bit operands of two 8-bit dot products against
 // x.bytes0 and x.bytes1 (in their format's order, prepare_block_activations), in SIMD128 (the 5-bit formats only)
@@ -141,13 +141,25 @@ inline void dot_bytes_2(const QuantBytes* q, const XBlock& x, const XBlock& y, i
 }
 #endif
 
+// SIMD128: the activations come scaled (prepare_block_activations: x0 and x3 times 256, x1 times 16), so that a mask
+// alone brings values 8 + i and 16 + i into int16 lanes as 16 and 256 times themselves, and every product carries
+// the factor 256: two operations fewer per 32 weights than shifting each nibble down. The sum is 256 times the
+// relaxed build's (|256 * sum| <= 256 * 15 * 127 * 32 < 2^24); nibble_sums divides it back exactly.
 inline i32x4 dot_nibbles(const uint8_t* q, const XBlock& x) {
 #if defined(__wasm_relaxed_simd__)
     return dot_bytes(nibble_bytes(q), x);
 #else
     const simd::u16x8 v = load<simd::u16x8>(q);
-    return (madd(i16x8(v & 15), x.x0) + madd(i16x8((v >> 4) & 15), x.x1)) +
-           (madd(i16x8((v >> 8) & 15), x.x2) + madd(i16x8(v >> 12), x.x3));
+    return (madd(i16x8(v & 0x000F), x.x0) + madd(i16x8(v & 0x00F0), x.x1)) +
+           (madd(i16x8(v & 0x0F00), x.x2) + madd(i16x8(v >> 12), x.x3));
+#endif
+}
+// The 4 rows' exact sums of nibble times activation from their dot_nibbles.
+inline i32x4 nibble_sums(i32x4 dot_nibbles_sums) {
+#if defined(__wasm_relaxed_simd__)
+    return dot_nibbles_sums;
+#else
+    return dot_nibbles_sums >> 8;
 #endif
 }
 
@@ -268,7 +280,7 @@ struct Q4_0 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 16 + 16 * k, x); };
-        return combine(column, x, sum_rows(row));
+        return combine(column, x, nibble_sums(sum_rows(row)));
     }
     static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
         return (load4(reinterpret_cast<const float*>(column)) * x.d) * to_float(isum - 8 * x.sum);
@@ -299,7 +311,7 @@ struct Q4_1 {
     }
     static f32x4 dot(const uint8_t* column, const XBlock& x) {
         const auto row = [&](int k) { return dot_nibbles(column + 24 + 16 * k, x); };
-        return combine(column, x, sum_rows(row));
+        return combine(column, x, nibble_sums(sum_rows(row)));
     }
     static f32x4 combine(const uint8_t* column, const XBlock& x, i32x4 isum) {
         const f32x4 m = simd::load_halves4(reinterpret_cast<const uint16_t*>(column + 16));

@@ -160,6 +160,21 @@ TEST(BlockFormats, StorageIsAboutTheFilesSize) {
     }
 }
 
+// One token row quantized per block of 32 (quantize_activation_blocks), the integers every block format's product
+// takes before rearranging them into its own form (prepare_block_activations).
+struct QuantizedBlocks {
+    std::vector<int16_t> q;
+    std::vector<float> scale;
+    std::vector<int32_t> sum;
+};
+QuantizedBlocks quantize(const std::vector<float>& x) {
+    QuantizedBlocks out{std::vector<int16_t>(x.size(), 99), std::vector<float>(x.size() / 32, 99.0f),
+                        std::vector<int32_t>(x.size() / 32, 99)};
+    const gpt2::LinearInput in{x.data(), out.q.data(), out.scale.data(), out.sum.data()};
+    gpt2::quantize_activation_blocks(in, 1, int(x.size()));
+    return out;
+}
+
 // The outputs of one token against the fixture's dequantized weights in double precision, with the input the
 // block formats multiply: each block's integers times its scale (F16: x itself).
 TEST(BlockFormats, GemvEqualsADoublePrecisionProductUpToTheRoundingOfTheBlockSums) {
@@ -170,6 +185,7 @@ TEST(BlockFormats, GemvEqualsADoublePrecisionProductUpToTheRoundingOfTheBlockSum
         Input input(1, kIn, 7);
         gpt2::prepare_linear_input(m.linear, input.in, 1);
         const std::vector<float> out = multiply(m, input, 0, 1, 0, kOut, std::vector<float>(kOut));
+        const QuantizedBlocks xq = quantize(input.x);
         // float32 rounds each block's term a few times and the running sum once per block (F16: once per chunk
         // of 8 and lane): bound = (steps + 4) * 2^-24 * sum of |terms|, the _1 formats' terms q * d and m apart
         const double steps = type.format == gpt2::WeightFormat::f16 ? kIn / 8 : kBlocks;
@@ -180,7 +196,7 @@ TEST(BlockFormats, GemvEqualsADoublePrecisionProductUpToTheRoundingOfTheBlockSum
                 const size_t at = size_t(o) * kIn + size_t(i);
                 const double x = type.format == gpt2::WeightFormat::f16
                                      ? double(input.x[size_t(i)])
-                                     : double(input.scale[size_t(i / 32)]) * double(input.xq[size_t(i)]);
+                                     : double(xq.scale[size_t(i / 32)]) * double(xq.q[size_t(i)]);
                 want += double(w[at]) * x;
                 magnitude += (std::fabs(double(w[at])) + 2.0 * std::fabs(minimums[at])) * std::fabs(x);
             }
@@ -275,20 +291,6 @@ TEST(BlockFormats, F16BatchedRowsWiderThanItsWidenedStretchesGiveTheGemvBits) {
     Input input(n_tok, n_in, 29);
     EXPECT_TRUE(same_bits(multiply(m, input, 0, n_tok, 0, n_out, std::vector<float>(size_t(n_tok) * n_out)),
                           gemv_rows(m, input, n_tok)));
-}
-
-// The input of one token, quantized by prepare_linear_input for the Q8_0 matrix m.
-struct QuantizedBlocks {
-    std::vector<int16_t> q;
-    std::vector<float> scale;
-    std::vector<int32_t> sum;
-};
-QuantizedBlocks quantize(const std::vector<float>& x) {
-    QuantizedBlocks out{std::vector<int16_t>(x.size(), 99), std::vector<float>(x.size() / 32, 99.0f),
-                        std::vector<int32_t>(x.size() / 32, 99)};
-    const gpt2::LinearInput in{x.data(), out.q.data(), out.scale.data(), out.sum.data()};
-    gpt2::quantize_activation_blocks(in, 1, int(x.size()));
-    return out;
 }
 
 TEST(BlockFormats, ActivationBlocksScaleByTheirLargestMagnitudeAndRoundHalfAwayFromZero) {

@@ -19,7 +19,6 @@
 //   a kernel can stay in use for a whole run, a Q4_0 product then taking 2.8-3x its optimized time)
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -102,24 +101,15 @@ struct Input {
     std::vector<int32_t> sum;
 };
 
-// A random row quantized per 32 values (block_formats.h's quantize_activation_blocks).
+// A random row, with room for its quantization per 32 values (prepare_block_activations).
 Input block_input(int n_in, std::mt19937& rng) {
     Input in;
     std::normal_distribution<float> normal(0.0f, 1.0f);
     in.x.resize(size_t(n_in));
     for (float& v : in.x) v = normal(rng);
     in.xq.resize(in.x.size());
-    for (int b = 0; b < n_in / gpt2::kActivationBlock; b++) {
-        float max_abs = 0.0f;
-        for (int i = 0; i < gpt2::kActivationBlock; i++) max_abs = std::max(max_abs, std::fabs(in.x[b * 32 + i]));
-        in.scale.push_back(max_abs / 127.0f);
-        int32_t sum = 0;
-        for (int i = 0; i < gpt2::kActivationBlock; i++) {
-            in.xq[b * 32 + i] = int16_t(std::lround(in.x[b * 32 + i] * 127.0f / max_abs));
-            sum += in.xq[b * 32 + i];
-        }
-        in.sum.push_back(sum);
-    }
+    in.scale.resize(size_t(n_in / gpt2::kActivationBlock));
+    in.sum.resize(in.scale.size());
     return in;
 }
 
@@ -202,14 +192,14 @@ Candidate format_candidate(const gpt2::BlockFormat& format, gpt2::WeightFormat w
     s->linear.n_in = n_in;
     s->in = block_input(n_in, rng);
     s->out.resize(size_t(n_out));
+    const gpt2::LinearInput input{s->in.x.data(), s->in.xq.data(), s->in.scale.data(), s->in.sum.data()};
+    gpt2::prepare_block_activations(weight_format, input, 1, n_in);  // into the form the format's kernel reads
     const gpt2::BlockFormat* f = &format;
-    return Candidate{
-        format.name, n_copies, [s, f, bytes, n_out](int c) {
-            const gpt2::LinearInput input{s->in.x.data(), s->in.xq.data(), s->in.scale.data(), s->in.sum.data()};
-            gpt2::Linear copy = s->linear;
-            copy.weight = s->storage.data() + c * bytes;
-            f->multiply(s->out.data(), copy, input, 0, 1, 0, n_out);
-        }};
+    return Candidate{format.name, n_copies, [s, f, input, bytes, n_out](int c) {
+                         gpt2::Linear copy = s->linear;
+                         copy.weight = s->storage.data() + c * bytes;
+                         f->multiply(s->out.data(), copy, input, 0, 1, 0, n_out);
+                     }};
 }
 
 }  // namespace
