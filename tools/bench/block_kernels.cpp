@@ -97,7 +97,7 @@ std::vector<uint8_t> random_blocks(const gpt2::BlockFormat& format, int n_out, i
 struct Input {
     std::vector<float> x;
     std::vector<int16_t> xq;
-    std::vector<float> scale;  // int8: one per row; blocks: one per 32 values
+    std::vector<float> scale;  // one per 32 values
     std::vector<int32_t> sum;
 };
 
