@@ -1,7 +1,7 @@
 // End-to-end tests of the page (public/index.html + web/page/) with the real wasm engine and the bundled
 // model, served by tools/dev/serve.mjs (see playwright.config.js). Run after `bash tools/dev/build.sh`.
 import { test, expect } from './under_csp.js';
-import { controls, fillSettings, nodeText } from './page-controls.js';
+import { collectErrors, controls, fillSettings, nodeText } from './page-controls.js';
 import { fileURLToPath } from 'node:url';
 
 // The bundled model: the menu's default entry loads its Q4_0 GGUF file; the safetensors entry, its folder
@@ -120,6 +120,17 @@ test('Advanced decoding: a logit bias of -inf bans its token, the settings give 
   await controls(page).generate.click();
   await expect(controls(page).alert).toHaveText('Logit bias: "13=2" is not TOKEN:BIAS');
   await expect(page.getByLabel('Logit bias')).toBeFocused();
+});
+
+test('a number field takes the range of its generate() option: a top-k the engine cannot hold is the settings error', async ({ page }) => {
+  const errors = collectErrors(page);
+  await openPageWithModel(page);
+  await fillSettings(page, { prompt: PROMPT, ...GREEDY, topK: 2 ** 32 + 1 });
+  await controls(page).generate.click();
+  await expect(controls(page).alert).toHaveText('Top-k: Value must be less than or equal to 2147483647.');
+  await expect(page.getByLabel('Top-k', { exact: true })).toBeFocused();
+  await expect(controls(page).output.locator('.token')).toHaveCount(0);
+  expect(errors).toEqual([]);
 });
 
 test('Beams in Advanced decoding: beam search gives the Node API\'s text and is remembered; with speculation on it is the settings error', async ({ page }) => {

@@ -100,16 +100,18 @@ async function generateAndWait(widget) {
 }
 
 // Adds a section#id with the good widget's markup and a section#bad with the bad one's, mounts the first, then the
-// second -> { error: what its mount threw, rendered: whether it drew a widget anyway }, or null if it threw nothing.
+// second -> what the bad one shows: { mounted: the widgets mountAll gave, alert: its message, controls: its
+// buttons and text boxes }, or { error } if mountAll threw.
 function mountGoodThenBad(page, id, good, bad) {
   return page.evaluate(([sectionId, goodHtml, badHtml]) => {
     document.body.insertAdjacentHTML('beforeend', `<section id="${sectionId}">${goodHtml}</section><section id="bad">${badHtml}</section>`);
     window.GPT2Widget.mountAll(document.getElementById(sectionId));
     try {
-      window.GPT2Widget.mountAll(document.getElementById('bad'));
-      return null;
+      const mounted = window.GPT2Widget.mountAll(document.getElementById('bad')).length;
+      const root = document.querySelector('#bad div').shadowRoot;
+      return { mounted, alert: root.querySelector('[role="alert"]').textContent, controls: root.querySelectorAll('button, textarea').length };
     } catch (error) {
-      return { error: `${error.name}: ${error.message}`, rendered: document.querySelector('#bad div').shadowRoot !== null };
+      return { error: `${error.name}: ${error.message}` };
     }
   }, [id, good, bad]);
 }
@@ -148,13 +150,13 @@ for (const isolation of Object.keys(HOST_HEADERS)) {
   });
 }
 
-test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device is the mount error naming the devices', async ({ page }) => {
+test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device shows the devices inside the widget', async ({ page }) => {
   const errors = collectErrors(page);
   await page.goto(`${hosts.plain.origin}/basic.html`);
   await page.waitForFunction(() => window.GPT2Widget);
   const badMount = await mountGoodThenBad(page, 'cpu', '<div data-gpt2-widget data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="8" data-temperature="0"></div>',
     '<div data-gpt2-widget data-device="gpu"></div>');
-  expect(badMount).toEqual({ error: 'RangeError: GPT2Widget.mount: device must be one of auto, webgpu, wasm', rendered: false });
+  expect(badMount).toEqual({ mounted: 0, alert: 'data-device: expected one of auto, webgpu, wasm, got "gpu"', controls: 0 });
 
   const onTheCpu = /^Ready · [\d.]+ MB of weights on the CPU \(WebAssembly\), running in your browser$/;
   const cpu = widgetControls(page.locator('#cpu [data-gpt2-widget]'));
@@ -165,7 +167,7 @@ test('a data-device="wasm" widget runs on the CPU and says so; a bad data-device
   expect(errors).toEqual([]);
 });
 
-test('a data-speculative="lookup" widget generates the engine\'s text and says how many drafts it kept; a bad value is the mount error', async ({ page }) => {
+test('a data-speculative="lookup" widget generates the engine\'s text and says how many drafts it kept; a bad value shows inside the widget', async ({ page }) => {
   const errors = collectErrors(page);
   await page.goto(`${hosts.plain.origin}/basic.html`);
   await page.waitForFunction(() => window.GPT2Widget);
@@ -173,7 +175,7 @@ test('a data-speculative="lookup" widget generates the engine\'s text and says h
   const badMount = await mountGoodThenBad(page, 'speculative',
     `<div data-gpt2-widget data-speculative="lookup" data-prompt="${prompt.replace('\n', '&#10;')}" data-max-new-tokens="60" data-temperature="0"></div>`,
     '<div data-gpt2-widget data-speculative="yes"></div>');
-  expect(badMount).toEqual({ error: 'RangeError: generate: option speculative must be an object { draft, maxDraftTokens }, got "yes"', rendered: false });
+  expect(badMount).toEqual({ mounted: 0, alert: 'data-speculative: expected "lookup", got "yes"', controls: 0 });
   const widget = widgetControls(page.locator('#speculative [data-gpt2-widget]'));
   expect(await generateAndWait(widget)).toBe(await nodeGreedyText(prompt, 60));
   await expect(widget.status).toHaveText(/^60 tokens · \d+ tokens\/s · [1-9]\d* of \d+ drafts accepted/);
@@ -206,6 +208,31 @@ test('a data-num-return-sequences="3" widget shows three labelled outputs, each 
   expect(texts.every((text) => text.length > 0)).toBe(true);
   expect(new Set(texts).size).toBeGreaterThan(1);
   await expect(host.getByRole('button', { name: 'Continue' })).toBeDisabled();
+  expect(errors).toEqual([]);
+});
+
+test('a data-* value the widget does not take shows one line inside the widget, builds no sequence boxes and leaves the page as it is', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/bad-attributes.html`);
+  await page.waitForFunction(() => window.GPT2Widget);
+  const expected = {
+    'gpt2-widget': 'data-num-return-sequences: expected an integer in [1, 16], got "1e9"',
+    '#many': 'data-num-return-sequences: expected an integer in [1, 16], got "100000"',
+    '#infinite': 'data-num-return-sequences: expected an integer in [1, 16], got "Infinity"',
+    '#no': 'data-auto-generate: expected "true", "false" or "" (true), got "no"',
+  };
+  for (const [selector, message] of Object.entries(expected)) {
+    const host = page.locator(selector);
+    await expect(host.getByRole('alert')).toHaveText(message);
+    await expect(host.locator('.sequence')).toHaveCount(0);
+    await expect(host.getByRole('button')).toHaveCount(0);
+    await expect(host.getByRole('textbox')).toHaveCount(0);
+  }
+  // the page's own elements as they were, and the tag's widget after it; nothing else in the document
+  expect(await page.evaluate(() => [...document.body.children].map((element) => element.id || element.tagName)))
+    .toEqual(['H1', 'many', 'infinite', 'no', 'SCRIPT', 'GPT2-WIDGET', 'P']);
+  expect(await page.evaluate(() => window.GPT2Widget.mountAll())).toEqual([]);  // mounting again refuses them again, quietly
+  expect(assets.requests).not.toContain(WEIGHTS_REQUEST);
   expect(errors).toEqual([]);
 });
 

@@ -211,21 +211,31 @@ describe('flags', () => {
     [['-n', 'x', 'p'], '-n: expected a positive integer, got "x"'],
     [['--max-new-tokens=0', 'p'], '--max-new-tokens: expected a positive integer, got "0"'],
     [['--top-p', '2', 'p'], '--top-p: expected a number in [0, 1] (0 = the most likely token only), got "2"'],
-    [['--temperature', '0x1', 'p'], '--temperature: expected a finite number >= 0 (0 = greedy), got "0x1"'],
-    [['--repetition-penalty', '0', 'p'], '--repetition-penalty: expected a finite number > 0 (1 = off), got "0"'],
+    [['--temperature', '0x1', 'p'], '--temperature: expected a number in [0, 3.4028234663852886e+38] (0 = greedy), got "0x1"'],
+    [['--temperature', '1e39', 'p'], '--temperature: expected a number in [0, 3.4028234663852886e+38] (0 = greedy), got "1e39"'],
+    [['--temperature', ' 1 ', 'p'], '--temperature: expected a number in [0, 3.4028234663852886e+38] (0 = greedy), got " 1 "'],
+    [['--repetition-penalty', '0', 'p'], '--repetition-penalty: expected a number in (0, 3.4028234663852886e+38] (1 = off), got "0"'],
+    [['--top-k', '4294967297', 'p'], '--top-k: expected an integer in [0, 2147483647] (0 = off), got "4294967297"'],
+    [['--no-repeat-ngram-size', '2147483648', 'p'], '--no-repeat-ngram-size: expected an integer in [0, 2147483647] (0 = off), got "2147483648"'],
+    [['--seed', '9007199254740992', 'p'], '--seed: expected an integer in [0, 2^53), got "9007199254740992"'],
     [['--seed', '1.5', 'p'], '--seed: expected an integer in [0, 2^53), got "1.5"'],
     [['--stop=', 'p'], '--stop: expected a non-empty text, got ""'],
     [['--kv-cache', 'f16', 'p'], '--kv-cache: expected "int8" or "fp32", got "f16"'],
-    [['--top-alternatives', '-1', 'p'], '--top-alternatives: expected an integer >= 0, got "-1"'],
+    [['--top-alternatives', '-1', 'p'], '--top-alternatives: expected an integer in [0, 2147483647], got "-1"'],
+    [['--score', '--top-alternatives', '2147483648', 'p'], '--top-alternatives: expected an integer in [0, 2147483647], got "2147483648"'],
     [['--weights', 'q4', 'p'], '--weights: expected "fp32" or "int8", got "q4"'],
-    [['--threads', 'many', 'p'], '--threads: expected "auto" or an integer from 1 to 256, got "many"'],
+    [['--threads', 'many', 'p'], '--threads: expected "auto" or an integer from 1 to 16, got "many"'],
+    [['--threads', '17', 'p'], '--threads: expected "auto" or an integer from 1 to 16, got "17"'],
     [['--device', 'bogus', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "bogus"'],
     [['--device=GPU', 'p'], '--device: expected "auto", "webgpu" or "wasm", got "GPU"'],
     [['--speculative', 'lookup', '--max-draft-tokens', '17', 'p'], '--max-draft-tokens: expected an integer in [1, 16], got "17"'],
     [['--max-draft-tokens', '4', 'p'], '--max-draft-tokens needs --speculative'],
     [['--min-p', '1.5', 'p'], '--min-p: expected a number in [0, 1] (0 = off), got "1.5"'],
-    [['--min-new-tokens', '-1', 'p'], '--min-new-tokens: expected an integer >= 0 (0 = off), got "-1"'],
-    [['--presence-penalty', 'x', 'p'], '--presence-penalty: expected a finite number (0 = off), got "x"'],
+    [['--min-new-tokens', '-1', 'p'], '--min-new-tokens: expected an integer in [0, 2147483647] (0 = off), got "-1"'],
+    [['--presence-penalty', 'x', 'p'], '--presence-penalty: expected a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] (0 = off), got "x"'],
+    [['--frequency-penalty', '-3e38', '--presence-penalty', '1e39', 'p'], '--presence-penalty: expected a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] (0 = off), got "1e39"'],
+    [['--logit-bias', '13:1e39', 'p'], '--logit-bias: expected a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] or -Infinity (a ban), got "13:1e39"'],
+    [['--logit-bias', '4294967309:1', 'p'], '--logit-bias: option logitBias has a key that is not a token id: "4294967309"'],
     [['--logit-bias', '13=2', 'p'], '--logit-bias: "13=2" is not TOKEN:BIAS'],
     [['--logit-bias=13:1,13:2', 'p'], '--logit-bias: token 13 is given twice'],
     [['p', '-n'], '-n: missing value'],
@@ -244,6 +254,14 @@ describe('flags', () => {
     [['--early-stopping', 'sometimes', '--num-beams', '2', 'p'], '--early-stopping: expected true, false or "never", got "sometimes"'],
   ])('%j fails with "%s"', (args, message) => {
     expect(() => parseCliArguments(args)).toThrow(new Error(message));
+  });
+
+  test('--num-beams with more --max-new-tokens than the model\'s context is refused in one line once the model is known', async () => {
+    const error = await cliError(['--num-beams', '2', '--temperature', '0', '-n', '257', 'ROMEO:']);
+    expect({ code: error.code, stderr: error.stderr }).toEqual({
+      code: 1,
+      stderr: "gpt2-wasm: generate: option maxNewTokens must be at most the model's context (256 tokens) with numBeams > 1, got 257\n",
+    });
   });
 
   test('errors exit 1 with one line on stderr', async () => {

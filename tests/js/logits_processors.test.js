@@ -105,17 +105,17 @@ test('speculation leaves the text of every processor unchanged, greedy and seede
 test.each([
   ['generate: option minP must be a number in [0, 1] (0 = off), got 1.5', { minP: 1.5 }],
   ['generate: option typicalP must be a number in [0, 1] (1 = off), got -0.1', { typicalP: -0.1 }],
-  ['generate: option noRepeatNgramSize must be an integer >= 0 (0 = off), got 2.5', { noRepeatNgramSize: 2.5 }],
-  ['generate: option presencePenalty must be a finite number (0 = off), got Infinity', { presencePenalty: Infinity }],
-  ['generate: option frequencyPenalty must be a finite number (0 = off), got "x"', { frequencyPenalty: 'x' }],
+  ['generate: option noRepeatNgramSize must be an integer in [0, 2147483647] (0 = off), got 2.5', { noRepeatNgramSize: 2.5 }],
+  ['generate: option presencePenalty must be a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] (0 = off), got Infinity', { presencePenalty: Infinity }],
+  ['generate: option frequencyPenalty must be a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] (0 = off), got "x"', { frequencyPenalty: 'x' }],
   ['generate: option logitBias must be an object { tokenId: bias }, got [1]', { logitBias: [1] }],
   ['generate: option logitBias has a key that is not a token id: "a"', { logitBias: { a: 1 } }],
-  ['generate: option logitBias[5] must be a finite number or -Infinity (a ban), got Infinity', { logitBias: { 5: Infinity } }],
+  ['generate: option logitBias[5] must be a number in [-3.4028234663852886e+38, 3.4028234663852886e+38] or -Infinity (a ban), got Infinity', { logitBias: { 5: Infinity } }],
   ["generate: option logitBias has token 50257, outside the model's vocabulary [0, 50257)", { logitBias: { 50257: -1 } }],
   ['generate: option badWords must be an array of texts or token id arrays, got "king"', { badWords: 'king' }],
   ['generate: option badWords[1] must be a non-empty text or a non-empty array of token ids, got []', { badWords: ['king', []] }],
   ["generate: option badWords[0] has token 60000, outside the model's vocabulary [0, 50257)", { badWords: [[3, 60000]] }],
-  ['generate: option minNewTokens must be an integer >= 0 (0 = off), got -1', { minNewTokens: -1 }],
+  ['generate: option minNewTokens must be an integer in [0, 2147483647] (0 = off), got -1', { minNewTokens: -1 }],
 ])('a bad value is refused: %s', async (message, options) => {
   await expect(run(PROMPT, options)).rejects.toThrow(message);
   expect((await run(PROMPT, { maxNewTokens: 3 })).tokens).toEqual(greedy.tokens.slice(0, 3));  // the model goes on

@@ -184,18 +184,32 @@ describe('model.score', () => {
     expect((await model.score(TEXT)).tokens[0].alternatives).toEqual([]);
   });
 
-  test('more alternatives than the vocabulary holds is every token, likeliest first', async () => {
-    const { tokens } = await model.score('ROMEO:', { topAlternatives: 9e12 });
+  test('as many alternatives as the vocabulary holds is every token, likeliest first; more are refused', async () => {
+    const nVocab = model.config.n_vocab;
+    const { tokens } = await model.score('ROMEO:', { topAlternatives: nVocab });
     for (const { alternatives } of tokens) {
-      expect(alternatives).toHaveLength(model.config.n_vocab);
-      expect(new Set(alternatives.map((a) => a.token)).size).toBe(model.config.n_vocab);
+      expect(alternatives).toHaveLength(nVocab);
+      expect(new Set(alternatives.map((a) => a.token)).size).toBe(nVocab);
     }
     expect((await model.score('ROMEO:', { topAlternatives: 3 })).tokens.map((t) => t.alternatives))
       .toEqual(tokens.map((t) => t.alternatives.slice(0, 3)));
-    // generate() too: a number that would wrap on its way into the engine does not become 0 or negative.
-    for await (const piece of model.generate('ROMEO:', { maxNewTokens: 1, topAlternatives: 2 ** 32 })) {
-      expect(piece.alternatives).toHaveLength(model.config.n_vocab);
+    await expect(model.score('ROMEO:', { topAlternatives: nVocab + 1 })).rejects
+      .toThrow(`score: option topAlternatives must be at most the model's vocabulary (${nVocab} tokens), got ${nVocab + 1}`);
+    // generate() too: a number that would wrap on its way into the engine (2^32 + 1 becomes 1) is refused.
+    expect(() => model.generate('ROMEO:', { maxNewTokens: 1, topAlternatives: 2 ** 32 + 1 }))
+      .toThrow('generate: option topAlternatives must be an integer in [0, 2147483647], got 4294967297');
+    for await (const piece of model.generate('ROMEO:', { maxNewTokens: 1, topAlternatives: nVocab })) {
+      expect(piece.alternatives).toHaveLength(nVocab);
     }
+  });
+
+  test('a score of more alternatives in all than one score returns is refused before it runs', async () => {
+    // 'ROMEO: ' x 60 is 180 tokens: 180 x 50257 alternatives are more than 4,194,304
+    const text = 'ROMEO: '.repeat(60);
+    const n = (await model.encode(text)).length;
+    await expect(model.score(text, { topAlternatives: model.config.n_vocab })).rejects
+      .toThrow(`score: option topAlternatives ${model.config.n_vocab} for ${n} scored tokens asks for ${n * model.config.n_vocab} alternatives, more than 4194304 (the most one score returns)`);
+    expect((await model.score(text, { topAlternatives: 5 })).tokens).toHaveLength(n);
   });
 
   test('kvCache: \'fp32\' scores a text the model never saw within 1e-4 of a float64 reference; the default int8 cache within 1e-2', async () => {
@@ -228,8 +242,8 @@ describe('model.score', () => {
     expect(await model.score('')).toEqual({ tokens: [], totalLogprob: 0, perplexity: 1 });
     await expect(model.score(5)).rejects.toThrow('score: text must be a string, got number');
     await expect(model.score('x', { top: 5 })).rejects.toThrow('score: unknown option "top"');
-    await expect(model.score('x', { topAlternatives: -1 })).rejects.toThrow('score: option topAlternatives must be an integer >= 0, got -1');
-    await expect(model.score('x', { topAlternatives: 1.5 })).rejects.toThrow('score: option topAlternatives must be an integer >= 0, got 1.5');
+    await expect(model.score('x', { topAlternatives: -1 })).rejects.toThrow('score: option topAlternatives must be an integer in [0, 2147483647], got -1');
+    await expect(model.score('x', { topAlternatives: 1.5 })).rejects.toThrow('score: option topAlternatives must be an integer in [0, 2147483647], got 1.5');
   });
 
   test('a generation after scoring (the session then holds the scored window) gives a fresh run\'s tokens', async () => {

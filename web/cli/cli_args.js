@@ -5,8 +5,8 @@
 import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
 import { checkDevice } from '../lib/gpu/device.js';
-import { normalizeGenerateOptions } from '../lib/generation/generate.js';
-import { parseBadWords, parseEarlyStopping, parseLogitBias, parseNumber } from '../lib/generation/option_text.js';
+import { GENERATE_OPTIONS, normalizeGenerateOptions, parseOptionText, textOptionError } from '../lib/generation/option_table.js';
+import { parseNumber } from '../lib/generation/option_text.js';
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
        gpt2-wasm [options] -i             each line read from stdin continues the text
@@ -62,36 +62,37 @@ generation:
   -h, --help                 this help
 A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
 
-// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse (the text and the
-// flag as typed -> the value; a text it cannot read throws, naming the flag), check? (a load option's), multiple?,
-// expected? }
+// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse? (the text and the
+// flag as typed -> the value; a text it cannot read throws, naming the flag; a generate() option's default is
+// the options' table's parser, option_table.js, as the widget's data-* attributes and the page's fields use),
+// check? (a load option's), multiple?, expected? }
 const VALUE_FLAGS = {
   model: { load: 'model', parse: String },
   weights: { load: 'weights', parse: String, check: checkWeights },
   threads: { load: 'threads', parse: (text) => (text === 'auto' ? text : parseNumber(text)), check: checkThreads },
   device: { load: 'device', parse: String, check: checkDevice, expected: '"auto", "webgpu" or "wasm"' },
-  'max-new-tokens': { short: 'n', option: 'maxNewTokens', parse: parseNumber },
-  temperature: { option: 'temperature', parse: parseNumber },
-  'top-k': { option: 'topK', parse: parseNumber },
-  'top-p': { option: 'topP', parse: parseNumber },
-  'repetition-penalty': { option: 'repetitionPenalty', parse: parseNumber },
-  'min-p': { option: 'minP', parse: parseNumber },
-  'typical-p': { option: 'typicalP', parse: parseNumber },
-  'no-repeat-ngram-size': { option: 'noRepeatNgramSize', parse: parseNumber },
-  'presence-penalty': { option: 'presencePenalty', parse: parseNumber },
-  'frequency-penalty': { option: 'frequencyPenalty', parse: parseNumber },
+  'max-new-tokens': { short: 'n', option: 'maxNewTokens' },
+  temperature: { option: 'temperature' },
+  'top-k': { option: 'topK' },
+  'top-p': { option: 'topP' },
+  'repetition-penalty': { option: 'repetitionPenalty' },
+  'min-p': { option: 'minP' },
+  'typical-p': { option: 'typicalP' },
+  'no-repeat-ngram-size': { option: 'noRepeatNgramSize' },
+  'presence-penalty': { option: 'presencePenalty' },
+  'frequency-penalty': { option: 'frequencyPenalty' },
   // the syntax the widget's data-* attributes and the page's fields share (option_text.js)
-  'logit-bias': { option: 'logitBias', parse: parseLogitBias },
-  'bad-words': { option: 'badWords', parse: parseBadWords },
-  'min-new-tokens': { option: 'minNewTokens', parse: parseNumber },
-  seed: { option: 'seed', parse: parseNumber },
-  stop: { option: 'stop', parse: String, multiple: true, expected: 'a non-empty text' },  // the API's "or an array"
-  'kv-cache': { option: 'kvCache', parse: String },
-  'top-alternatives': { option: 'topAlternatives', parse: parseNumber },
-  'num-return-sequences': { option: 'numReturnSequences', parse: parseNumber },
-  'num-beams': { option: 'numBeams', parse: parseNumber },
-  'length-penalty': { option: 'lengthPenalty', parse: parseNumber },
-  'early-stopping': { option: 'earlyStopping', parse: parseEarlyStopping },
+  'logit-bias': { option: 'logitBias' },
+  'bad-words': { option: 'badWords' },
+  'min-new-tokens': { option: 'minNewTokens' },
+  seed: { option: 'seed' },
+  stop: { option: 'stop', multiple: true },
+  'kv-cache': { option: 'kvCache' },
+  'top-alternatives': { option: 'topAlternatives' },
+  'num-return-sequences': { option: 'numReturnSequences' },
+  'num-beams': { option: 'numBeams' },
+  'length-penalty': { option: 'lengthPenalty' },
+  'early-stopping': { option: 'earlyStopping' },
   // the two fill generate's option speculative: { draft, maxDraftTokens }
   // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
   speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },
@@ -148,7 +149,7 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
   const flag = VALUE_FLAGS[name];
   if (!flag) throw new Error(`unknown option ${rawName} (a prompt that starts with - goes after --)`);
   if (value === undefined) throw new Error(`${rawName}: missing value`);
-  let parsedValue = flag.parse(value, rawName);
+  let parsedValue = flag.parse ? flag.parse(value, rawName) : parseOptionText(flag.option, value, rawName);
   if (flag.draftModel && parsedValue !== 'prompt-lookup') {
     parsed.draftModel = parsedValue;
     parsedValue = 'prompt-lookup';  // what the checks below see until the model takes its place
@@ -161,19 +162,18 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
     if (!SCORE_OPTIONS.has(flag.option)) generateFlags.push(rawName);
     const optionValue = flag.multiple ? [...(parsed.options[flag.option] ?? []), parsedValue]
       : flag.field ? { ...parsed.options[flag.option], [flag.field]: parsedValue } : parsedValue;
-    checked(rawName, value, () => normalizeGenerateOptions({ [flag.option]: optionValue }), flag.expected);
+    checked(rawName, value, () => normalizeGenerateOptions({ [flag.option]: optionValue }), GENERATE_OPTIONS[flag.option].textExpected);
     parsed.options[flag.option] = optionValue;
   }
 }
 
-// Runs the API's check of a value; its complaint is told of the flag and of the text as typed.
+// Runs the API's check of a value; its complaint is told of the flag and of the text as typed (textOptionError).
 // expected: what the flag takes, where the API's words fit the command line less well.
 function checked(rawName, typed, check, expected) {
   try {
     check();
   } catch (error) {
-    const what = expected ?? /must be (.*), got /.exec(error.message)?.[1];
-    throw new Error(`${rawName}: ${what ? `expected ${what}, got ${JSON.stringify(typed)}` : error.message}`);
+    throw new Error(textOptionError(rawName, typed, error, expected).message);
   }
 }
 

@@ -58,7 +58,7 @@ export interface LoadOptions {
   worker?: EngineWorker;
   /** 'int8' quantizes a safetensors model on load; with a GGUF file it is a TypeError. */
   weights?: WeightFormat;
-  /** 'auto' (the default in browsers) or a count from 1 to 256 (the default in Node: 1). */
+  /** 'auto' (the default in browsers) or a count from 1 to 16 (the default in Node: 1). */
   threads?: 'auto' | number;
   /** 'auto' */
   device?: Device;
@@ -94,35 +94,40 @@ export interface ModelConfig {
   layer_norm_epsilon: number;
 }
 
-/** An empty text or array starts from <|endoftext|>. */
+/** An empty text or array starts from <|endoftext|>; token ids are integers in [0, n_vocab). */
 export type Prompt = string | TokenIds;
 
+/**
+ * The ranges are docs/api.md's table of options (web/lib/generation/option_table.js): integers that reach the
+ * engine at most 2147483647, other numbers finite with |x| <= FLT_MAX (3.4028234663852886e38); a value outside its
+ * range is a RangeError naming the option, never narrowed into another.
+ */
 export interface GenerateOptions {
-  /** a positive integer; 64 */
+  /** a positive integer (below 2^53; with numBeams > 1 at most the model's context); 64 */
   maxNewTokens?: number;
-  /** >= 0, 0 = greedy; 1 */
+  /** in [0, FLT_MAX], 0 = greedy; 1 */
   temperature?: number;
-  /** an integer >= 0, 0 = off; 0 */
+  /** an integer in [0, 2147483647], 0 = off; 0 */
   topK?: number;
   /** in [0, 1], 1 = off, 0 = the likeliest token only; 1 */
   topP?: number;
-  /** > 0, 1 = off; 1 */
+  /** in (0, FLT_MAX], 1 = off; 1 */
   repetitionPenalty?: number;
   /** in [0, 1]: drops tokens below minP times the likeliest one's probability; 0 = off */
   minP?: number;
   /** in [0, 1]: locally typical sampling; 1 = off */
   typicalP?: number;
-  /** an integer >= 0: bans the token that would repeat an n-gram of the window; 0 = off */
+  /** an integer in [0, 2147483647]: bans the token that would repeat an n-gram of the window; 0 = off */
   noRepeatNgramSize?: number;
-  /** finite, OpenAI's: subtracted once from each token this run generated; 0 */
+  /** in [-FLT_MAX, FLT_MAX], OpenAI's: subtracted once from each token this run generated; 0 */
   presencePenalty?: number;
-  /** finite, OpenAI's: subtracted once per occurrence among the tokens this run generated; 0 */
+  /** in [-FLT_MAX, FLT_MAX], OpenAI's: subtracted once per occurrence among the tokens this run generated; 0 */
   frequencyPenalty?: number;
-  /** token id -> added to its logit, -Infinity bans it; {} */
+  /** token id (within the vocabulary) -> in [-FLT_MAX, FLT_MAX] added to its logit, -Infinity bans it; {} */
   logitBias?: Readonly<Record<number, number>>;
   /** never produced: a text (as its tokens, with and without a leading space) or token ids; [] */
   badWords?: readonly (string | readonly number[])[];
-  /** an integer >= 0: end-of-text is held back until this many new tokens; 0 */
+  /** an integer in [0, 2147483647]: end-of-text is held back until this many new tokens; 0 */
   minNewTokens?: number;
   /** an integer in [0, 2^53); random */
   seed?: number;
@@ -136,7 +141,7 @@ export interface GenerateOptions {
   kvCache?: KvCacheFormat;
   /** ends the generation with stopReason 'abort' */
   signal?: AbortSignal;
-  /** an integer >= 0: gives each piece its probability and this many likeliest alternatives; 0 */
+  /** an integer in [0, the model's vocabulary]: gives each piece its probability and this many likeliest alternatives; 0 */
   topAlternatives?: number;
   /** speculative decoding: drafted tokens verified several per pass, the text unchanged; off when absent */
   speculative?: SpeculativeOptions;
@@ -152,7 +157,7 @@ export interface GenerateOptions {
    * comes when the search ends; 1
    */
   numBeams?: number;
-  /** beam search: a hypothesis scores its log-probabilities' sum / length ^ lengthPenalty (end-of-text counted); 1 */
+  /** in [-FLT_MAX, FLT_MAX], beam search: a hypothesis scores its log-probabilities' sum / length ^ lengthPenalty (end-of-text counted); 1 */
   lengthPenalty?: number;
   /**
    * beam search ends once numBeams hypotheses have ended and: false, no running beam is likely to beat them (a
@@ -239,13 +244,15 @@ export interface Generation extends AsyncIterable<Piece> {
 }
 
 export interface ScoreOptions {
-  /** an integer >= 0; 0 */
+  /** an integer in [0, the model's vocabulary]; 0 */
   topAlternatives?: number;
   /**
    * The KV cache's storage; 'int8' (the default, as generate() uses: within a few 1e-3 nats of exact) or 'fp32'
    * (four times the cache's memory, within 1e-4 of a float64 reference: for perplexities that compare models).
    */
   kvCache?: KvCacheFormat;
+  /** stops the score between two of its passes: the promise rejects with an AbortError (a DOMException) */
+  signal?: AbortSignal;
 }
 
 export interface ScoredAlternative {

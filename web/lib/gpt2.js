@@ -45,11 +45,12 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // continue a run exactly where it stopped, give its prompt's ids (encode()) and its pieces' tokens, since a
 // model may generate a text in other tokens than its tokenizer would make of it (e.g. "\n", "\n" where the
 // tokenizer makes one "\n\n"): a text prompt is encoded as a fresh one, and reuses only as far as the ids agree.
-// score(text, { topAlternatives = 0 }) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
+// score(text, { topAlternatives = 0, kvCache = 'int8', signal }) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
 // [{ token, text, logprob }] }], totalLogprob, perplexity }: each token of the text (after <|endoftext|>) with
 // its natural-log probability given the text before it, its rank among all tokens (1 = the likeliest) and the
 // topAlternatives likeliest tokens; perplexity = exp(-totalLogprob / tokens.length); an empty text has no
-// tokens and perplexity 1. Texts longer than the context are scored in overlapping windows (see score.js).
+// tokens and perplexity 1. Texts longer than the context are scored in overlapping windows (see score.js); an
+// abort of signal rejects it with an AbortError between two passes.
 // If the engine aborts (a genuine out-of-memory, say), the call that hit it fails with an EngineAbortedError
 // (error.name) and the models of a worker load themselves again in a new one, from the Cache API for a URL;
 // their next calls wait for that. whenUsable() -> Promise that resolves once the model can run, or rejects
@@ -66,12 +67,25 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // adapter, never a software one (SwiftShader, lavapipe), and otherwise the CPU. model.device says which
 // ('webgpu' or 'wasm'), model.adapterInfo describes the adapter ({ vendor, architecture, device, description,
 // isFallbackAdapter, software }, null without one) and model.deviceReason why 'auto' chose the CPU.
-export async function loadModel(source, { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
+export async function loadModel(source, options = {}) {
+  checkLoadOptions(options);
+  const { onProgress, signal, useWorker = IS_PAGE, worker, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = options;
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
   checkThreads(threads);
   checkDevice(device);
   if (worker || useWorker) return loadModelInWorker(source, { onProgress, signal, worker, weights, threads, device });
   return loadModelInThisThread(source, { onProgress, signal, weights, threads, device });
+}
+
+const LOAD_OPTIONS = ['onProgress', 'signal', 'useWorker', 'worker', 'weights', 'threads', 'device'];
+
+// loadModel's options: an object (undefined: the defaults) of the known options only, so that a misspelt one
+// ({ thread: 4 }) is an error rather than a default quietly used.
+function checkLoadOptions(options) {
+  if (options === null || typeof options !== 'object') throw new TypeError(`loadModel: options must be an object, got ${options === null ? 'null' : typeof options}`);
+  for (const name of Object.keys(options)) {
+    if (!LOAD_OPTIONS.includes(name)) throw new TypeError(`loadModel: unknown option "${name}" (known: ${LOAD_OPTIONS.join(', ')})`);
+  }
 }
 
 // Settings of this realm's engine, before its first model loads. assetBase: the URL of the folder that holds the

@@ -53,10 +53,16 @@ declare namespace GPT2Widget {
     destroy(): void;
   }
 
-  /** Renders a widget in element (one that can have a shadow root). */
+  /**
+   * Renders a widget in element (one that can have a shadow root). Every option is checked first: a value it does
+   * not take throws (TypeError / RangeError naming it) and nothing is rendered.
+   */
   function mount(element: Element, options?: MountOptions): Widget;
 
-  /** Mounts the [data-gpt2-widget] placeholders of container that have no widget yet. */
+  /**
+   * Mounts the [data-gpt2-widget] placeholders of container that have no widget yet. A placeholder with a data-*
+   * value the widget does not take shows one line naming the attribute instead, and is not among the widgets.
+   */
   function mountAll(container?: ParentNode): Widget[];
 }
 

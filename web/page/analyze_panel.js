@@ -1,4 +1,5 @@
 // The Analyze text mode: each token of a text coloured by the rank the model gave it, and the text's perplexity.
+// Its Stop aborts the score (the engine worker stops between two passes), leaving the last analysis shown.
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, TOP_ALTERNATIVES, clearError, elements, pieceOfToken, showError, state, updateControls } from './page_state.js';
 import { RANK_BUCKETS, rankBucket } from './rank_buckets.js';
@@ -13,22 +14,27 @@ export async function analyze() {
     elements.analyzeText.focus();
     return;
   }
-  state.analyzing = true;
+  const controller = new AbortController();
+  state.analyzing = controller;
   clearError();
   updateControls();
   elements.analysisText.setAttribute('aria-busy', 'true');
   try {
-    const result = await model.score(text, { topAlternatives: TOP_ALTERNATIVES });
+    const result = await model.score(text, { topAlternatives: TOP_ALTERNATIVES, signal: controller.signal });
     if (state.model === model) showAnalysis(result);
   } catch (error) {
-    if (state.model !== model) return;
+    if (state.model !== model || error.name === 'AbortError') return;
     if (error.name === 'EngineAbortedError') recoverFromCrash(error);
     else showError(`Analysis failed: ${error.message}`);
   } finally {
-    state.analyzing = false;
+    state.analyzing = null;
     elements.analysisText.setAttribute('aria-busy', 'false');
     updateControls();
   }
+}
+
+export function stopAnalysis() {
+  state.analyzing?.abort();
 }
 
 // result: model.score()'s { tokens: [{ token, text, logprob, rank, alternatives: [{ token, text, logprob }] }],

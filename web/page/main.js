@@ -2,7 +2,7 @@
 // (model_menu.js; the Weights and Device settings reload the model), the stored models (stored_models.js), the
 // settings (settings.js), the Generate mode (generate_panel.js) with its Compare strategies view (compare_panel.js)
 // and the Analyze text mode (analyze_panel.js), the token tooltip of all three (tooltip.js).
-import { analyze } from './analyze_panel.js';
+import { analyze, stopAnalysis } from './analyze_panel.js';
 import { wireComparePanel } from './compare_panel.js';
 import { reloadAfterFailedRecovery } from './crash_recovery.js';
 import { continueGeneration, generate, stopGeneration } from './generate_panel.js';
@@ -38,6 +38,7 @@ function start() {
   elements.continue.addEventListener('click', continueGeneration);
   elements.stop.addEventListener('click', stopGeneration);
   runOnSubmit(elements.analyzeForm, elements.analyzeText, analyze);
+  elements.analyzeStop.addEventListener('click', stopAnalysis);
   for (const radio of elements.modes) radio.addEventListener('change', () => showMode(radio.value));
   showMode(document.querySelector('input[name="mode"]:checked').value); // a reload may keep the last choice
   elements.reloadModel.addEventListener('click', reloadAfterFailedRecovery);

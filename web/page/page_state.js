@@ -19,6 +19,7 @@ export const elements = {
   analyzeForm: $('analyze-form'),
   analyzeText: $('analyze-text'),
   analyze: $('analyze'),
+  analyzeStop: $('analyze-stop'),
   analysis: $('analysis'),
   analysisText: $('analysis-text'),
   perplexity: $('analysis-perplexity'),
@@ -84,7 +85,7 @@ export const state = {
   loading: null, // AbortController of the model load in progress
   generation: null, // AbortController of the generation in progress
   latestGeneration: null, // AbortController of the latest generation, whose run the output and the stats show
-  analyzing: false, // whether an Analyze text run is in progress
+  analyzing: null, // AbortController of the Analyze text run in progress
   recovery: null, // 'reloading' | 'failed' after the engine crashed: the model is not usable (null: it is)
   outputIds: null, // the token ids of the prompt and the tokens the output shows, for Continue
 };
@@ -102,6 +103,7 @@ export function updateControls() {
   elements.generate.disabled = busy;
   elements.continue.disabled = busy || !hasGeneratedOutput();
   elements.analyze.disabled = busy;
+  elements.analyzeStop.disabled = !state.analyzing;
   elements.compare.disabled = busy;
   elements.stop.disabled = !generating;
 }

@@ -1,6 +1,21 @@
 // The settings: the Weights menu, and the inputs kept across visits (localStorage), the Device menu's too.
-import { elements, state } from './page_state.js';
+import { $, elements, state } from './page_state.js';
+import { GENERATE_OPTIONS } from '../lib/generation/option_table.js';
 import { formatBytes } from '../lib/progress_text.js';
+
+// The number fields of generate()'s options (#top-k, or a Compare column's data-setting="topK") take the options'
+// table's ranges (option_table.js), narrowed where the page's markup offers less (a temperature up to 2): the
+// browser then refuses a value outside before generate() would. root: the document, or a Compare column's
+// template content.
+export function applyOptionRanges(root) {
+  for (const input of root.querySelectorAll('input[type="number"]')) {
+    const name = input.dataset.setting ?? input.id.replace(/-([a-z])/g, (_, letter) => letter.toUpperCase());
+    const entry = Object.hasOwn(GENERATE_OPTIONS, name) ? GENERATE_OPTIONS[name] : null;
+    if (entry?.kind !== 'integer' && entry?.kind !== 'number') continue;
+    if (input.min === '' || Number(input.min) < entry.min) input.min = String(entry.min);
+    if (input.max === '' || Number(input.max) > entry.max) input.max = String(entry.max);
+  }
+}
 
 // The weight format a choice loads with: the Weights setting, unless the model only fits as int8 (int8Only, or
 // fp32Bytes: the size its fp32 weights turned out to need); none for a GGUF file, which runs in its own types.
@@ -74,6 +89,8 @@ export function saveSettings() {
 }
 
 export function restoreSettings() {
+  applyOptionRanges(document);
+  applyOptionRanges($('compare-column-template').content);
   let settings;
   try {
     settings = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');

@@ -19,8 +19,8 @@
 import { configure } from '../lib/gpt2.js';
 import { setWorkerSource } from '../lib/worker/worker_client.js';
 import { GeneratorApi } from './generator_api.js';
-import { BUNDLED_MODEL_PATH, PLACEHOLDER_SELECTOR, completeOptions, optionsFromDataset } from './widget_options.js';
-import { Widget } from './widget_view.js';
+import { BUNDLED_MODEL_PATH, PLACEHOLDER_SELECTOR, completeDatasetOptions, completeOptions } from './widget_options.js';
+import { Widget, showRefusal } from './widget_view.js';
 
 // The wasm is in wasm/ next to the script; the worker runs the code the script carries.
 function createLibrary(scriptUrl, workerSource) {
@@ -38,12 +38,39 @@ function createLibrary(scriptUrl, workerSource) {
     if (widgets.size === 0) observer.disconnect();
   };
 
-  function mount(element, options = {}) {
+  function checkElement(element) {
     if (!(element instanceof Element)) throw new TypeError('GPT2Widget.mount: element must be a DOM element');
     if (widgets.has(element)) throw new Error('GPT2Widget.mount: this element already has a widget');
-    const complete = completeOptions(options, defaultModelUrl);
+  }
+
+  function shadowRootOf(element) {
     const root = roots.get(element) ?? element.attachShadow({ mode: 'open' });
     roots.set(element, root);
+    return root;
+  }
+
+  // Options as an object: a value the widget does not take throws, and nothing is built.
+  function mount(element, options = {}) {
+    checkElement(element);
+    return start(element, completeOptions(options, defaultModelUrl));
+  }
+
+  // Options as data-* attributes (a placeholder's, a tag's): a value the widget does not take shows its one-line
+  // message inside the element's shadow root, and nothing else is built (-> null).
+  function mountFromDataset(element) {
+    checkElement(element);
+    let complete;
+    try {
+      complete = completeDatasetOptions(element.dataset, defaultModelUrl);
+    } catch (error) {
+      showRefusal(shadowRootOf(element), error.message);
+      return null;
+    }
+    return start(element, complete);
+  }
+
+  function start(element, complete) {
+    const root = shadowRootOf(element);
     const widget = new Widget(element, root, complete, generator, onDestroy);
     widget.noteConnection();
     widgets.set(element, widget);
@@ -61,17 +88,26 @@ function createLibrary(scriptUrl, workerSource) {
   function mountAll(container = document) {
     return Array.from(container.querySelectorAll(PLACEHOLDER_SELECTOR))
       .filter((element) => !widgets.has(element))
-      .map((element) => mount(element, optionsFromDataset(element.dataset)));
+      .map((element) => mountFromDataset(element))
+      .filter((handle) => handle !== null);
   }
 
   return Object.freeze({ mount, mountAll });
 }
 
+// A tag's widget, with the tag's data-* options: a value it does not take shows its message inside the widget,
+// as a placeholder's does. The default model is the one next to this tag's script, which may differ from the
+// first tag's.
 function mountAtScript(library, script) {
   const element = document.createElement('gpt2-widget');
   script.after(element);
-  // The default model is the one next to this tag's script, which may differ from the first tag's.
-  library.mount(element, { model: new URL(BUNDLED_MODEL_PATH, script.src).href, ...optionsFromDataset(script.dataset) });
+  let options;
+  try {
+    options = completeDatasetOptions(script.dataset, new URL(BUNDLED_MODEL_PATH, script.src));
+  } catch (error) {
+    return void showRefusal(element.attachShadow({ mode: 'open' }), error.message);
+  }
+  library.mount(element, options);
 }
 
 // Run by gpt2-widget.js as it loads, with the engine worker's code (workerSource: a module, tools/dev/bundle_web.mjs).

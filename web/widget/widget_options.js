@@ -1,78 +1,101 @@
-// The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md).
+// The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md). The
+// generation options are generate()'s, read and checked through its options' table (option_table.js), so a
+// data-* attribute takes what the command line's flag takes and is refused in the same words.
 import { resolveAgainstPage } from '../lib/environment.js';
-import { normalizeGenerateOptions } from '../lib/generation/generate.js';
-import { parseBadWords, parseEarlyStopping, parseLogitBias } from '../lib/generation/option_text.js';
+import { GENERATE_OPTIONS as GENERATE_OPTION_TABLE, normalizeGenerateOptions, readOptionText, relabelOptionError } from '../lib/generation/option_table.js';
+import { parseBoolean } from '../lib/generation/option_text.js';
 import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
-// name -> [parser of a data-* attribute value, default]. The generation options are those of
-// Model.generate (web/lib/gpt2.js), which checks their values.
-const OPTIONS = {
+// The generation options a widget passes to Model.generate (web/lib/gpt2.js), and its defaults where they are not
+// generate()'s own (which turn each processor off).
+export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
+  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences', 'numBeams', 'lengthPenalty', 'earlyStopping'];
+const WIDGET_DEFAULTS = { temperature: 0.8, topK: 40 };
+
+// The widget's own options: name -> [parser of a data-* attribute value, default]. data-auto-generate and
+// data-lazy are on as "" (the attribute alone) or "true", off as "false".
+const OWN_OPTIONS = {
   model: [String, undefined],  // a model folder URL or a .gguf file URL, relative to the page; default: the bundled model
   prompt: [String, ''],
-  maxNewTokens: [Number, 64],
-  temperature: [Number, 0.8],
-  topK: [Number, 40],
-  topP: [Number, 1],
-  repetitionPenalty: [Number, 1],
-  minP: [Number, 0],
-  typicalP: [Number, 1],
-  noRepeatNgramSize: [Number, 0],
-  presencePenalty: [Number, 0],
-  frequencyPenalty: [Number, 0],
-  // data-logit-bias="50256:-inf, 13:2.5" and data-bad-words="thou, thee": the command line's syntax (option_text.js);
-  // the defaults are frozen, since every widget shares them
-  logitBias: [(text) => parseLogitBias(text, 'data-logit-bias'), Object.freeze({})],
-  badWords: [parseBadWords, Object.freeze([])],
-  minNewTokens: [Number, 0],
-  seed: [Number, undefined],  // random
-  stop: [String, undefined],
   autoGenerate: [parseBoolean, false],
   lazy: [parseBoolean, false],
   theme: [String, 'auto'],
   device: [String, 'auto'],  // loadModel's: 'auto' (a hardware GPU, else the CPU), 'webgpu' or 'wasm'
-  speculative: [parseSpeculative, undefined],  // generate's: data-speculative="lookup" is { draft: 'prompt-lookup' }
-  numReturnSequences: [Number, 1],  // generate's: n > 1 shows one output per sequence (widget_view.js)
-  numBeams: [Number, 1],  // generate's beam search; data-early-stopping="true", "false" or "never"
-  lengthPenalty: [Number, 1],
-  earlyStopping: [parseEarlyStopping, false],
 };
-export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
-  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences', 'numBeams', 'lengthPenalty', 'earlyStopping'];
+const OPTION_NAMES = [...Object.keys(OWN_OPTIONS), ...GENERATE_OPTIONS];
 const THEMES = ['auto', 'light', 'dark'];
+const BOOLEAN_TEXT = '"true", "false" or "" (true)';
 // The bundled model as one Q4_0 GGUF file: 8.4 MB to download, where its safetensors folder is 24 MB.
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
 export const PLACEHOLDER_SELECTOR = '[data-gpt2-widget]';
 
-function parseBoolean(value) {
-  return value !== 'false';
-}
+// "maxNewTokens" -> "data-max-new-tokens"
+const attributeName = (name) => `data-${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 
-// "lookup": speculation with prompt-lookup drafts; anything else goes on as it is, for generate()'s check to name
-function parseSpeculative(value) {
-  return value === 'lookup' ? { draft: 'prompt-lookup' } : value;
-}
+// data-speculative="lookup": speculation with prompt-lookup drafts; anything else goes on as it is, for
+// generate()'s check to name
+const parseSpeculative = (value) => (value === 'lookup' ? { draft: 'prompt-lookup' } : value);
 
-// Options from data-* attributes; other data-* attributes (the host's own) are ignored.
+// Options from data-* attributes, each read and checked on its own (a throw names the attribute and quotes its
+// text); other data-* attributes (the host's own) are ignored. An empty attribute is the text "": a number or
+// a stop string it is not, an empty logit bias or list of bad words it is, and data-model="" is the default.
 export function optionsFromDataset(dataset) {
   const options = {};
-  for (const [name, [parse]] of Object.entries(OPTIONS)) {
-    const value = dataset[name];
-    if (value === undefined || (value === '' && parse !== parseBoolean)) continue;
-    options[name] = parse(value);
+  for (const name of OPTION_NAMES) {
+    const text = dataset[name];
+    if (text === undefined || (name === 'model' && text === '')) continue;
+    const label = attributeName(name);
+    if (name === 'speculative') options[name] = readSpeculative(text, label);
+    else if (name in OWN_OPTIONS) options[name] = OWN_OPTIONS[name][0](text);
+    else options[name] = readOptionText(name, text, label);
+    if (OWN_OPTIONS[name]?.[0] === parseBoolean && typeof options[name] !== 'boolean') {
+      throw new RangeError(`${label}: expected ${BOOLEAN_TEXT}, got ${JSON.stringify(text)}`);
+    }
+    const choices = { theme: THEMES, device: DEVICES }[name];
+    if (choices && !choices.includes(text)) throw new RangeError(`${label}: expected one of ${choices.join(', ')}, got ${JSON.stringify(text)}`);
   }
   return options;
 }
 
+function readSpeculative(text, label) {
+  const value = parseSpeculative(text);
+  try {
+    normalizeGenerateOptions({ speculative: value });
+  } catch {
+    throw new RangeError(`${label}: expected "lookup", got ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+// -> the complete options of a widget from its data-* attributes (optionsFromDataset), checked together; a
+// complaint about one option names its attribute.
+export function completeDatasetOptions(dataset, defaultModelUrl) {
+  const options = optionsFromDataset(dataset);
+  const texts = Object.fromEntries(GENERATE_OPTIONS.filter((name) => dataset[name] !== undefined)
+    .map((name) => [name, { label: attributeName(name), text: dataset[name] }]));
+  try {
+    return completeOptions(options, defaultModelUrl);
+  } catch (error) {
+    throw relabelOptionError(error, texts);
+  }
+}
+
+// -> the widget's options complete with their defaults, every one checked (the generation options together, as
+// generate() will take them) before anything of the widget is built: a value it does not take throws, naming it.
 export function completeOptions(options, defaultModelUrl) {
   if (options === null || typeof options !== 'object') throw new TypeError('GPT2Widget.mount: options must be an object');
   for (const name of Object.keys(options)) {
-    if (!(name in OPTIONS)) throw new TypeError(`GPT2Widget.mount: unknown option "${name}" (known: ${Object.keys(OPTIONS).join(', ')})`);
+    if (!OPTION_NAMES.includes(name)) throw new TypeError(`GPT2Widget.mount: unknown option "${name}" (known: ${OPTION_NAMES.join(', ')})`);
   }
-  const complete = Object.fromEntries(Object.entries(OPTIONS).map(([name, [, fallback]]) => [name, options[name] ?? fallback]));
+  const fallback = (name) => (name in OWN_OPTIONS ? OWN_OPTIONS[name][1] : WIDGET_DEFAULTS[name] ?? GENERATE_OPTION_TABLE[name].default);
+  const complete = Object.fromEntries(OPTION_NAMES.map((name) => [name, options[name] ?? fallback(name)]));
   if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
   if (!DEVICES.includes(complete.device)) throw new RangeError(`GPT2Widget.mount: device must be one of ${DEVICES.join(', ')}`);
-  if (complete.speculative !== undefined) normalizeGenerateOptions({ speculative: complete.speculative });  // at mount, not at Generate
+  for (const name of ['autoGenerate', 'lazy']) {
+    if (typeof complete[name] !== 'boolean') throw new TypeError(`GPT2Widget.mount: ${name} must be a boolean, got ${JSON.stringify(complete[name])}`);
+  }
+  normalizeGenerateOptions(Object.fromEntries(GENERATE_OPTIONS.map((name) => [name, complete[name]])));
   complete.model = modelUrl(complete.model === undefined ? defaultModelUrl : resolveAgainstPage(complete.model));
   complete.prompt = String(complete.prompt);
   return complete;

@@ -35,6 +35,21 @@ function widgetStyleSheet() {
   return styleSheet;
 }
 
+// A widget whose options were refused (a data-* attribute it does not take): its one-line message, and none of the
+// widget's controls or outputs.
+export function showRefusal(root, message) {
+  root.adoptedStyleSheets = [widgetStyleSheet()];
+  const widget = document.createElement('div');
+  widget.className = 'widget blocked';
+  widget.setAttribute('part', 'widget');
+  const alert = document.createElement('p');
+  alert.className = 'alert';
+  alert.setAttribute('role', 'alert');
+  alert.textContent = message;
+  widget.append(alert);
+  root.replaceChildren(widget);
+}
+
 export class Widget {
   element;
   #root;

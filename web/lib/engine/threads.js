@@ -5,7 +5,9 @@ import { IS_NODE, importNodeBuiltin } from '../environment.js';
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
 // or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.
 export const MAX_AUTO_THREADS = 8;
-export const MAX_THREADS = 256;  // the engine's limit (gpt2::ThreadPool::kMaxThreads), checked by threads.test.js
+// The engine's limit (gpt2::ThreadPool::kMaxThreads, limits().maxThreads), checked by threads.test.js: each thread
+// is a worker with its own stack and scratch memory, and the forward pass gains nothing from more threads than cores.
+export const MAX_THREADS = 16;
 
 // Whether this realm can run the threaded build: Node always; browsers only when cross-origin isolated (COOP +
 // COEP headers), without which SharedArrayBuffer does not exist.

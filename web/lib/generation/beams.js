@@ -1,5 +1,6 @@
 // generate()'s numBeams > 1 (runBeams): beam search and beam sampling. Plain ES module.
 import { acquireSessions, pairs, promptIds, samplingSettings, tokenText, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { scoreInPasses } from './score.js';
 import { StopStringFilter } from './stop_strings.js';
 
 // Beam search with Hugging Face's semantics (engine/gpt2.h BeamSearch): deterministic at temperature 0, beam
@@ -7,12 +8,14 @@ import { StopStringFilter } from './stop_strings.js';
 // one batched pass per step. A beam's text can change until the search ends, so the text comes then: the first
 // numReturnSequences hypotheses, best first, each through its own stop-string filter, with `sequence: i` on its
 // pieces when there are several. With topAlternatives, each piece's probability and alternatives are the model's
-// (a score pass over the prompt and the hypothesis). Stop (the signal) ends the search with the running beams as
-// hypotheses. sequences receives { tokens, text, score (the hypothesis's: sum of log-probabilities / length ^
+// (scoreTokens: one score of the hypothesis after at most a context of the prompt). Stop (the signal) ends the
+// search with the running beams as hypotheses; during the scoring, it leaves the hypotheses not scored yet without
+// probabilities. sequences receives { tokens, text, score (the hypothesis's: sum of log-probabilities / length ^
 // lengthPenalty), stopReason } per returned hypothesis, best first.
-export async function* runBeams({ pool, tokenizer }, prompt, options, stats, sequences) {
+export async function* runBeams({ pool, tokenizer, config }, prompt, options, stats, sequences) {
   const sessions = [];
   let searching = false;
+  let keepLeader = true;
   try {
     acquireSessions(pool, options, options.numBeams, sessions, { method: 'beginBeams', option: 'numBeams' });
     const ids = promptIds(tokenizer, prompt);
@@ -26,15 +29,23 @@ export async function* runBeams({ pool, tokenizer }, prompt, options, stats, seq
     searching = true;
     stats.reusedTokens = sessions[0].reusedTokens;
     stats.prefillMs = performance.now() - started;
-    const { hypotheses, msPerStep, aborted } = await search(sessions[0], numBeams, options, stats);
+    const { hypotheses, msPerStep, aborted: searchAborted } = await search(sessions[0], numBeams, options, stats);
     searching = false;
     sessions[0].endBeams();
     const returned = hypotheses.slice(0, options.numReturnSequences);
     const scored = [];
-    for (let i = returned.length - 1; i >= 0; i--) scored[i] = await scoreTokens(sessions[0], ids, returned[i].tokens, options);
+    let aborted = searchAborted;
+    try {
+      for (let i = returned.length - 1; i >= 0; i--) scored[i] = await scoreTokens(sessions[0], ids, returned[i].tokens, options, config.n_ctx);
+    } catch (error) {
+      if (error?.name !== 'AbortError') throw error;
+      // stopped mid-score: the session's score run is unfinished, its buffers allocated; it is freed, not kept
+      aborted = true;
+      keepLeader = false;
+    }
     // The first session, which the pool keeps, is left holding the best sequence (the last one scored), for a
     // Continue to reuse.
-    if (!scored[0]) sessions[0].feedPrompt([...ids, ...(returned[0]?.tokens ?? [])], true);
+    if (keepLeader && !scored[0]) sessions[0].feedPrompt([...ids, ...(returned[0]?.tokens ?? [])], true);
     for (const [i, hypothesis] of returned.entries()) {
       const sequence = { tokens: [], text: '', score: hypothesis.score, stopReason: null };
       sequences.push(sequence);
@@ -49,6 +60,7 @@ export async function* runBeams({ pool, tokenizer }, prompt, options, stats, seq
   } finally {
     stats.stopReason ??= 'abort';
     if (searching) sessions[0].endBeams();
+    if (!keepLeader) pool.discard(sessions.shift());
     for (const session of sessions.reverse()) pool.release(session, options);
   }
 }
@@ -75,11 +87,19 @@ async function search(leader, numBeams, options, stats) {
   return { hypotheses: leader.beamResults(), msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
 }
 
-// With topAlternatives: the model's log-probability, rank and alternatives of each of tokens after ids (one score
-// pass); else null.
-async function scoreTokens(session, ids, tokens, options) {
+// With topAlternatives: the model's log-probability and alternatives of each of tokens after the prompt ids, as
+// score() gives them for the prompt's newest n_ctx - 1 ids followed by tokens; else null. A prompt shorter than
+// the context is scored whole (each token given all the tokens before it, as long as prompt and hypothesis fit
+// the context); a longer one gives the first token the n_ctx - 1 ids before it, the most a window holds, and each
+// later token, in score()'s windows, at least n_ctx/2. So a long prompt costs one context, not its length.
+// -> { logprobs, alternatives } with row j for tokens[j]; rejects with the AbortError when options.signal aborts.
+async function scoreTokens(session, ids, tokens, options, contextSize) {
   if (options.topAlternatives === 0 || tokens.length === 0) return null;
-  return session.score([...ids, ...tokens], Math.min(options.topAlternatives, session.vocabSize));
+  const context = ids.slice(Math.max(0, ids.length - (contextSize - 1)));
+  const topK = Math.min(options.topAlternatives, session.vocabSize);
+  // score() scores ids[1..]: row r is the id r + 1, so tokens[0] (the id context.length) is row context.length - 1
+  const { logprobs, alternatives } = await scoreInPasses(session, [...context, ...tokens], topK, options.signal);
+  return { logprobs: logprobs.slice(context.length - 1), alternatives: alternatives.slice(context.length - 1) };
 }
 
 // A hypothesis's pieces through a stop-string filter, filling sequence; scores: scoreTokens' result or null.
@@ -95,9 +115,8 @@ function* emitHypothesis(tokenizer, ids, hypothesis, scores, { index, tagged, ms
     sequence.tokens.push(token);
     const piece = { text: token < tokenizer.vocabSize ? decoder.push(token) : '', token, position: ids.length + j, ms: msPerStep };
     if (scores) {
-      const row = ids.length - 1 + j;  // score() scores ids[1..]: row r is token r + 1 given those before it
-      piece.probability = Math.exp(scores.logprobs[row]);
-      piece.alternatives = pairs(scores.alternatives[row]).map(([id, logprob]) => ({ token: id, text: tokenText(tokenizer, id), probability: Math.exp(logprob) }));
+      piece.probability = Math.exp(scores.logprobs[j]);
+      piece.alternatives = pairs(scores.alternatives[j]).map(([id, logprob]) => ({ token: id, text: tokenText(tokenizer, id), probability: Math.exp(logprob) }));
     }
     const result = filter.push(piece);
     for (const released of result.pieces) yield emit(released);

@@ -10,159 +10,10 @@ import { makePiece, promptIds, samplingSettings, updateContextStats, yieldToEven
 import { runBeams } from './beams.js';
 import { runSequences } from './sequences.js';
 import { StopStringFilter } from './stop_strings.js';
+import { checkModelOptions, normalizeGenerateOptions } from './option_table.js';
 
-const DEFAULT_OPTIONS = Object.freeze({
-  maxNewTokens: 64,
-  temperature: 1,
-  topK: 0,
-  topP: 1,
-  repetitionPenalty: 1,
-  minP: 0,  // drop tokens below minP x the most likely one's probability
-  typicalP: 1,  // locally typical sampling: 1 = off
-  noRepeatNgramSize: 0,  // never repeat an n-gram of this size (over the window)
-  presencePenalty: 0,  // OpenAI's, over the tokens this run generated
-  frequencyPenalty: 0,
-  logitBias: {},  // token id -> added to its logit; -Infinity bans it
-  badWords: [],  // texts (banned with and without a leading space) or token id sequences, never produced
-  minNewTokens: 0,  // end-of-text is held back until this many tokens
-  seed: undefined,  // random
-  stop: [],
-  stopAtEndOfText: true,
-  useKVCache: true,
-  kvCache: 'int8',  // the KV cache's storage: 'int8' (a quarter of the bytes) or 'fp32'
-  signal: undefined,
-  topAlternatives: 0,
-  speculative: undefined,  // { draft: 'prompt-lookup', maxDraftTokens }: speculative decoding, off when undefined
-  numReturnSequences: 1,  // sequences sampled from one prefill, decoded together (engine/gpt2.h Session::step_sequences)
-  numBeams: 1,  // beam search (engine/gpt2.h BeamSearch): 1 = off; beam sampling when temperature > 0
-  lengthPenalty: 1,  // a hypothesis scores its log-probability sum / length ^ lengthPenalty
-  earlyStopping: false,  // Hugging Face's: false (a heuristic), true (at numBeams hypotheses) or 'never'
-});
-
-// The most sequences one run decodes together (engine/gpt2.h Session::kMaxSequences).
-const MAX_SEQUENCES = 16;
-
-// Speculative decoding's drafts: at most this many per step (engine/gpt2.h Session::kMaxDraftTokens); a run's own
-// length adapts below its maxDraftTokens (draft_policy.js).
-const MAX_DRAFT_TOKENS = 16;
-const DEFAULT_MAX_DRAFT_TOKENS = 8;
-const DRAFT_SOURCES = ['prompt-lookup'];
-
-// Checks and completes generate() options; throws an Error naming the offending option.
-export function normalizeGenerateOptions(options = {}) {
-  if (options === null || typeof options !== 'object') throw new TypeError('generate: options must be an object');
-  for (const name of Object.keys(options)) {
-    if (!(name in DEFAULT_OPTIONS)) throw new TypeError(`generate: unknown option "${name}"`);
-  }
-  const o = { ...DEFAULT_OPTIONS };
-  for (const [name, value] of Object.entries(options)) if (value !== undefined) o[name] = value;
-  const fail = (name, expected) => {
-    throw new RangeError(`generate: option ${name} must be ${expected}, got ${describeValue(o[name])}`);
-  };
-  if (!Number.isSafeInteger(o.maxNewTokens) || o.maxNewTokens < 1) fail('maxNewTokens', 'a positive integer');
-  if (typeof o.temperature !== 'number' || !Number.isFinite(o.temperature) || o.temperature < 0) {
-    fail('temperature', 'a finite number >= 0 (0 = greedy)');
-  }
-  if (!Number.isSafeInteger(o.topK) || o.topK < 0) fail('topK', 'an integer >= 0 (0 = off)');
-  if (typeof o.topP !== 'number' || !(o.topP >= 0 && o.topP <= 1)) fail('topP', 'a number in [0, 1] (0 = the most likely token only)');
-  if (typeof o.repetitionPenalty !== 'number' || !Number.isFinite(o.repetitionPenalty) || o.repetitionPenalty <= 0) {
-    fail('repetitionPenalty', 'a finite number > 0 (1 = off)');
-  }
-  if (typeof o.minP !== 'number' || !(o.minP >= 0 && o.minP <= 1)) fail('minP', 'a number in [0, 1] (0 = off)');
-  if (typeof o.typicalP !== 'number' || !(o.typicalP >= 0 && o.typicalP <= 1)) fail('typicalP', 'a number in [0, 1] (1 = off)');
-  if (!Number.isSafeInteger(o.noRepeatNgramSize) || o.noRepeatNgramSize < 0) fail('noRepeatNgramSize', 'an integer >= 0 (0 = off)');
-  for (const name of ['presencePenalty', 'frequencyPenalty']) {
-    if (typeof o[name] !== 'number' || !Number.isFinite(o[name])) fail(name, 'a finite number (0 = off)');
-  }
-  checkLogitBias(o.logitBias);
-  checkBadWords(o.badWords);
-  if (!Number.isSafeInteger(o.minNewTokens) || o.minNewTokens < 0) fail('minNewTokens', 'an integer >= 0 (0 = off)');
-  if (o.seed === undefined) o.seed = Math.floor(Math.random() * 2 ** 32);
-  else if (!Number.isSafeInteger(o.seed) || o.seed < 0) fail('seed', 'an integer in [0, 2^53)');
-  if (typeof o.stop === 'string') o.stop = [o.stop];
-  if (!Array.isArray(o.stop) || !o.stop.every((s) => typeof s === 'string' && s.length > 0)) {
-    fail('stop', 'a non-empty string or an array of them');
-  }
-  if (typeof o.stopAtEndOfText !== 'boolean') fail('stopAtEndOfText', 'a boolean');
-  if (typeof o.useKVCache !== 'boolean') fail('useKVCache', 'a boolean');
-  if (o.kvCache !== 'int8' && o.kvCache !== 'fp32') fail('kvCache', '"int8" or "fp32"');
-  if (!Number.isSafeInteger(o.topAlternatives) || o.topAlternatives < 0) fail('topAlternatives', 'an integer >= 0');
-  if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
-  if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
-  checkSequenceOptions(o, fail);
-  return o;
-}
-
-// numReturnSequences and the beam search's options, which decide how many sequences a run decodes together.
-function checkSequenceOptions(o, fail) {
-  if (!Number.isSafeInteger(o.numBeams) || o.numBeams < 1 || o.numBeams > MAX_SEQUENCES) fail('numBeams', `an integer in [1, ${MAX_SEQUENCES}] (1 = off)`);
-  if (typeof o.lengthPenalty !== 'number' || !Number.isFinite(o.lengthPenalty)) fail('lengthPenalty', 'a finite number');
-  if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never') fail('earlyStopping', 'true, false or "never"');
-  const most = o.numBeams > 1 ? o.numBeams : MAX_SEQUENCES;
-  if (!Number.isSafeInteger(o.numReturnSequences) || o.numReturnSequences < 1 || o.numReturnSequences > most) {
-    fail('numReturnSequences', o.numBeams > 1 ? `an integer in [1, numBeams = ${o.numBeams}]` : `an integer in [1, ${MAX_SEQUENCES}]`);
-  }
-  const several = o.numBeams > 1 ? 'numBeams > 1' : o.numReturnSequences > 1 ? 'numReturnSequences > 1' : null;
-  if (!several) return;
-  if (o.numBeams === 1 && o.temperature === 0) throw new RangeError('generate: numReturnSequences > 1 needs sampling (temperature > 0) or numBeams: greedy gives one sequence n times');
-  if (o.speculative) throw new RangeError(`generate: ${several} cannot be combined with speculative`);
-  if (!o.useKVCache) throw new RangeError(`generate: ${several} needs the KV cache (useKVCache: true): the sequences fork it`);
-}
-
-const isTokenId = (value) => Number.isSafeInteger(value) && value >= 0;
-
-function checkLogitBias(logitBias) {
-  if (logitBias === null || typeof logitBias !== 'object' || Array.isArray(logitBias)) {
-    throw new RangeError(`generate: option logitBias must be an object { tokenId: bias }, got ${describeValue(logitBias)}`);
-  }
-  for (const [token, bias] of Object.entries(logitBias)) {
-    if (!/^\d+$/.test(token) || !isTokenId(Number(token))) throw new RangeError(`generate: option logitBias has a key that is not a token id: ${JSON.stringify(token)}`);
-    if (typeof bias !== 'number' || !(Number.isFinite(bias) || bias === -Infinity)) {
-      throw new RangeError(`generate: option logitBias[${token}] must be a finite number or -Infinity (a ban), got ${describeValue(bias)}`);
-    }
-  }
-}
-
-function checkBadWords(badWords) {
-  const isWord = (word) => (typeof word === 'string' && word.length > 0) || (Array.isArray(word) && word.length > 0 && word.every(isTokenId));
-  if (!Array.isArray(badWords)) throw new RangeError(`generate: option badWords must be an array of texts or token id arrays, got ${describeValue(badWords)}`);
-  const bad = badWords.findIndex((word) => !isWord(word));
-  if (bad >= 0) throw new RangeError(`generate: option badWords[${bad}] must be a non-empty text or a non-empty array of token ids, got ${describeValue(badWords[bad])}`);
-}
-
-// The options that name token ids, against the model's vocabulary (normalizeGenerateOptions cannot know it).
-function checkTokenOptions({ logitBias, badWords }, nVocab) {
-  for (const token of Object.keys(logitBias)) {
-    if (Number(token) >= nVocab) throw new RangeError(`generate: option logitBias has token ${token}, outside the model's vocabulary [0, ${nVocab})`);
-  }
-  badWords.forEach((word, i) => {
-    const outside = Array.isArray(word) ? word.find((id) => id >= nVocab) : undefined;
-    if (outside !== undefined) throw new RangeError(`generate: option badWords[${i}] has token ${outside}, outside the model's vocabulary [0, ${nVocab})`);
-  });
-}
-
-// speculative: { draft: 'prompt-lookup' (drafts from n-grams of the context) or a model (a draft model of the same
-// vocabulary, loaded in the same thread: local_model.js checks it), maxDraftTokens (1..16, default 8) }
-function normalizeSpeculative(speculative) {
-  if (speculative === null || typeof speculative !== 'object') {
-    throw new RangeError(`generate: option speculative must be an object { draft, maxDraftTokens }, got ${describeValue(speculative)}`);
-  }
-  for (const name of Object.keys(speculative)) {
-    if (name !== 'draft' && name !== 'maxDraftTokens') throw new TypeError(`generate: unknown option "speculative.${name}"`);
-  }
-  const { draft = 'prompt-lookup', maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS } = speculative;
-  if (!DRAFT_SOURCES.includes(draft) && typeof draft?.generate !== 'function') {
-    throw new RangeError(`generate: option speculative.draft must be ${DRAFT_SOURCES.map((s) => JSON.stringify(s)).join(' or ')} or a model, got ${describeValue(draft)}`);
-  }
-  if (!Number.isSafeInteger(maxDraftTokens) || maxDraftTokens < 1 || maxDraftTokens > MAX_DRAFT_TOKENS) {
-    throw new RangeError(`generate: option speculative.maxDraftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${describeValue(maxDraftTokens)}`);
-  }
-  return { draft, maxDraftTokens };
-}
-
-function describeValue(value) {
-  return typeof value === 'string' || (typeof value === 'object' && value !== null) ? JSON.stringify(value) : String(value);
-}
+// The options' table and checks (option_table.js); the callers of this module import them from here.
+export { normalizeGenerateOptions };
 
 export function createStats(contextSize) {
   return {
@@ -213,6 +64,12 @@ export class SessionPool {
     this.#idle.set(key, session);
   }
 
+  // Frees a session instead of keeping it: one left in the middle of a score (score.js, beams.js), whose unfinished
+  // run holds its buffers.
+  discard(session) {
+    session.dispose();
+  }
+
   dispose() {
     this.#disposed = true;
     for (const session of this.#idle.values()) session.dispose();
@@ -231,16 +88,50 @@ export class Generation {
 
   constructor(target, prompt, options) {
     checkPrompt(prompt);
-    if (target.config.n_vocab !== undefined) checkTokenOptions(options, target.config.n_vocab);
+    checkModelOptions(options, prompt, target.config);
     this.stats = createStats(target.config.n_ctx);
-    this.#pieces = options.numBeams > 1 ? runBeams(target, prompt, options, this.stats, this.sequences)
-      : options.numReturnSequences > 1 ? runSequences(target, prompt, options, this.stats, this.sequences)
-        : runGeneration(target, prompt, options, this.stats);
+    const held = new Set();
+    const tracked = { ...target, pool: trackedPool(target.pool, held) };
+    if (target.draftModel) tracked.draftModel = { ...target.draftModel, pool: trackedPool(target.draftModel.pool, held) };
+    this.#pieces = options.numBeams > 1 ? runBeams(tracked, prompt, options, this.stats, this.sequences)
+      : options.numReturnSequences > 1 ? runSequences(tracked, prompt, options, this.stats, this.sequences)
+        : runGeneration(tracked, prompt, options, this.stats);
+    droppedRuns.register(this.#pieces, held);
   }
 
   [Symbol.asyncIterator]() {
     return this.#pieces;
   }
+}
+
+// A run left unfinished without its iterator's return() (a `for await` that breaks calls it; an iterator taken
+// with [Symbol.asyncIterator]() and then forgotten does not) never reaches the finally that gives its sessions
+// back, and JS has no destructor to do it: once its generator is garbage-collected, this frees the sessions it
+// still held (held: those its pools gave it and it has not given back), which would otherwise keep their KV caches
+// in the wasm heap for as long as the model lives. They are freed, not given back to the pool: a run stopped
+// between two yields may leave a session mid-search (beams) or mid-score. The sessions are taken when the run
+// starts (its first next()), so a run never iterated holds none.
+const droppedRuns = new FinalizationRegistry((held) => {
+  for (const session of held) session.dispose();
+});
+
+// pool as a run sees it: what it acquires is in held until it releases or discards it.
+function trackedPool(pool, held) {
+  return {
+    acquire(options) {
+      const session = pool.acquire(options);
+      held.add(session);
+      return session;
+    },
+    release(session, options) {
+      held.delete(session);
+      pool.release(session, options);
+    },
+    discard(session) {
+      held.delete(session);
+      pool.discard(session);
+    },
+  };
 }
 
 async function* runGeneration({ pool, tokenizer, draftModel }, prompt, options, stats) {

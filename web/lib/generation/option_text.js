@@ -1,7 +1,8 @@
-// The text form of generate()'s options that are not one number: logitBias, badWords and earlyStopping. The
-// command line (--logit-bias, --bad-words, --early-stopping), the widget's data-* attributes (data-logit-bias, …)
-// and the page's fields all read this one syntax, so a value copied from one works in the others. Only the syntax is checked
-// here; what the values may be (a token id within the vocabulary, …) is generate()'s check. Plain ES module.
+// The text form of generate()'s options: numbers (decimal only), logitBias, badWords, earlyStopping, and an
+// attribute's boolean. The command line (--top-k, --logit-bias, …), the widget's data-* attributes (data-top-k,
+// data-logit-bias, …) and the page's fields all read this one syntax through the options' table
+// (option_table.js), so a value copied from one works in the others. Only the syntax is checked here; what the
+// values may be (a token id within the vocabulary, …) is generate()'s check. Plain ES module.
 
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 // A bias is one, or -inf / -Infinity, which bans the token. +inf is not one: generate() takes finite biases and
@@ -10,6 +11,10 @@ const BAN = /^-inf(inity)?$/i;
 
 // A number as these texts write it: decimal only ("0x10", "1e" and "" are not numbers here, NaN).
 export const parseNumber = (text) => (DECIMAL.test(text) ? Number(text) : NaN);
+
+// An HTML attribute's boolean: "" (the attribute alone) and "true" are true, "false" is false; anything else
+// ("no", "1", or a mistake) as it is, for its reader's check to name.
+export const parseBoolean = (text) => ({ '': true, true: true, false: false })[text] ?? text;
 
 // "true", "false" -> the boolean; anything else ("never", or a mistake) as it is, for generate()'s check to name.
 export const parseEarlyStopping = (text) => ({ true: true, false: false })[text] ?? text;

@@ -3,6 +3,7 @@
 // commands (engine/model/forward_ops.h); this runs them as WebGPU dispatches over activations and an fp32 KV cache
 // of its own, allocated once at n_ctx. A pass is one command buffer, one submit and one readback: the last token's
 // logits, which the engine's sampler then reads, or for a score pass its rows of logits, which the engine scores.
+import { scoreAbortedError } from '../generation/score.js';
 
 // engine/model/forward_ops.h, field by field
 const COMMAND_INTS = 11;
@@ -89,11 +90,13 @@ export class GpuSession {
 
   // EngineSession.score with each pass on the GPU: the engine keeps the windows and scores the rows of logits
   // each pass reads back (Session::begin_score). The window is then the last window scored, its cache on the GPU.
-  async score(ids, topK = 0) {
+  // Once signal aborts, it rejects with score()'s AbortError between two passes.
+  async score(ids, topK = 0, signal = undefined) {
     this.#recording.beginScore(ids, topK);
     while (this.#recording.feedScorePass()) {
       await this.#runPass();
       this.#recording.scoreFedPass();
+      if (signal?.aborted) throw scoreAbortedError();
     }
     return this.#recording.scoreResult();
   }

@@ -53,6 +53,20 @@ export function createEncoder(byteTokenIds, merges) {
   };
 }
 
+// Where a text can be cut so that encoding its two parts gives the ids of the whole: the first index >= from
+// (and >= 1) of a whitespace character that follows a non-whitespace one, or text.length if there is none. The
+// pre-tokenizer's pieces always end there (no piece runs from a non-space into a whitespace character: a space
+// only ever starts one), its matches depend on the text ahead only (\s+(?!\S) looks forward), and the pieces
+// before the cut match the same without the text after it (the last one ends in a non-space). A text without
+// such a place (one long word, CJK without spaces) is one part.
+const CUT_PATTERN = /\S\s/gu;
+
+export function pretokenCut(text, from) {
+  CUT_PATTERN.lastIndex = Math.max(0, from - 1);
+  const match = CUT_PATTERN.exec(text);
+  return match ? match.index + match[0].length - 1 : text.length;
+}
+
 // A regex match is a slice that keeps the whole input text alive (V8 sliced strings); a cache key made
 // from it would pin every encoded text. Slicing a fresh concatenation copies the characters instead.
 function detachedCopy(piece) {

@@ -10,12 +10,12 @@
 //                   resolves threads, since it is the worker's isolation and cores that count)
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
 //                   { type: 'score', id, modelId, text, options }     -> result (model.score's answer; options
-//                                                                        as model.score takes them)
+//                                                                        as model.score takes them, but signal)
 //                   { type: 'encode', id, modelId, text }             -> result (ids)
 //                   { type: 'decode', id, modelId, ids }              -> result (text)
 //                   { type: 'dispose', id, modelId }                  -> result
-//                   { type: 'cancel', id }  aborts request `id` (a load rejects with AbortError, a generation
-//                                           ends with stopReason 'abort'); no answer of its own
+//                   { type: 'cancel', id }  aborts request `id` (a load or a score rejects with AbortError, a
+//                                           generation ends with stopReason 'abort'); no answer of its own
 //   worker -> page  { type: 'ready' } once started
 //                   { type: 'progress', id, progress } / { type: 'piece', id, piece, stats }
 //                   { type: 'result', id, value, stats? } / { type: 'error', id, error: { name, message, file?, kind? }, stats? }
@@ -50,8 +50,8 @@ const handlers = {
     return { value: generation.sequences, stats: generation.stats };
   },
 
-  async score({ modelId, text, options }) {
-    return modelFor(modelId).score(text, options);
+  async score({ id, modelId, text, options }) {
+    return modelFor(modelId).score(text, { ...options, signal: controllers.get(id).signal });
   },
 
   async encode({ modelId, text }) {

@@ -5,7 +5,7 @@ import { checkPrompt, createStats, normalizeGenerateOptions } from '../generatio
 import { loadAbortedError } from '../errors.js';
 import { DescribedModel } from '../models/model_description.js';
 import { ModelRegistry } from '../models/model_registry.js';
-import { checkScoreText, normalizeScoreOptions } from '../generation/score.js';
+import { checkScoreText, normalizeScoreOptions, scoreAbortedError } from '../generation/score.js';
 import { resolveModelUrl } from '../loading/model_files.js';
 import { WorkerClient } from './worker_client.js';
 
@@ -89,12 +89,15 @@ class WorkerModel extends DescribedModel {
     return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
   }
 
-  // Like generate(), waits for a reload after an engine crash.
+  // Like generate(), waits for a reload after an engine crash. The signal stays here: its abort cancels the request,
+  // and the worker's score rejects with the AbortError between two of its passes.
   async score(text, options) {
     if (this.#disposed) throw new Error('the model was disposed');
     checkScoreText(text);
-    const checked = normalizeScoreOptions(options);
-    return (await this.#worker.request({ type: 'score', modelId: await this.#liveModelId(), text, options: checked })).value;
+    const { signal, ...checked } = normalizeScoreOptions(options);
+    if (signal?.aborted) throw scoreAbortedError();
+    const request = { type: 'score', modelId: await this.#liveModelId(), text, options: checked };
+    return (await this.#worker.request(request, { signal })).value;
   }
 
   async encode(text) {
