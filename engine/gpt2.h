@@ -31,27 +31,36 @@ struct LogitBias {
 //  2. repetition_penalty       5. bad_words                8. top_k, softmax at temperature, top_p
 //  3. presence/frequency       6. min_new_tokens           9. min_p, typical_p, then the draw
 // The window is the session's tokens, prompt and generated; "generated" means the tokens fed since the last
-// prefill that are still in the window. Invalid values are sanitized by Session::set_sampling: temperature <= 0
-// or nan means greedy, top_k <= 0 or >= n_vocab means no top-k, top_p >= 1 or nan means no top-p, top_p <= 0
-// keeps only the most likely token (the nucleus is never empty: greedy), repetition_penalty <= 0 or nan means 1
-// (off), min_p outside (0, 1] and typical_p outside [0, 1) mean off, non-finite penalties mean 0, and
-// logit_bias and bad_words entries with an id outside [0, n_vocab) (or a nan bias, or an empty sequence) are dropped.
+// prefill that are still in the window. Session::set_sampling refuses (ErrorKind::input, naming the field) a value
+// outside the range given with each field below: a value never turns into "off" on its way in. The meanings at the
+// ends of the ranges: temperature 0 is greedy, top_k 0 or >= n_vocab keeps every token, top_p 0 keeps only the
+// most likely token (the nucleus is never empty) and 1 is off, min_p 0 and typical_p 1 are off.
+// Any finite settings give finite logits: a bias or penalty whose float result would overflow is applied in double
+// and clamped to [-kMaxFloat, kMaxFloat], so a huge bonus makes a token certain and a huge penalty makes it never
+// drawn (a -inf bias alone bans a token).
 struct SamplingSettings {
-    float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
-    int top_k = 0;                    // keep the k most likely tokens; 0: off
-    float top_p = 1.0f;               // nucleus: smallest set with probability mass >= top_p; 1: off
-    float repetition_penalty = 1.0f;  // CTRL style over the tokens in the window: logit > 0 divided, else multiplied
-    float min_p = 0.0f;               // drop tokens below min_p x the most likely one's probability; 0: off
-    float typical_p = 1.0f;  // locally typical: the smallest set, closest to the entropy first, with mass >= typical_p
-    int no_repeat_ngram_size = 0;    // bans the token that would repeat an n-gram of the window; 0: off
-    float presence_penalty = 0.0f;   // OpenAI's: subtracted from each generated token's logit once
-    float frequency_penalty = 0.0f;  // OpenAI's: subtracted once per occurrence among the generated tokens
-    std::vector<LogitBias> logit_bias;
-    std::vector<std::vector<int32_t>> bad_words;  // token sequences never produced: the last is banned after the rest
-    int min_new_tokens = 0;                       // eos_token is banned until this many tokens are generated
-    int32_t eos_token = -1;                       // the end-of-text token min_new_tokens holds back; -1: none
+    float temperature = 1.0f;         // finite, >= 0; 0: greedy (argmax, lowest id on ties)
+    int top_k = 0;                    // >= 0: keep the k most likely tokens; 0 (or >= n_vocab): all
+    float top_p = 1.0f;               // [0, 1] nucleus: smallest set with probability mass >= top_p; 1: off
+    float repetition_penalty = 1.0f;  // finite, > 0, CTRL style over the window: logit > 0 divided, else multiplied
+    float min_p = 0.0f;               // [0, 1] drop tokens below min_p x the most likely one's probability; 0: off
+    float typical_p =
+        1.0f;  // [0, 1] locally typical: the smallest set, closest to the entropy first, with mass >= typical_p
+    int no_repeat_ngram_size = 0;       // >= 0: bans the token that would repeat an n-gram of the window; 0: off
+    float presence_penalty = 0.0f;      // finite, OpenAI's: subtracted from each generated token's logit once
+    float frequency_penalty = 0.0f;     // finite, OpenAI's: subtracted once per occurrence among the generated tokens
+    std::vector<LogitBias> logit_bias;  // tokens in [0, n_vocab), biases finite or -inf
+    // token sequences never produced (each non-empty, tokens in [0, n_vocab)): the last is banned after the rest
+    std::vector<std::vector<int32_t>> bad_words;
+    int min_new_tokens = 0;  // >= 0: eos_token is banned until this many tokens are generated
+    int32_t eos_token = -1;  // [-1, n_vocab): the end-of-text token min_new_tokens holds back; -1: none
     uint64_t seed = 0;
 };
+
+// The largest values that cross into the engine: an integer option (int32) and a float option (FLT_MAX). The JS API
+// refuses larger ones (the binding exports them as limits().maxInt and limits().maxFloat).
+constexpr int32_t kMaxInt = 2147483647;
+constexpr float kMaxFloat = 3.40282346638528859811704183484516925e+38f;
 
 // Storage of the weight matrices. int8: every linear weight matrix (attn.c_attn, attn.c_proj, mlp.c_fc,
 // mlp.c_proj) and wte (the tied LM head, also used for the input embedding lookup, dequantized on the fly) is
@@ -101,7 +110,7 @@ class MatrixReceiver {
 
 struct LoadOptions {
     WeightFormat format = WeightFormat::fp32;
-    // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 256). n_threads - 1
+    // Threads a forward pass uses, the calling thread included (1..ThreadPool::kMaxThreads = 16). n_threads - 1
     // workers start with the model and live as long as it; every matrix product is split between them with
     // bit-identical results for any count (engine/model/forward.cpp). If the system refuses some threads the model
     // runs with those it got (Model::n_threads()).
@@ -201,8 +210,8 @@ class ModelLoader {
 
     // file_size: the exact length of model.safetensors when certain; the header's offsets are then checked
     // against it at once, else against the bytes fed when the file ends. Parses config.json: a config error,
-    // options.n_threads outside 1..256, or weights too large to be one array (over 2 GB in wasm32), fail here,
-    // before any byte of the file. finish() starts the worker threads.
+    // options.n_threads outside 1..ThreadPool::kMaxThreads, or weights too large to be one array (over 2 GB in wasm32),
+    // fail here, before any byte of the file. finish() starts the worker threads.
     ModelLoader(const uint8_t* config_json, size_t config_len, const LoadOptions& options,
                 uint64_t file_size = kUnknownFileSize);
     ~ModelLoader();
@@ -279,7 +288,9 @@ class Session {
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    void set_sampling(const SamplingSettings& s);  // also reseeds the RNG
+    // Takes the settings and reseeds the RNG; false and error() (ErrorKind::input, one line naming the field) for a
+    // value outside its range (SamplingSettings), keeping the settings before.
+    bool set_sampling(SamplingSettings s);
     // Clears, feeds the prompt, returns the sampled next token id, or -1 and error() set.
     int prefill(const int32_t* ids, size_t n);
     // prefill() that keeps what the window already holds: the longest common prefix of the window and the prompt
@@ -334,7 +345,7 @@ class Session {
     // applies them) and, at a temperature > 0 (beam sampling), the warpers: a kept token's score divided by the
     // temperature, the others -inf. 0, or -1 and error() (nothing fed, non-finite logits).
     int beam_scores(float* out);
-    const SamplingSettings& sampling() const;  // as set_sampling() sanitized them
+    const SamplingSettings& sampling() const;  // as set_sampling() took them
     // The feeding halves of step() and of prefill() / prefill_reusing() (reuse): everything but the sampling, so
     // step(id) is feed_step(id) then sample(). false and error() set when the ids cannot be fed.
     bool feed_step(int32_t id);
@@ -369,8 +380,8 @@ class Session {
     const int32_t* window() const;  // (n_cached) the token ids in the window, oldest first
 
     // Scores ids[1..n) (n >= 2): scores[i - 1] is ids[i] given ids[..i), and alternatives[(i - 1) * top_k ..] the
-    // top_k likeliest tokens there, likeliest first (lower id first on equal logits), top_k in [0, n_vocab]
-    // (alternatives may be null, then none are computed).
+    // top_k likeliest tokens there, likeliest first (lower id first on equal logits), top_k in [0, n_vocab] and
+    // (n - 1) x top_k at most kMaxScoreAlternatives (alternatives may be null, then none are computed).
     // Texts longer than n_ctx run in windows of n_ctx tokens with a stride of n_ctx / 2: window k starts at
     // min(k * stride, n - n_ctx) and scores the ids that no earlier window scored, so that every token past the
     // first window has at least n_ctx - stride tokens of context; the first window [0, n_ctx) scores ids[1..n_ctx),
@@ -379,7 +390,14 @@ class Session {
     // memory does not grow with n_ctx x n_vocab. The window is left holding the last window (prefill_reusing may
     // reuse it). Sampling settings play no part.
     static constexpr int kScoreRows = 64;
+    // The most alternatives one score() returns, scored tokens x top_k (2^22: 96 MiB of TokenScores, and more in
+    // the JS objects a host makes of them), so that what a caller asks for is bounded before it is allocated.
+    static constexpr int kMaxScoreAlternatives = 4194304;
     bool score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives);
+    // Whether score() takes n ids with top_k alternatives each (n >= 2, top_k in [0, n_vocab], (n - 1) x top_k at
+    // most kMaxScoreAlternatives); false and error() (ErrorKind::input) otherwise: a host checks before it allocates
+    // what score() fills.
+    bool check_score(size_t n, int top_k);
     // score() pass by pass, for the host of a recording session, which runs each pass itself: begin_score() checks
     // the arguments as score() does and keeps them (ids, scores and alternatives must outlive the run); then, until
     // it returns 0, feed_score_pass() feeds the next forward pass (1) and, once the host has run it and written its
@@ -459,7 +477,7 @@ struct BeamSettings {
     int num_beams = 2;  // 2..Session::kMaxSequences
     float length_penalty = 1.0f;
     EarlyStopping early_stopping = EarlyStopping::heuristic;
-    int max_new_tokens = 16;  // >= 1
+    int max_new_tokens = 16;  // 1..n_ctx: the beams' token buffers hold at most one context
     int32_t eos_token = -1;   // ends a hypothesis; -1: none (every beam runs to max_new_tokens)
 };
 
@@ -475,7 +493,8 @@ class BeamSearch {
    public:
     // sessions: num_beams distinct cached sessions of one model, not recording; the first one's sampling settings
     // give the logits processors, and a temperature > 0 beam sampling with the warpers and that seed.
-    // nullptr + *error on invalid settings or sessions (ErrorKind::input) or for lack of memory.
+    // nullptr + *error on invalid settings or sessions (ErrorKind::input) or for lack of memory ("out of memory: need
+    // N bytes for the beam search"). Every buffer's size is computed in 64 bits and bounded before it is allocated.
     static std::unique_ptr<BeamSearch> create(Session* const* sessions, const BeamSettings& settings,
                                               std::string* error);
     ~BeamSearch();

@@ -15,62 +15,53 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "formats/gguf.h"
 #include "kernels/block_formats.h"
 #include "kernels/kernels.h"
+#include "model/allocation.h"
 #include "model/forward.h"
 #include "model/forward_ops.h"
+#include "model/host_numbers.h"
 #include "model/thread_pool.h"
 #include "model/weights.h"
 
 using emscripten::val;
 
-// gpt2::SamplingSettings with JS's types: the seed arrives as a double (exact for integers below 2^53, which
-// the JS side enforces; a uint64_t would need WASM_BIGINT), logitBias as [[token, bias], ...] and badWords as
-// [[token, ...], ...], converted here, in one place.
-struct Sampling {
-    float temperature;
-    int top_k;
-    float top_p;
-    float repetition_penalty;
-    float min_p;
-    float typical_p;
-    int no_repeat_ngram_size;
-    float presence_penalty;
-    float frequency_penalty;
-    val logit_bias = val::array();
-    val bad_words = val::array();
-    int min_new_tokens;
-    int eos_token;
-    double seed;
+namespace {
 
-    gpt2::SamplingSettings settings() const {
-        gpt2::SamplingSettings s;
-        s.temperature = temperature;
-        s.top_k = top_k;
-        s.top_p = top_p;
-        s.repetition_penalty = repetition_penalty;
-        s.min_p = min_p;
-        s.typical_p = typical_p;
-        s.no_repeat_ngram_size = no_repeat_ngram_size;
-        s.presence_penalty = presence_penalty;
-        s.frequency_penalty = frequency_penalty;
-        const int n_bias = logit_bias["length"].as<int>();
-        for (int i = 0; i < n_bias; i++) {
-            const val entry = logit_bias[i];
-            s.logit_bias.push_back({entry[0].as<int32_t>(), entry[1].as<float>()});
-        }
-        const int n_words = bad_words["length"].as<int>();
-        for (int i = 0; i < n_words; i++) {
-            s.bad_words.push_back(emscripten::convertJSArrayToNumberVector<int32_t>(bad_words[i]));
-        }
-        s.min_new_tokens = min_new_tokens;
-        s.eos_token = eos_token;
-        s.seed = uint64_t(seed);
-        return s;
+// A JS Array or typed array as the engine reads a host's numbers (gpt2::HostArray).
+class JsArray final : public gpt2::HostArray {
+   public:
+    explicit JsArray(val array) : array_(std::move(array)) {}
+    double length() const override { return array_["length"].as<double>(); }
+    void read(double* out, size_t n) const override {
+        val(emscripten::typed_memory_view(n, out)).call<void>("set", array_);
     }
+
+   private:
+    val array_;
+};
+
+}  // namespace
+
+// gpt2::SamplingSettings as JS passes them: the numbers as doubles (gpt2::HostSampling, which converts and checks
+// them), logitBias as [[token, bias], ...] and badWords as [[token, ...], ...], read as the conversion reaches them.
+struct Sampling final : gpt2::HostSampling {
+    val logit_bias_pairs = val::array();
+    val bad_word_arrays = val::array();
+
+    double logit_bias_length() const override { return logit_bias_pairs["length"].as<double>(); }
+    void logit_bias(size_t i, double* token, double* bias) const override {
+        const val pair = logit_bias_pairs[i];
+        *token = pair[0].as<double>();
+        *bias = pair[1].as<double>();
+    }
+    double bad_words_length() const override { return bad_word_arrays["length"].as<double>(); }
+    double bad_word_length(size_t i) const override { return JsArray(bad_word_arrays[i]).length(); }
+    void read_bad_word(size_t i, double* out, size_t n) const override { JsArray(bad_word_arrays[i]).read(out, n); }
 };
 
 bool WasmModelLoader::wants_receiver(const val& receive) { return !receive.isNull() && !receive.isUndefined(); }
@@ -278,21 +269,48 @@ BindingError WasmSession::error() const {
                     : constructor_error_;
 }
 
-void WasmSession::set_sampling(const Sampling& sampling) {
-    if (session_) session_->set_sampling(sampling.settings());
+bool WasmSession::set_sampling(const Sampling& sampling) {
+    if (!session_) return false;
+    gpt2::SamplingSettings settings;
+    gpt2::HostError error;
+    if (gpt2::host_sampling_settings(sampling, &settings, &error)) return session_->set_sampling(std::move(settings));
+    session_->report_error(error.kind, error.message);
+    return false;
+}
+
+bool WasmSession::read_ids(const val& ids, TokenIds* out) {
+    gpt2::HostError error;
+    if (gpt2::host_token_ids(JsArray(ids), n_vocab_, &out->ids, &out->n, &error)) return true;
+    session_->report_error(error.kind, error.message);
+    return false;
+}
+
+bool WasmSession::read_id(double id, const std::string& prefix, int32_t* out) {
+    const std::string refusal = gpt2::token_id_refusal(id, n_vocab_, out);
+    if (!refusal.empty()) session_->report_error(gpt2::ErrorKind::input, prefix + refusal);
+    return refusal.empty();
 }
 
 template <int (gpt2::Session::*prefill_ids)(const int32_t*, size_t)>
 int WasmSession::prefill(const val& ids) {
-    if (!session_) return -1;
-    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
-    return (session_.get()->*prefill_ids)(tokens.data(), tokens.size());
+    TokenIds tokens;
+    if (!session_ || !read_ids(ids, &tokens)) return -1;
+    return (session_.get()->*prefill_ids)(tokens.ids.get(), tokens.n);
 }
 
 bool WasmSession::feed_prompt(const val& ids, bool reuse) {
-    if (!session_) return false;
-    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
-    return session_->feed_prompt(tokens.data(), tokens.size(), reuse);
+    TokenIds tokens;
+    return session_ && read_ids(ids, &tokens) && session_->feed_prompt(tokens.ids.get(), tokens.n, reuse);
+}
+
+int WasmSession::step(double id) {
+    int32_t token = 0;
+    return session_ && read_id(id, "", &token) ? session_->step(token) : -1;
+}
+
+bool WasmSession::feed_step(double id) {
+    int32_t token = 0;
+    return session_ && read_id(id, "", &token) && session_->feed_step(token);
 }
 
 val WasmSession::commands() const {
@@ -346,38 +364,57 @@ bool WasmSession::run_on_cpu(const WasmModel& cpu_model) {
 
 val WasmSession::host_logits() { return session_ ? heap_view(n_vocab_, session_->host_logits()) : val::null(); }
 
-val WasmSession::score(const val& ids, int top_k) {
+val WasmSession::score(const val& ids, double top_k) {
     if (!allocate_scores(ids, top_k)) return val::null();
     const bool scored =
-        session_->score(score_ids_.get(), n_score_ids_, top_k, scores_.get(), score_alternatives_.get());
+        session_->score(score_ids_.get(), n_score_ids_, score_top_k_, scores_.get(), score_alternatives_.get());
     return scored ? score_result() : val::null();
 }
 
-bool WasmSession::begin_score(const val& ids, int top_k) {
-    return allocate_scores(ids, top_k) &&
-           session_->begin_score(score_ids_.get(), n_score_ids_, top_k, scores_.get(), score_alternatives_.get());
+bool WasmSession::begin_score(const val& ids, double top_k) {
+    return allocate_scores(ids, top_k) && session_->begin_score(score_ids_.get(), n_score_ids_, score_top_k_,
+                                                                scores_.get(), score_alternatives_.get());
 }
 
-bool WasmSession::allocate_scores(const val& ids, int top_k) {
+bool WasmSession::allocate_scores(const val& ids, double top_k) {
     if (!session_) return false;
-    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
-    n_score_ids_ = tokens.size();
-    n_scored_ = tokens.size() > 1 ? tokens.size() - 1 : 0;
-    // The engine refuses a top_k outside [0, n_vocab]; bounded here too, so that the size cannot overflow
-    // (new[] of an overflowing count aborts instead of returning null).
-    score_top_k_ = std::clamp(top_k, 0, int(n_vocab_));
-    const size_t n_alternatives = n_scored_ * size_t(score_top_k_);
-    score_ids_.reset(new (std::nothrow) int32_t[n_score_ids_ + 1]);
-    scores_.reset(new (std::nothrow) gpt2::TokenScore[n_scored_ + 1]);
-    score_alternatives_.reset(new (std::nothrow) gpt2::TokenScore[n_alternatives + 1]);
-    if (!score_ids_ || !scores_ || !score_alternatives_) {
+    score_ids_.reset();
+    scores_.reset();
+    score_alternatives_.reset();
+    n_score_ids_ = n_scored_ = 0;
+    score_top_k_ = 0;
+    int k = 0;
+    std::string error;
+    if (!gpt2::host_top_k(top_k, n_vocab_, "score", &k, &error)) {
+        session_->report_error(gpt2::ErrorKind::input, error);
+        return false;
+    }
+    // the engine's bounds on the ids and the alternatives, before anything is allocated
+    const double length = ids["length"].as<double>();
+    error = gpt2::array_length_refusal(length, "score: the token ids");
+    if (!error.empty()) {
+        session_->report_error(gpt2::ErrorKind::input, error);
+        return false;
+    }
+    if (!session_->check_score(size_t(length), k)) return false;
+    TokenIds tokens;
+    if (!read_ids(ids, &tokens)) return false;
+    // n_scored x top_k <= kMaxScoreAlternatives: the sizes below are small enough for 64 bits and array_bytes
+    const uint64_t n_scored = tokens.n - 1, n_alternatives = n_scored * uint64_t(k);
+    scores_.reset(gpt2::allocate_array<gpt2::TokenScore>(n_scored + 1));
+    score_alternatives_.reset(scores_ ? gpt2::allocate_array<gpt2::TokenScore>(n_alternatives + 1) : nullptr);
+    if (!scores_ || !score_alternatives_) {
+        scores_.reset();
         session_->report_error(gpt2::ErrorKind::memory,
                                "out of memory: need " +
-                                   std::to_string((n_scored_ + n_alternatives) * sizeof(gpt2::TokenScore)) +
+                                   std::to_string((n_scored + n_alternatives) * sizeof(gpt2::TokenScore)) +
                                    " bytes for the scores");
         return false;
     }
-    std::copy(tokens.begin(), tokens.end(), score_ids_.get());
+    score_ids_ = std::move(tokens.ids);
+    n_score_ids_ = tokens.n;
+    n_scored_ = size_t(n_scored);
+    score_top_k_ = k;
     return true;
 }
 
@@ -409,26 +446,31 @@ val WasmSession::score_result() {
 // temperature 1, no penalty): { probability: p(token), 0 for a token outside the vocabulary, alternatives:
 // [{ token, probability }] } with the top_k likeliest tokens, likeliest first; or null when nothing has been fed
 // or the logits are not finite (error() then holds the failure of the call that produced them).
-val WasmSession::step_draft(int32_t id, const val& draft) {
+val WasmSession::step_draft(double id, const val& draft) {
     if (!session_) return val::null();
-    int32_t drafted[gpt2::Session::kMaxDraftTokens], out[gpt2::Session::kMaxDraftTokens + 1];
-    const int k = std::min(draft["length"].as<int>(), gpt2::Session::kMaxDraftTokens);
-    for (int i = 0; i < k; i++) drafted[i] = draft[i].as<int32_t>();
-    const int n = session_->step_draft(id, drafted, k, out);
+    int32_t token = 0, drafted[gpt2::Session::kMaxDraftTokens], out[gpt2::Session::kMaxDraftTokens + 1];
+    const double length = draft["length"].as<double>();
+    // the engine verifies at most kMaxDraftTokens: only those cross
+    const int k = length >= 0.0 ? int(std::min(length, double(gpt2::Session::kMaxDraftTokens))) : 0;
+    if (!read_id(id, "step_draft: ", &token)) return val::null();
+    for (int i = 0; i < k; i++)
+        if (!read_id(draft[i].as<double>(), "step_draft: ", &drafted[i])) return val::null();
+    const int n = session_->step_draft(token, drafted, k, out);
     if (n < 0) return val::null();
     val tokens = val::array();
     for (int i = 0; i < n; i++) tokens.set(i, out[i]);
     return tokens;
 }
 
-void WasmSession::add_sequence(int index, WasmSession& sequence, int32_t id) {
-    if (index < 0 || index >= gpt2::Session::kMaxSequences || index > n_queued_ || !sequence.session_) {
+void WasmSession::add_sequence(double index, WasmSession& sequence, double id) {
+    if (!gpt2::is_count(index) || index >= gpt2::Session::kMaxSequences || int(index) > n_queued_ ||
+        !sequence.session_) {
         n_queued_ = gpt2::Session::kMaxSequences + 1;  // step_sequences() refuses the batch
         return;
     }
-    queued_[index] = sequence.session_.get();
-    queued_ids_[index] = id;
-    n_queued_ = index + 1;
+    queued_[int(index)] = sequence.session_.get();
+    queued_ids_[int(index)] = id;  // checked by step_sequences(), which reports it
+    n_queued_ = int(index) + 1;
 }
 
 val WasmSession::step_sequences() {
@@ -441,41 +483,43 @@ val WasmSession::step_sequences() {
                                                            " live sessions");
         return val::null();
     }
-    int32_t out[gpt2::Session::kMaxSequences];
-    if (!gpt2::Session::step_sequences(queued_, queued_ids_, n, out)) return val::null();
+    int32_t ids[gpt2::Session::kMaxSequences], out[gpt2::Session::kMaxSequences];
+    for (int i = 0; i < n; i++)
+        if (!read_id(queued_ids_[i], "sequence " + std::to_string(i) + ": ", &ids[i])) return val::null();
+    if (!gpt2::Session::step_sequences(queued_, ids, n, out)) return val::null();
     val tokens = val::array();
     for (int i = 0; i < n; i++) tokens.set(i, out[i]);
     return tokens;
 }
 
-bool WasmSession::begin_beams(int num_beams, float length_penalty, const std::string& early_stopping,
-                              int max_new_tokens, int32_t eos_token, const val& ids) {
+bool WasmSession::begin_beams(double num_beams, double length_penalty, const std::string& early_stopping,
+                              double max_new_tokens, double eos_token, const val& ids) {
     const int n = n_queued_;
     n_queued_ = 0;
     beams_.reset();
     if (!session_) return false;
-    if (n != num_beams || queued_[0] != session_.get()) {
-        session_->report_error(gpt2::ErrorKind::input,
-                               "beam search: queue this session first, then one session per beam");
+    gpt2::BeamSettings settings;
+    std::string error;
+    if (gpt2::host_beam_settings(num_beams, length_penalty, early_stopping, max_new_tokens, eos_token, &settings,
+                                 &error) &&
+        (n != settings.num_beams || queued_[0] != session_.get()))
+        error = "beam search: queue this session first, then one session per beam";
+    if (!error.empty()) {
+        session_->report_error(gpt2::ErrorKind::input, error);
         return false;
     }
-    gpt2::BeamSettings settings;
-    settings.num_beams = num_beams;
-    settings.length_penalty = length_penalty;
-    settings.early_stopping = early_stopping == "done"    ? gpt2::EarlyStopping::done
-                              : early_stopping == "never" ? gpt2::EarlyStopping::never
-                                                          : gpt2::EarlyStopping::heuristic;
-    settings.max_new_tokens = max_new_tokens;
-    settings.eos_token = eos_token;
-    std::string error;
     beams_ = gpt2::BeamSearch::create(queued_, settings, &error);
     if (!beams_) {
         session_->report_error(error.rfind("out of memory", 0) == 0 ? gpt2::ErrorKind::memory : gpt2::ErrorKind::input,
                                error);
         return false;
     }
-    const std::vector<int32_t> tokens = emscripten::convertJSArrayToNumberVector<int32_t>(ids);
-    if (beams_->start(tokens.data(), tokens.size())) return true;
+    TokenIds tokens;
+    if (!read_ids(ids, &tokens)) {
+        beams_.reset();
+        return false;
+    }
+    if (beams_->start(tokens.ids.get(), tokens.n)) return true;
     session_->report_error(beams_->error_kind(), beams_->error());
     beams_.reset();
     return false;
@@ -504,32 +548,43 @@ val WasmSession::beam_results() const {
     return out;
 }
 
-val WasmSession::lookup_draft(int32_t id, int max_draft) const {
-    int32_t draft[gpt2::Session::kMaxDraftTokens];
-    const int n = session_ ? session_->lookup_draft(id, std::clamp(max_draft, 0, gpt2::Session::kMaxDraftTokens), draft)
-                           : 0;
+val WasmSession::lookup_draft(double id, double max_draft) const {
+    int32_t token = 0, draft[gpt2::Session::kMaxDraftTokens];
+    // asking for more than kMaxDraftTokens gets at most that many, as asking for more than the context repeats gives
+    const int most = max_draft >= 0.0 ? int(std::min(max_draft, double(gpt2::Session::kMaxDraftTokens))) : 0;
+    const int n = session_ && gpt2::token_id_refusal(id, n_vocab_, &token).empty()
+                      ? session_->lookup_draft(token, most, draft)
+                      : 0;
     val tokens = val::array();
     for (int i = 0; i < n; i++) tokens.set(i, draft[i]);
     return tokens;
 }
 
-val WasmSession::distribution(int32_t token, int top_k, int row) {
+val WasmSession::distribution(double token, double top_k, double row) {
     const float* logits = !session_ || session_->n_cached() == 0 ? nullptr
-                          : row < 0                              ? session_->logits()
-                                                                 : session_->verified_logits(row);
+                          : row < 0.0                            ? session_->logits()
+                          : gpt2::is_int32(row)                  ? session_->verified_logits(int(row))
+                                                                 : nullptr;
     if (!logits) return val::null();
-    const int n_vocab = int(n_vocab_), k = std::clamp(top_k, 0, n_vocab);
-    const bool in_vocabulary = token >= 0 && token < n_vocab;
+    const int n_vocab = int(n_vocab_);
+    int k = 0;
+    std::string error;
+    if (!gpt2::host_top_k(top_k, n_vocab_, "distribution", &k, &error)) {
+        session_->report_error(gpt2::ErrorKind::input, error);
+        return val::null();
+    }
+    const bool in_vocabulary = token >= 0.0 && token < double(n_vocab) && token == std::floor(token);
     gpt2::TokenScore score{};
     // Not a std::vector: its failed allocation would abort the instance.
-    std::unique_ptr<gpt2::TokenScore[]> alternatives(new (std::nothrow) gpt2::TokenScore[size_t(k) + 1]);
+    std::unique_ptr<gpt2::TokenScore[]> alternatives(gpt2::allocate_array<gpt2::TokenScore>(uint64_t(k) + 1));
     if (!alternatives) {
         session_->report_error(gpt2::ErrorKind::memory, "out of memory: need " +
                                                             std::to_string(size_t(k) * sizeof(gpt2::TokenScore)) +
                                                             " bytes for the alternatives");
         return val::null();
     }
-    if (!gpt2::score_logits(logits, n_vocab, token, k, in_vocabulary ? &score : nullptr, alternatives.get()))
+    if (!gpt2::score_logits(logits, n_vocab, in_vocabulary ? int32_t(token) : 0, k, in_vocabulary ? &score : nullptr,
+                            alternatives.get()))
         return val::null();
     val out = val::object();
     out.set("probability", in_vocabulary ? std::exp(score.logprob) : 0.0);
@@ -555,6 +610,19 @@ double heap_used_bytes() { return double(static_cast<unsigned>(mallinfo().uordbl
 // The wasm memory's size, which never shrinks, so also its peak so far (the benchmark's peak memory, measured on
 // the shipped build).
 double heap_bytes() { return double(__builtin_wasm_memory_size(0)) * 65536.0; }
+
+// The engine's limits, stated once in the engine (engine/gpt2.h, model/thread_pool.h) and read here by JS, which
+// bounds its options by them: { maxSequences, maxDraftTokens, maxThreads, maxScoreAlternatives, maxInt, maxFloat }.
+val limits() {
+    val out = val::object();
+    out.set("maxSequences", gpt2::Session::kMaxSequences);
+    out.set("maxDraftTokens", gpt2::Session::kMaxDraftTokens);
+    out.set("maxThreads", gpt2::ThreadPool::kMaxThreads);
+    out.set("maxScoreAlternatives", gpt2::Session::kMaxScoreAlternatives);
+    out.set("maxInt", gpt2::kMaxInt);
+    out.set("maxFloat", double(gpt2::kMaxFloat));
+    return out;
+}
 
 }  // namespace
 
@@ -586,8 +654,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
         .field("noRepeatNgramSize", &Sampling::no_repeat_ngram_size)
         .field("presencePenalty", &Sampling::presence_penalty)
         .field("frequencyPenalty", &Sampling::frequency_penalty)
-        .field("logitBias", &Sampling::logit_bias)
-        .field("badWords", &Sampling::bad_words)
+        .field("logitBias", &Sampling::logit_bias_pairs)
+        .field("badWords", &Sampling::bad_word_arrays)
         .field("minNewTokens", &Sampling::min_new_tokens)
         .field("eosToken", &Sampling::eos_token)
         .field("seed", &Sampling::seed);
@@ -655,6 +723,7 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
 
     emscripten::function("heapUsedBytes", &heap_used_bytes);
     emscripten::function("heapBytes", &heap_bytes);
+    emscripten::function("limits", &limits);
 
 #ifdef GPT2_WASM_TESTING
     register_testing_hooks(session);

@@ -142,6 +142,13 @@ class WasmModel {
 
 struct Sampling;  // gpt2::SamplingSettings as JS passes them (bindings.cpp)
 
+// Token ids from JS (an Array or typed array) in a block of the heap: each an exact integer in the int32 range
+// (the engine then checks the vocabulary), none wrapped around on the way.
+struct TokenIds {
+    std::unique_ptr<int32_t[]> ids;  // (n)
+    size_t n = 0;
+};
+
 // A gpt2::Session. Its error state is the session's (gpt2::Session::report_error takes the binding's own
 // failures), or the constructor's when no session could be made.
 class WasmSession {
@@ -152,20 +159,25 @@ class WasmSession {
 
     bool ok() const { return session_ != nullptr; }
     BindingError error() const;
-    void set_sampling(const Sampling& sampling);
+    // gpt2::Session::set_sampling; false (error() names the field) for a number the engine cannot represent as
+    // given (gpt2::host_sampling_settings) or a value outside its range.
+    bool set_sampling(const Sampling& sampling);
+    // Numbers from JS arrive as doubles and are checked by the engine (model/host_numbers.h), never narrowed: a
+    // token id must be an exact int32 (the engine checks the vocabulary), so 2^32 + 13 is refused, not read as 13.
     // ids: a JS Array or typed array of token ids, fed by prefill_ids (gpt2::Session::prefill or prefill_reusing).
     template <int (gpt2::Session::*prefill_ids)(const int32_t*, size_t)>
     int prefill(const emscripten::val& ids);
     int reused_tokens() const { return session_ ? session_->reused_tokens() : 0; }
-    int step(int32_t id) { return session_ ? session_->step(id) : -1; }
-    // gpt2::Session::step_draft: feeds id and verifies draft (an Array of at most kMaxDraftTokens ids) -> Array of
-    // the sampled tokens (the accepted drafts, then the model's own), or null (error() says why).
-    emscripten::val step_draft(int32_t id, const emscripten::val& draft);
-    // gpt2::Session::lookup_draft -> Array of at most max_draft drafted ids (prompt lookup after id)
-    emscripten::val lookup_draft(int32_t id, int max_draft) const;
+    int step(double id);
+    // gpt2::Session::step_draft: feeds id and verifies draft (an Array of ids, of which the first kMaxDraftTokens are
+    // verified) -> Array of the sampled tokens (the accepted drafts, then the model's own), or null (error() says why).
+    emscripten::val step_draft(double id, const emscripten::val& draft);
+    // gpt2::Session::lookup_draft -> Array of at most max_draft (and kMaxDraftTokens) drafted ids (prompt lookup
+    // after id); empty for an id that is not an int32 or a max_draft that is not a number >= 0.
+    emscripten::val lookup_draft(double id, double max_draft) const;
     // A recording session's halves of prefill and step (the host runs the commands in between, then sample()).
     bool feed_prompt(const emscripten::val& ids, bool reuse);
-    bool feed_step(int32_t id) { return session_ && session_->feed_step(id); }
+    bool feed_step(double id);
     int sample() { return session_ ? session_->sample() : -1; }
     int batch_rows() const { return session_ ? session_->batch_rows() : 0; }
     // Int32Array over the last pass's commands (gpt2::kGpuCommandInts per command, forward_ops.h), Int32Array
@@ -185,16 +197,16 @@ class WasmSession {
     bool run_on_cpu(const WasmModel& cpu_model);
     // gpt2::Session::score of ids[1..]: { logprobs: [..], ranks: [..], alternatives: [[token, logprob, token,
     // logprob, ...] per scored token, top_k pairs likeliest first] }, or null (error() says why).
-    emscripten::val score(const emscripten::val& ids, int top_k);
+    emscripten::val score(const emscripten::val& ids, double top_k);
     // score() pass by pass, for a recording session's host (gpt2::Session::begin_score): the ids and the scores
     // are kept here for the run; score_result() is what score() returns, once feed_score_pass() has returned 0.
-    bool begin_score(const emscripten::val& ids, int top_k);
+    bool begin_score(const emscripten::val& ids, double top_k);
     int feed_score_pass() { return session_ ? session_->feed_score_pass() : -1; }
     bool score_fed_pass() { return session_ && session_->score_fed_pass(); }
     emscripten::val score_result();
     // The model's distribution where token was sampled: at the last fed position (row -1), or at row i of the last
-    // step_draft() (gpt2::Session::verified_logits).
-    emscripten::val distribution(int32_t token, int top_k, int row);
+    // step_draft() (gpt2::Session::verified_logits). top_k in [0, n_vocab] (null and error() otherwise).
+    emscripten::val distribution(double token, double top_k, double row);
     // Several sequences (gpt2::Session::fork_from, step_sequences): fork_from copies other's window and KV cache;
     // add_sequence(i, s, id) queues s as sequence i with the token it is fed next (i = 0, this session, starts a
     // batch), and step_sequences() feeds the queued ones in one pass -> Array of their sampled tokens, or null
@@ -202,14 +214,14 @@ class WasmSession {
     bool fork_from(const WasmSession& other) {
         return session_ && other.session_ && session_->fork_from(*other.session_);
     }
-    void add_sequence(int index, WasmSession& sequence, int32_t id);
+    void add_sequence(double index, WasmSession& sequence, double id);
     emscripten::val step_sequences();
     // Beam search (gpt2::BeamSearch) over the queued sessions (add_sequence: this one first, as many as beams; the
     // ids are not used), which must outlive it: begin_beams() creates it and feeds the prompt ids, step_beams()
     // runs a step (1 running, 0 done, -1 error()), finish_beams() ends it now, beam_results() -> Array of
     // { tokens, score, endedByEos } best first, end_beams() frees it. early_stopping: "heuristic", "done" or "never".
-    bool begin_beams(int num_beams, float length_penalty, const std::string& early_stopping, int max_new_tokens,
-                     int32_t eos_token, const emscripten::val& ids);
+    bool begin_beams(double num_beams, double length_penalty, const std::string& early_stopping, double max_new_tokens,
+                     double eos_token, const emscripten::val& ids);
     int step_beams();
     void finish_beams() {
         if (beams_) beams_->finish();
@@ -233,7 +245,7 @@ class WasmSession {
     std::unique_ptr<gpt2::RunState> cpu_host_;      // run_on_cpu's activations and KV cache, once it has run
     std::shared_ptr<const gpt2::Model> cpu_model_;  // the weights run_on_cpu runs with, once it has run
     gpt2::Session* queued_[gpt2::Session::kMaxSequences] = {};  // add_sequence's sessions, this one first
-    int32_t queued_ids_[gpt2::Session::kMaxSequences] = {};     // (n_queued_) the token each is fed
+    double queued_ids_[gpt2::Session::kMaxSequences] = {};      // (n_queued_) the token each is fed, as JS gave it
     int n_queued_ = 0;
     std::unique_ptr<gpt2::BeamSearch> beams_;  // begin_beams to end_beams, over queued_
     // A score run's ids and what it fills, from begin_score (or score) to its result; not std::vectors, whose
@@ -243,8 +255,14 @@ class WasmSession {
     std::unique_ptr<gpt2::TokenScore[]> score_alternatives_;  // (n_scored_, score_top_k_)
     size_t n_score_ids_ = 0, n_scored_ = 0;
     int score_top_k_ = 0;
-    // a score run's storage for ids (an Array or typed array); false (error() set) if it cannot be allocated
-    bool allocate_scores(const emscripten::val& ids, int top_k);
+    // a score run's storage for ids (an Array or typed array) and top_k alternatives per scored id; false (error()
+    // set) for arguments score() refuses, checked before anything is allocated, or for lack of memory
+    bool allocate_scores(const emscripten::val& ids, double top_k);
+    // ids into *out; false with error() set (input for an id that is not an int32, memory) otherwise
+    bool read_ids(const emscripten::val& ids, TokenIds* out);
+    // id as a token id when it is an exact int32; false with error() set (prefix, then gpt2::token_id_refusal's
+    // message) otherwise
+    bool read_id(double id, const std::string& prefix, int32_t* out);
     size_t n_vocab_ = 0;
     BindingError constructor_error_;  // why session_ is null
 };

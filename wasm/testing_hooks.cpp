@@ -1,6 +1,6 @@
 // The testing build's hooks (GPT2_WASM_TESTING, wasm/CMakeLists.txt), which only tests and tools/bench use:
-// session.logits() and HeapBlock with the bandwidth probe. Only the testing build compiles this file, so the
-// shipped wasm exports none of it (tests/js/exports.test.js).
+// session.logits(), HeapBlock with the bandwidth probe, and HeapReserve for out-of-memory tests. Only the testing build
+// compiles this file, so the shipped wasm exports none of it (tests/js/exports.test.js).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -54,6 +54,43 @@ class HeapBlock {
     double requested_;
 };
 
+// Takes the heap until at most about bytes_to_leave can still be allocated in one block (the heap grows to its 4 GB
+// maximum meanwhile), so that a test can see what an allocation larger than that does; deleting it gives it all back.
+// The blocks are never written: in Node the memory they span stays virtual. Tests run it in an instance of their own
+// (the heap never shrinks).
+class HeapReserve {
+   public:
+    explicit HeapReserve(double bytes_to_leave) {
+        // The block to leave is taken first and freed last, so that the fill cannot take it and what runs next
+        // (the engine's messages, embind's arguments) finds it.
+        void* leave = bytes_to_leave >= 1 && bytes_to_leave < 4294967296.0 ? std::malloc(size_t(bytes_to_leave))
+                                                                           : nullptr;
+        for (size_t size = size_t(1) << 31; size >= kSmallestBlock; size /= 2) {
+            while (n_blocks_ < kMaxBlocks) {
+                void* block = std::malloc(size);
+                if (!block) break;
+                blocks_[n_blocks_++] = block;
+                bytes_ += double(size);
+            }
+        }
+        std::free(leave);
+    }
+    ~HeapReserve() {
+        for (int i = 0; i < n_blocks_; i++) std::free(blocks_[i]);
+    }
+    HeapReserve(const HeapReserve&) = delete;
+    HeapReserve& operator=(const HeapReserve&) = delete;
+
+    double bytes() const { return bytes_; }  // what it holds
+
+   private:
+    static constexpr size_t kSmallestBlock = 64;
+    static constexpr int kMaxBlocks = 4096;
+    void* blocks_[kMaxBlocks] = {};
+    int n_blocks_ = 0;
+    double bytes_ = 0;
+};
+
 }  // namespace
 
 void register_testing_hooks(emscripten::class_<WasmSession>& session) {
@@ -64,4 +101,5 @@ void register_testing_hooks(emscripten::class_<WasmSession>& session) {
         .function("error", &HeapBlock::error)
         .function("view", &HeapBlock::view)
         .function("streamRead", &HeapBlock::stream_read);
+    emscripten::class_<HeapReserve>("HeapReserve").constructor<double>().function("bytes", &HeapReserve::bytes);
 }

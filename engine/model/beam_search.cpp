@@ -4,6 +4,7 @@
 #include <new>
 
 #include "gpt2.h"
+#include "model/allocation.h"
 #include "model/sampler.h"
 
 namespace gpt2 {
@@ -15,6 +16,15 @@ namespace {
 bool ranks_before(float score_a, int beam_a, int32_t token_a, float score_b, int beam_b, int32_t token_b) {
     if (score_a != score_b) return score_a > score_b;
     return beam_a != beam_b ? beam_a < beam_b : token_a < token_b;
+}
+
+// A beam's score plus a token's: where the float sum overflows (scores a huge logit bias or penalty made), the sum
+// in double clamped to the float range, so that no candidate scores inf (and no weight becomes nan). A banned
+// token's -inf stays -inf.
+float add_scores(float beam, float token) {
+    const float sum = beam + token;
+    if (std::isfinite(sum) || beam == -INFINITY || token == -INFINITY) return sum;
+    return float(std::clamp(double(beam) + double(token), -double(kMaxFloat), double(kMaxFloat)));
 }
 
 }  // namespace
@@ -29,10 +39,12 @@ std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const B
     if (s.num_beams < 2 || s.num_beams > Session::kMaxSequences) {
         return refuse(std::to_string(s.num_beams) + " beams, expected 2.." + std::to_string(Session::kMaxSequences));
     }
-    if (s.max_new_tokens < 1) return refuse("max_new_tokens " + std::to_string(s.max_new_tokens) + ", expected >= 1");
     if (!std::isfinite(s.length_penalty)) return refuse("length_penalty must be finite");
     std::unique_ptr<BeamSearch> search(new (std::nothrow) BeamSearch());
-    if (!search) return refuse("out of memory");
+    if (!search) {
+        if (error) *error = "out of memory: need " + std::to_string(sizeof(BeamSearch)) + " bytes for the beam search";
+        return nullptr;
+    }
     for (int i = 0; i < s.num_beams; i++) {
         Session* session = sessions[i];
         if (!session || !session->uses_kv_cache() || session->recording()) {
@@ -47,7 +59,14 @@ std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const B
         if (&sessions[i]->model() != &sessions[0]->model())
             return refuse("session " + std::to_string(i) + " has another model");
     }
-    const int V = sessions[0]->model().config().n_vocab;
+    const Config& config = sessions[0]->model().config();
+    // The beams' token buffers hold max_new_tokens each: bounded by the context, their size never follows whatever
+    // number a caller gives.
+    if (s.max_new_tokens < 1 || s.max_new_tokens > config.n_ctx) {
+        return refuse("max_new_tokens " + std::to_string(s.max_new_tokens) + ", expected 1.." +
+                      std::to_string(config.n_ctx) + " (the model's context)");
+    }
+    const int V = config.n_vocab;
     if (s.eos_token < -1 || s.eos_token >= V) {
         return refuse("eos_token " + std::to_string(s.eos_token) + " is outside the vocabulary (" + std::to_string(V) +
                       " tokens)");
@@ -55,16 +74,19 @@ std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const B
     search->settings_ = s;
     search->n_vocab_ = V;
     search->sampling_ = sessions[0]->sampling().temperature > 0.0f;
-    const size_t B = size_t(s.num_beams), T = size_t(s.max_new_tokens);
+    // Counts in 64 bits: B <= kMaxSequences, T <= n_ctx and V are ints, so none of these products overflows
+    // there, and allocate_array refuses what one allocation cannot hold.
+    const uint64_t B = uint64_t(s.num_beams), T = uint64_t(s.max_new_tokens), BV = B * uint64_t(V);
     search->rng_.reset(new (std::nothrow) Rng());
-    search->scores_.reset(new (std::nothrow) float[B * size_t(V)]);
-    if (search->sampling_) search->weights_.reset(new (std::nothrow) float[B * size_t(V)]);
-    search->candidates_.reset(new (std::nothrow) Candidate[2 * B]);
-    search->tokens_.reset(new (std::nothrow) int32_t[2 * B * T]);
-    search->hypothesis_tokens_.reset(new (std::nothrow) int32_t[(B + 1) * T]);
+    search->scores_.reset(allocate_array<float>(BV));
+    if (search->sampling_) search->weights_.reset(allocate_array<float>(BV));
+    search->candidates_.reset(allocate_array<Candidate>(2 * B));
+    search->tokens_.reset(allocate_array<int32_t>(2 * B * T));
+    search->hypothesis_tokens_.reset(allocate_array<int32_t>((B + 1) * T));
     if (!search->rng_ || !search->scores_ || (search->sampling_ && !search->weights_) || !search->candidates_ ||
         !search->tokens_ || !search->hypothesis_tokens_) {
-        const size_t bytes = B * size_t(V) * sizeof(float) * (search->sampling_ ? 2 : 1) + (3 * B + 1) * T * 4;
+        const uint64_t bytes = sizeof(Rng) + BV * sizeof(float) * (search->sampling_ ? 2 : 1) +
+                               2 * B * sizeof(Candidate) + (3 * B + 1) * T * sizeof(int32_t);
         if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for the beam search";
         return nullptr;
     }
@@ -171,7 +193,7 @@ int BeamSearch::select_best() {
         const float* scores = scores_.get() + size_t(b) * V;
         for (int32_t t = 0; t < int32_t(V); t++) {
             if (scores[t] == -INFINITY) continue;
-            const float score = beam_score_[b] + scores[t];
+            const float score = add_scores(beam_score_[b], scores[t]);
             // (beam, token) grows, so a candidate ranks before a later one of the same score
             if (n == keep && !(score > candidates_[n - 1].score)) continue;
             int at = n < keep ? n++ : keep - 1;
@@ -190,9 +212,9 @@ int BeamSearch::draw_candidates() {
     const size_t V = size_t(n_vocab_), N = size_t(n_beams_) * V;
     float* weights = weights_.get();
     float max = -INFINITY;
-    for (size_t i = 0; i < N; i++) max = std::max(max, beam_score_[i / V] + scores_[i]);
+    for (size_t i = 0; i < N; i++) max = std::max(max, add_scores(beam_score_[i / V], scores_[i]));
     if (max == -INFINITY) return 0;
-    for (size_t i = 0; i < N; i++) weights[i] = std::exp(beam_score_[i / V] + scores_[i] - max);
+    for (size_t i = 0; i < N; i++) weights[i] = std::exp(add_scores(beam_score_[i / V], scores_[i]) - max);
     // draws without replacement, each from what the earlier draws left
     int n = 0;
     while (n < keep) {
@@ -211,7 +233,7 @@ int BeamSearch::draw_candidates() {
         weights[chosen] = 0.0f;
         const int b = int(chosen / V);
         const int32_t t = int32_t(chosen % V);
-        candidates_[n++] = {b, t, beam_score_[b] + scores_[chosen]};
+        candidates_[n++] = {b, t, add_scores(beam_score_[b], scores_[chosen])};
     }
     std::sort(candidates_.get(), candidates_.get() + n, [](const Candidate& a, const Candidate& b) {
         return ranks_before(a.score, a.beam, a.token, b.score, b.beam, b.token);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "kernels/ops.h"
 
@@ -39,32 +41,75 @@ uint64_t Rng::next_u64() {
 
 float Rng::next_float() { return float(next_u64() >> 40) * (1.0f / 16777216.0f); }
 
-SamplingSettings sanitize_sampling(const SamplingSettings& in, int n_vocab) {
-    SamplingSettings s = in;
-    if (!(s.temperature > 0.0f) || !std::isfinite(s.temperature)) s.temperature = 0.0f;
-    if (s.top_k <= 0 || s.top_k >= n_vocab) s.top_k = 0;
-    if (std::isnan(s.top_p) || s.top_p >= 1.0f) s.top_p = 1.0f;
-    if (s.top_p < 0.0f) s.top_p = 0.0f;
-    if (!(s.repetition_penalty > 0.0f) || !std::isfinite(s.repetition_penalty)) s.repetition_penalty = 1.0f;
-    if (!(s.min_p > 0.0f && s.min_p <= 1.0f)) s.min_p = 0.0f;
-    if (!(s.typical_p >= 0.0f && s.typical_p < 1.0f)) s.typical_p = 1.0f;
-    if (s.no_repeat_ngram_size < 0) s.no_repeat_ngram_size = 0;
-    if (!std::isfinite(s.presence_penalty)) s.presence_penalty = 0.0f;
-    if (!std::isfinite(s.frequency_penalty)) s.frequency_penalty = 0.0f;
+namespace {
+
+// A setting as messages spell it: the shortest text that reads back as the same float ("0.1", "1e+38", "nan").
+std::string number_text(float value) {
+    if (std::isnan(value)) return "nan";
+    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    char text[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        std::snprintf(text, sizeof text, "%.*g", digits, double(value));
+        if (std::strtof(text, nullptr) == value) break;
+    }
+    return text;
+}
+
+// A logit adjustment's float result where it is finite or the token was banned already (-inf stays -inf); where
+// finite settings overflowed it, the adjustment computed in double and clamped to the float range, so that a
+// huge bonus makes a token certain and a huge penalty makes it never drawn, never inf or nan. Ordinary values
+// keep the float result, bit for bit.
+float adjusted(float result, float before, double exact) {
+    if (std::isfinite(result)) return result;
+    if (before == -INFINITY) return -INFINITY;
+    return float(std::clamp(exact, -double(kMaxFloat), double(kMaxFloat)));
+}
+
+}  // namespace
+
+bool check_sampling(const SamplingSettings& s, int n_vocab, std::string* error) {
+    auto refuse = [error](const std::string& message) {
+        if (error) *error = "sampling: " + message;
+        return false;
+    };
+    auto in_unit = [](float x) { return x >= 0.0f && x <= 1.0f; };  // false for nan
+    if (!(s.temperature >= 0.0f && std::isfinite(s.temperature)))
+        return refuse("temperature " + number_text(s.temperature) + ", expected a finite number >= 0 (0: greedy)");
+    if (s.top_k < 0) return refuse("top_k " + std::to_string(s.top_k) + ", expected >= 0 (0: every token)");
+    if (!in_unit(s.top_p)) return refuse("top_p " + number_text(s.top_p) + ", expected a number in [0, 1] (1: off)");
+    if (!(s.repetition_penalty > 0.0f && std::isfinite(s.repetition_penalty)))
+        return refuse("repetition_penalty " + number_text(s.repetition_penalty) +
+                      ", expected a finite number > 0 (1: off)");
+    if (!in_unit(s.min_p)) return refuse("min_p " + number_text(s.min_p) + ", expected a number in [0, 1] (0: off)");
+    if (!in_unit(s.typical_p))
+        return refuse("typical_p " + number_text(s.typical_p) + ", expected a number in [0, 1] (1: off)");
+    if (s.no_repeat_ngram_size < 0)
+        return refuse("no_repeat_ngram_size " + std::to_string(s.no_repeat_ngram_size) + ", expected >= 0 (0: off)");
+    if (!std::isfinite(s.presence_penalty))
+        return refuse("presence_penalty " + number_text(s.presence_penalty) + ", expected a finite number");
+    if (!std::isfinite(s.frequency_penalty))
+        return refuse("frequency_penalty " + number_text(s.frequency_penalty) + ", expected a finite number");
+    const std::string vocabulary = "[0, " + std::to_string(n_vocab) + ")";
     auto in_vocab = [n_vocab](int32_t id) { return id >= 0 && id < n_vocab; };
-    s.logit_bias.erase(std::remove_if(s.logit_bias.begin(), s.logit_bias.end(),
-                                      [&](const LogitBias& b) {
-                                          return !in_vocab(b.token) || std::isnan(b.bias) || b.bias == INFINITY;
-                                      }),
-                       s.logit_bias.end());
-    s.bad_words.erase(std::remove_if(s.bad_words.begin(), s.bad_words.end(),
-                                     [&](const std::vector<int32_t>& w) {
-                                         return w.empty() || !std::all_of(w.begin(), w.end(), in_vocab);
-                                     }),
-                      s.bad_words.end());
-    if (s.min_new_tokens < 0) s.min_new_tokens = 0;
-    if (!in_vocab(s.eos_token)) s.eos_token = -1;
-    return s;
+    for (const LogitBias& b : s.logit_bias) {
+        if (!in_vocab(b.token))
+            return refuse("logit_bias token " + std::to_string(b.token) + " is outside the vocabulary " + vocabulary);
+        if (!(std::isfinite(b.bias) || b.bias == -INFINITY))
+            return refuse("logit_bias " + number_text(b.bias) + " for token " + std::to_string(b.token) +
+                          ", expected a finite number or -inf (a ban)");
+    }
+    for (size_t i = 0; i < s.bad_words.size(); i++) {
+        const std::vector<int32_t>& word = s.bad_words[i];
+        if (word.empty()) return refuse("bad_words entry " + std::to_string(i) + " is empty");
+        for (int32_t id : word)
+            if (!in_vocab(id))
+                return refuse("bad_words entry " + std::to_string(i) + " has token " + std::to_string(id) +
+                              ", outside the vocabulary " + vocabulary);
+    }
+    if (s.min_new_tokens < 0) return refuse("min_new_tokens " + std::to_string(s.min_new_tokens) + ", expected >= 0");
+    if (s.eos_token < -1 || s.eos_token >= n_vocab)
+        return refuse("eos_token " + std::to_string(s.eos_token) + ", expected -1 (none) or a token of " + vocabulary);
+    return true;
 }
 
 Sampler::~Sampler() {
@@ -90,9 +135,11 @@ bool Sampler::init(int n_vocab, std::string* error) {
     return true;
 }
 
-void Sampler::configure(const SamplingSettings& settings) {
-    settings_ = sanitize_sampling(settings, n_vocab_);
+bool Sampler::configure(SamplingSettings settings, std::string* error) {
+    if (!check_sampling(settings, n_vocab_, error)) return false;
+    settings_ = std::move(settings);
     rng_.seed(settings_.seed);
+    return true;
 }
 
 int Sampler::process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
@@ -103,7 +150,11 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
         return kNonFiniteLogits;
     }
     std::memcpy(scores_, logits, sizeof(float) * V);
-    for (const LogitBias& b : settings_.logit_bias) scores_[b.token] += b.bias;
+    for (const LogitBias& b : settings_.logit_bias) {
+        const float before = scores_[b.token];
+        // a -inf bias bans the token: its -inf is kept
+        scores_[b.token] = b.bias == -INFINITY ? -INFINITY : adjusted(before + b.bias, before, double(before) + b.bias);
+    }
 
     // CTRL repetition penalty, once per distinct token in the window
     const float penalty = settings_.repetition_penalty;
@@ -112,7 +163,9 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
             const int32_t id = window[i];
             if (in_window_[id]) continue;
             in_window_[id] = 1;
-            scores_[id] = scores_[id] > 0.0f ? scores_[id] / penalty : scores_[id] * penalty;
+            const float before = scores_[id];
+            scores_[id] = before > 0.0f ? adjusted(before / penalty, before, double(before) / penalty)
+                                        : adjusted(before * penalty, before, double(before) * penalty);
         }
         for (int i = 0; i < n_window; i++) in_window_[window[i]] = 0;
     }
@@ -124,7 +177,10 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
         for (int i = first; i < n_window; i++) {
             const int32_t id = window[i];
             if (counts_[id] == 0) continue;  // already penalized
-            scores_[id] -= float(counts_[id]) * settings_.frequency_penalty + settings_.presence_penalty;
+            const float before = scores_[id];
+            const float frequency = settings_.frequency_penalty, presence = settings_.presence_penalty;
+            scores_[id] = adjusted(before - (float(counts_[id]) * frequency + presence), before,
+                                   double(before) - (double(counts_[id]) * frequency + presence));
             counts_[id] = 0;
         }
     }
@@ -314,7 +370,9 @@ int Sampler::beam_scores(const float* logits, const int32_t* window, int n_windo
     if (settings_.temperature == 0.0f) return 0;
     const int n = warp(nullptr);  // kAllBanned: out is all -inf already
     for (int i = 0; i < n; i++) in_window_[candidates_[i]] = 1;
-    for (int i = 0; i < V; i++) out[i] = in_window_[i] ? out[i] / settings_.temperature : -INFINITY;
+    const float temperature = settings_.temperature;
+    for (int i = 0; i < V; i++)
+        out[i] = in_window_[i] ? adjusted(out[i] / temperature, out[i], double(out[i]) / temperature) : -INFINITY;
     for (int i = 0; i < n; i++) in_window_[candidates_[i]] = 0;
     return 0;
 }

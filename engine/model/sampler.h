@@ -23,8 +23,10 @@ class Rng {
     uint64_t s_[4] = {0, 0, 0, 0};
 };
 
-// Settings with invalid values replaced by their "off" meaning (see SamplingSettings).
-SamplingSettings sanitize_sampling(const SamplingSettings& s, int n_vocab);
+// Whether every value of s is in its range (SamplingSettings) for a vocabulary of n_vocab tokens; false and *error
+// (one line naming the first field out of range, e.g. "sampling: temperature nan, expected a finite number >= 0
+// (0: greedy)") otherwise.
+bool check_sampling(const SamplingSettings& s, int n_vocab, std::string* error);
 
 class Sampler {
    public:
@@ -35,7 +37,8 @@ class Sampler {
 
     // Allocates the per-vocabulary buffers once; "out of memory: ..." on failure.
     bool init(int n_vocab, std::string* error);
-    void configure(const SamplingSettings& settings);  // sanitizes and reseeds
+    // Takes the settings and reseeds, or returns false (check_sampling's *error) and keeps the ones before.
+    bool configure(SamplingSettings settings, std::string* error = nullptr);
     const SamplingSettings& settings() const { return settings_; }
 
     // What sample() and distribution() return besides a token.

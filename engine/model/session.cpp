@@ -4,6 +4,7 @@
 #include <new>
 
 #include "gpt2.h"
+#include "model/allocation.h"
 #include "model/forward.h"
 #include "model/sampler.h"
 
@@ -60,7 +61,13 @@ std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv
     return session;
 }
 
-void Session::set_sampling(const SamplingSettings& s) { sampler_->configure(s); }
+bool Session::set_sampling(SamplingSettings s) {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+    if (sampler_->configure(std::move(s), &error_)) return true;
+    error_kind_ = ErrorKind::input;
+    return false;
+}
 
 const SamplingSettings& Session::sampling() const { return sampler_->settings(); }
 
@@ -183,10 +190,9 @@ bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores,
     }
 }
 
-bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
+bool Session::check_score(size_t n, int top_k) {
     error_.clear();
     error_kind_ = ErrorKind::none;
-    score_run_ = ScoreRun{};
     const Config& c = model_->config();
     if (n < 2 || c.n_ctx < 2 || top_k < 0 || top_k > c.n_vocab) {
         error_kind_ = ErrorKind::input;
@@ -196,13 +202,29 @@ bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* s
                      : "score: top_k " + std::to_string(top_k) + " out of range [0, " + std::to_string(c.n_vocab) + "]";
         return false;
     }
+    // (n - 1) x top_k, compared by a division that cannot overflow
+    const uint64_t scored = uint64_t(n) - 1;
+    if (top_k > 0 && scored > uint64_t(kMaxScoreAlternatives) / uint64_t(top_k)) {
+        error_kind_ = ErrorKind::input;
+        error_ = "score: top_k " + std::to_string(top_k) + " for " + std::to_string(scored) +
+                 " scored tokens is more than " + std::to_string(kMaxScoreAlternatives) +
+                 " alternatives (the most one score returns)";
+        return false;
+    }
+    return true;
+}
+
+bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* scores, TokenScore* alternatives) {
+    score_run_ = ScoreRun{};
+    if (!check_score(n, top_k)) return false;
+    const Config& c = model_->config();
     if (!check_ids(ids, n)) return false;
     const int rows = std::min(kScoreRows, c.n_ctx);
     if (!score_logits_) {
-        score_logits_.reset(new (std::nothrow) float[size_t(rows) * size_t(c.n_vocab)]);
+        score_logits_.reset(allocate_array<float>(uint64_t(rows) * uint64_t(c.n_vocab)));
         if (!score_logits_) {
             error_kind_ = ErrorKind::memory;
-            error_ = "out of memory: need " + std::to_string(size_t(rows) * size_t(c.n_vocab) * sizeof(float)) +
+            error_ = "out of memory: need " + std::to_string(uint64_t(rows) * uint64_t(c.n_vocab) * sizeof(float)) +
                      " bytes for the scoring logits";
             return false;
         }
@@ -325,10 +347,10 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
     }
     const size_t V = size_t(c.n_vocab);
     if (!draft_logits_) {
-        draft_logits_.reset(new (std::nothrow) float[size_t(kMaxDraftTokens + 1) * V]);
+        draft_logits_.reset(allocate_array<float>(uint64_t(kMaxDraftTokens + 1) * V));
         if (!draft_logits_) {
             error_kind_ = ErrorKind::memory;
-            error_ = "out of memory: need " + std::to_string(size_t(kMaxDraftTokens + 1) * V * sizeof(float)) +
+            error_ = "out of memory: need " + std::to_string(uint64_t(kMaxDraftTokens + 1) * V * sizeof(float)) +
                      " bytes for the drafts' logits";
             return -1;
         }
@@ -439,10 +461,10 @@ bool Session::feed_batch(Session* const* sessions, const int32_t* ids, int n, co
     if (n_rows == 0) return true;
     const size_t V = size_t(c.n_vocab);
     if (!first.sequence_logits_) {
-        first.sequence_logits_.reset(new (std::nothrow) float[size_t(kMaxSequences) * V]);
+        first.sequence_logits_.reset(allocate_array<float>(uint64_t(kMaxSequences) * V));
         if (!first.sequence_logits_) {
             first.error_kind_ = ErrorKind::memory;
-            first.error_ = "out of memory: need " + std::to_string(size_t(kMaxSequences) * V * sizeof(float)) +
+            first.error_ = "out of memory: need " + std::to_string(uint64_t(kMaxSequences) * V * sizeof(float)) +
                            " bytes for the sequences' logits";
             return false;
         }

@@ -23,7 +23,10 @@ class ThreadPool {
     // The work of one part: task(context, part) for part in [0, n_parts).
     using Task = void (*)(void* context, int part);
 
-    static constexpr int kMaxThreads = 256;
+    // Each thread of the wasm build is a Web Worker with a stack of its own, started with the module; a GPT-2
+    // forward pass splits its products into parts of at least 32768 multiply-adds, and on more threads than this
+    // the parts of a decode step get too small to gain anything.
+    static constexpr int kMaxThreads = 16;
     static constexpr int kMaxParts = 0xffff;
 
     // Starts n_threads - 1 workers (the thread calling run() is the n-th); n_threads is clamped to

@@ -276,8 +276,15 @@ TEST(BeamSearch, RefusesBadSettingsAndSessionsWithOneLineErrors) {
     settings.num_beams = 17;
     EXPECT_EQ(refused(two, settings), "beam search: 17 beams, expected 2..16");
     settings.num_beams = 2;
-    settings.max_new_tokens = 0;
-    EXPECT_EQ(refused(two, settings), "beam search: max_new_tokens 0, expected >= 1");
+    // the beams' token buffers hold one context at most: no number of the caller's sizes them beyond it
+    const std::string context = std::to_string(spec.n_ctx);
+    for (int max_new_tokens : {0, -1, spec.n_ctx + 1, 268435456, 1000000000, 2147483647}) {
+        settings.max_new_tokens = max_new_tokens;
+        EXPECT_EQ(refused(two, settings), "beam search: max_new_tokens " + std::to_string(max_new_tokens) +
+                                              ", expected 1.." + context + " (the model's context)");
+    }
+    settings.max_new_tokens = spec.n_ctx;
+    EXPECT_TRUE(gpt2::BeamSearch::create(two, settings, &error)) << "a whole context of new tokens: " << error;
     settings.max_new_tokens = 4;
     settings.length_penalty = NAN;
     EXPECT_EQ(refused(two, settings), "beam search: length_penalty must be finite");

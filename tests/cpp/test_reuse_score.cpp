@@ -330,6 +330,24 @@ TEST(Score, RejectsFewerThanTwoTokensBadIdsAndTopKOutOfRange) {
     EXPECT_TRUE(session->score(ids, 2, 67, scores.data(), alternatives.data())) << "top_k may be the whole vocabulary";
 }
 
+TEST(Score, RefusesMoreAlternativesThanOneScoreReturnsBeforeAllocatingAnything) {
+    auto model = make_model(ModelSpec{});
+    auto session = session_with(*model, KvCacheFormat::fp32, greedy());
+    // 4194304 / 67 = 62601.5: 62601 scored tokens with 67 alternatives each fit, 62602 do not
+    EXPECT_TRUE(session->check_score(62602, 67)) << session->error();
+    EXPECT_FALSE(session->check_score(62603, 67));
+    EXPECT_EQ(session->error(), "score: top_k 67 for 62602 scored tokens is more than 4194304 alternatives (the most "
+                                "one score returns)");
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
+    EXPECT_TRUE(session->check_score(size_t(1) << 40, 0)) << "without alternatives the text alone bounds a score";
+    // score() checks the same before it feeds anything (the buffers a caller would need are not even there)
+    const std::vector<int32_t> ids(62603, 1);
+    EXPECT_FALSE(session->score(ids.data(), ids.size(), 67, nullptr, nullptr));
+    EXPECT_EQ(session->error(), "score: top_k 67 for 62602 scored tokens is more than 4194304 alternatives (the most "
+                                "one score returns)");
+    EXPECT_EQ(session->n_cached(), 0);
+}
+
 TEST(ScoreLogits, IsOnePositionOfScoreLogSoftmaxRanksAndTheLikeliestFirst) {
     // tokens 1 and 2 tie: the lower id comes first and they share a rank
     const float logits[] = {0.5f, 3.0f, 3.0f, -2.0f, 1.25f};

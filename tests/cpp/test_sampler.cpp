@@ -179,24 +179,13 @@ TEST(Sampler, RepetitionPenaltyChangesThePick) {
     EXPECT_EQ(sampler.sample(logits.data(), window, 1, 0, &error), 0);
 }
 
-TEST(Sampler, RejectsNonFiniteLogitsAndSanitizesSettings) {
+TEST(Sampler, RejectsNonFiniteLogits) {
     gpt2::Sampler sampler;
     std::string error;
     ASSERT_TRUE(sampler.init(3, &error));
     std::vector<float> logits = {1.0f, NAN, 0.0f};
     EXPECT_EQ(sampler.sample(logits.data(), nullptr, 0, 0, &error), -1);
     EXPECT_EQ(error, "logits contain nan or inf (token 1)");
-
-    gpt2::SamplingSettings bad;
-    bad.temperature = -1.0f;
-    bad.top_k = -5;
-    bad.top_p = NAN;
-    bad.repetition_penalty = 0.0f;
-    const auto s = gpt2::sanitize_sampling(bad, 3);
-    EXPECT_EQ(s.temperature, 0.0f);
-    EXPECT_EQ(s.top_k, 0);
-    EXPECT_EQ(s.top_p, 1.0f);
-    EXPECT_EQ(s.repetition_penalty, 1.0f);
 }
 
 // The logits processors, each on logits made so that it alone decides the greedy pick.
@@ -353,27 +342,191 @@ TEST(LogitsProcessors, TypicalPKeepsTheTokensClosestToTheEntropyUntilTheirMassRe
     EXPECT_EQ(p[3], 0.0f);
 }
 
-TEST(LogitsProcessors, SanitizingDropsEntriesOutsideTheVocabularyAndTurnsInvalidValuesOff) {
-    gpt2::SamplingSettings bad;
-    bad.min_p = 1.5f;
-    bad.typical_p = NAN;
-    bad.no_repeat_ngram_size = -2;
-    bad.presence_penalty = INFINITY;
-    bad.frequency_penalty = NAN;
-    bad.logit_bias = {{7, 1.0f}, {-1, 1.0f}, {1, NAN}, {2, INFINITY}, {0, -INFINITY}};
-    bad.bad_words = {{}, {1, 9}, {2, 1}};
-    bad.min_new_tokens = -3;
-    bad.eos_token = 4;
-    const auto s = gpt2::sanitize_sampling(bad, 4);
-    EXPECT_EQ(s.min_p, 0.0f);
-    EXPECT_EQ(s.typical_p, 1.0f);
-    EXPECT_EQ(s.no_repeat_ngram_size, 0);
-    EXPECT_EQ(s.presence_penalty, 0.0f);
-    EXPECT_EQ(s.frequency_penalty, 0.0f);
-    ASSERT_EQ(s.logit_bias.size(), 1u);
-    EXPECT_EQ(s.logit_bias[0].token, 0);
-    ASSERT_EQ(s.bad_words.size(), 1u);
-    EXPECT_EQ(s.bad_words[0], (std::vector<int32_t>{2, 1}));
-    EXPECT_EQ(s.min_new_tokens, 0);
-    EXPECT_EQ(s.eos_token, -1);
+namespace {
+
+// check_sampling's error for the default settings with one field changed, or "" when it takes them.
+template <typename Change>
+std::string refusal(Change change, int n_vocab = 4) {
+    gpt2::SamplingSettings s;
+    change(s);
+    std::string error;
+    return gpt2::check_sampling(s, n_vocab, &error) ? "" : error;
+}
+
+}  // namespace
+
+TEST(SamplingSettings, AValueOutsideItsRangeIsRefusedWithItsFieldNamedNeverTurnedOff) {
+    using S = gpt2::SamplingSettings;
+    EXPECT_EQ(refusal([](S& s) { s.temperature = NAN; }),
+              "sampling: temperature nan, expected a finite number >= 0 (0: greedy)");
+    EXPECT_EQ(refusal([](S& s) { s.temperature = -1.0f; }),
+              "sampling: temperature -1, expected a finite number >= 0 (0: greedy)");
+    EXPECT_EQ(refusal([](S& s) { s.temperature = INFINITY; }),
+              "sampling: temperature inf, expected a finite number >= 0 (0: greedy)");
+    EXPECT_EQ(refusal([](S& s) { s.top_k = -5; }), "sampling: top_k -5, expected >= 0 (0: every token)");
+    EXPECT_EQ(refusal([](S& s) { s.top_p = NAN; }), "sampling: top_p nan, expected a number in [0, 1] (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.top_p = 1.5f; }), "sampling: top_p 1.5, expected a number in [0, 1] (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.top_p = -0.1f; }), "sampling: top_p -0.1, expected a number in [0, 1] (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.repetition_penalty = 0.0f; }),
+              "sampling: repetition_penalty 0, expected a finite number > 0 (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.repetition_penalty = INFINITY; }),
+              "sampling: repetition_penalty inf, expected a finite number > 0 (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.min_p = 1.5f; }), "sampling: min_p 1.5, expected a number in [0, 1] (0: off)");
+    EXPECT_EQ(refusal([](S& s) { s.typical_p = NAN; }),
+              "sampling: typical_p nan, expected a number in [0, 1] (1: off)");
+    EXPECT_EQ(refusal([](S& s) { s.no_repeat_ngram_size = -2; }),
+              "sampling: no_repeat_ngram_size -2, expected >= 0 (0: off)");
+    EXPECT_EQ(refusal([](S& s) { s.presence_penalty = INFINITY; }),
+              "sampling: presence_penalty inf, expected a finite number");
+    EXPECT_EQ(refusal([](S& s) { s.frequency_penalty = NAN; }),
+              "sampling: frequency_penalty nan, expected a finite number");
+    EXPECT_EQ(refusal([](S& s) {
+                  s.logit_bias = {{0, 1.0f}, {7, 1.0f}};
+              }),
+              "sampling: logit_bias token 7 is outside the vocabulary [0, 4)");
+    EXPECT_EQ(refusal([](S& s) {
+                  s.logit_bias = {{-1, 1.0f}};
+              }),
+              "sampling: logit_bias token -1 is outside the vocabulary [0, 4)");
+    EXPECT_EQ(refusal([](S& s) {
+                  s.logit_bias = {{1, NAN}};
+              }),
+              "sampling: logit_bias nan for token 1, expected a finite number or -inf (a ban)");
+    EXPECT_EQ(refusal([](S& s) {
+                  s.logit_bias = {{2, INFINITY}};
+              }),
+              "sampling: logit_bias inf for token 2, expected a finite number or -inf (a ban)");
+    EXPECT_EQ(refusal([](S& s) { s.bad_words = {{2, 1}, {}}; }), "sampling: bad_words entry 1 is empty");
+    EXPECT_EQ(refusal([](S& s) {
+                  s.bad_words = {{1, 9}};
+              }),
+              "sampling: bad_words entry 0 has token 9, outside the vocabulary [0, 4)");
+    EXPECT_EQ(refusal([](S& s) { s.min_new_tokens = -3; }), "sampling: min_new_tokens -3, expected >= 0");
+    EXPECT_EQ(refusal([](S& s) { s.eos_token = 4; }), "sampling: eos_token 4, expected -1 (none) or a token of [0, 4)");
+    EXPECT_EQ(refusal([](S& s) { s.eos_token = -2; }),
+              "sampling: eos_token -2, expected -1 (none) or a token of [0, 4)");
+}
+
+TEST(SamplingSettings, TheEndsOfEachRangeAreTakenWithTheirDocumentedMeanings) {
+    using S = gpt2::SamplingSettings;
+    EXPECT_EQ(refusal([](S& s) {
+                  s.temperature = 0.0f;
+                  s.top_k = 1000;  // >= n_vocab: every token
+                  s.top_p = 0.0f;
+                  s.min_p = 1.0f;
+                  s.typical_p = 0.0f;
+                  s.logit_bias = {{3, -INFINITY}, {0, 3e38f}};
+                  s.bad_words = {{3}};
+                  s.eos_token = 3;
+                  s.presence_penalty = -3e38f;
+                  s.frequency_penalty = 3e38f;
+              }),
+              "");
+    // top_k at or above the vocabulary keeps every token; top_p 0 keeps the most likely one
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f};
+    for (int top_k : {4, 1000, 2147483647}) {
+        gpt2::Sampler sampler;
+        std::string error;
+        ASSERT_TRUE(sampler.init(4, &error));
+        gpt2::SamplingSettings s;
+        s.top_k = top_k;
+        ASSERT_TRUE(sampler.configure(s, &error)) << error;
+        std::vector<float> p(4);
+        ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+        for (float probability : p) EXPECT_GT(probability, 0.0f) << "top_k " << top_k;
+        s.top_k = 0;
+        s.top_p = 0.0f;
+        ASSERT_TRUE(sampler.configure(s, &error)) << error;
+        ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+        EXPECT_EQ(p, (std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f}));
+    }
+}
+
+TEST(SamplingSettings, ARefusedSettingLeavesTheSettingsBefore) {
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    gpt2::SamplingSettings s;
+    s.temperature = 0.5f;
+    s.top_k = 3;
+    ASSERT_TRUE(sampler.configure(s, &error));
+    gpt2::SamplingSettings bad = s;
+    bad.temperature = 2.0f;
+    bad.typical_p = 1.5f;
+    EXPECT_FALSE(sampler.configure(bad, &error));
+    EXPECT_EQ(error, "sampling: typical_p 1.5, expected a number in [0, 1] (1: off)");
+    EXPECT_EQ(sampler.settings().temperature, 0.5f);
+    EXPECT_EQ(sampler.settings().typical_p, 1.0f);
+    EXPECT_EQ(sampler.settings().top_k, 3);
+}
+
+TEST(LogitsProcessors, HugeFiniteBiasesAndPenaltiesMakeATokenCertainOrNeverNotInfiniteOrNan) {
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    std::vector<float> p(4);
+    auto distribution = [&](const gpt2::SamplingSettings& s, const std::vector<int32_t>& window, int n_generated) {
+        EXPECT_TRUE(sampler.configure(s, &error)) << error;
+        EXPECT_EQ(sampler.distribution(logits.data(), window.data(), int(window.size()), n_generated, p.data(), &error),
+                  0)
+            << error;
+        return p;
+    };
+    gpt2::SamplingSettings s;
+    // a bias that overflows the float sum: the token is certain
+    s.logit_bias = {{0, 3.4e38f}, {0, 3.4e38f}};
+    EXPECT_EQ(distribution(s, {}, 0), (std::vector<float>{1.0f, 0.0f, 0.0f, 0.0f}));
+    // a frequency penalty of -3e38 on tokens generated twice (their float sum overflows): those are certain, shared
+    s = gpt2::SamplingSettings();
+    s.frequency_penalty = -3e38f;
+    EXPECT_EQ(distribution(s, {2, 3, 2, 3}, 4), (std::vector<float>{0.0f, 0.0f, 0.5f, 0.5f}));
+    // and greedy picks the first of them, not an end the nan of an inf - inf would have given
+    s.temperature = 0.0f;
+    EXPECT_TRUE(sampler.configure(s, &error));
+    const std::vector<int32_t> window = {2, 3, 2, 3};
+    EXPECT_EQ(sampler.sample(logits.data(), window.data(), 4, 4, &error), 2);
+    // a presence penalty of 3e38 on a token whose logit is below -1e38 after a bias: never drawn
+    s = gpt2::SamplingSettings();
+    s.logit_bias = {{1, -2e38f}};
+    s.presence_penalty = 3e38f;
+    const std::vector<float> never = distribution(s, {1}, 1);
+    EXPECT_EQ(never[1], 0.0f);
+    EXPECT_NEAR(never[0] + never[2] + never[3], 1.0f, 1e-6f);
+    // a tiny repetition penalty divides a positive logit past the float range: certain
+    s = gpt2::SamplingSettings();
+    s.repetition_penalty = 1e-39f;
+    EXPECT_EQ(distribution(s, {2}, 0), (std::vector<float>{0.0f, 0.0f, 1.0f, 0.0f}));
+    // a -inf bias stays a ban whatever the penalties add
+    s = gpt2::SamplingSettings();
+    s.logit_bias = {{1, -INFINITY}};
+    s.frequency_penalty = -3e38f;
+    s.presence_penalty = -3e38f;
+    EXPECT_EQ(distribution(s, {1, 1, 1}, 3)[1], 0.0f);
+}
+
+TEST(LogitsProcessors, ExtremeTemperaturesGiveTheirLimitsNeverNan) {
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+    gpt2::Sampler sampler;
+    std::string error;
+    ASSERT_TRUE(sampler.init(4, &error));
+    std::vector<float> p(4);
+    gpt2::SamplingSettings s;
+    s.temperature = 1e-45f;  // the smallest float above 0: the most likely token
+    ASSERT_TRUE(sampler.configure(s, &error));
+    ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+    EXPECT_EQ(p, (std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f}));
+    s.temperature = 3.4e38f;  // uniform
+    ASSERT_TRUE(sampler.configure(s, &error));
+    ASSERT_EQ(sampler.distribution(logits.data(), nullptr, 0, 0, p.data(), &error), 0);
+    for (float probability : p) EXPECT_FLOAT_EQ(probability, 0.25f);
+    // beam sampling's scores divided by a tiny temperature stay finite, and banned tokens -inf
+    s.temperature = 1e-45f;
+    s.logit_bias = {{0, -INFINITY}, {3, 3.4e38f}};
+    ASSERT_TRUE(sampler.configure(s, &error));
+    std::vector<float> out(4);
+    ASSERT_EQ(sampler.beam_scores(logits.data(), nullptr, 0, 0, out.data(), &error), 0);
+    EXPECT_EQ(out[0], -INFINITY);
+    for (int i = 1; i < 4; i++) EXPECT_TRUE(std::isfinite(out[size_t(i)]) || out[size_t(i)] == -INFINITY) << i;
+    EXPECT_EQ(out[3], gpt2::kMaxFloat);
 }

@@ -194,6 +194,52 @@ TEST(Session, RejectsBadTokensAndStaysUsable) {
     EXPECT_EQ(std::memcmp(session->logits(), check->logits(), sizeof(float) * 67), 0);
 }
 
+TEST(Session, SamplingSettingsOutOfRangeAreRefusedAndTheSettingsBeforeKept) {
+    auto model = make_model(ModelSpec{});
+    auto session = make_session(*model, true), check = make_session(*model, true);
+    gpt2::SamplingSettings settings;
+    settings.temperature = 0.7f;
+    settings.seed = 11;
+    ASSERT_TRUE(session->set_sampling(settings));
+    ASSERT_TRUE(check->set_sampling(settings));
+    gpt2::SamplingSettings bad = settings;
+    bad.temperature = NAN;
+    EXPECT_FALSE(session->set_sampling(bad));
+    EXPECT_EQ(session->error(), "sampling: temperature nan, expected a finite number >= 0 (0: greedy)");
+    EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
+    bad = settings;
+    bad.logit_bias = {{67, 1.0f}};
+    EXPECT_FALSE(session->set_sampling(bad));
+    EXPECT_EQ(session->error(), "sampling: logit_bias token 67 is outside the vocabulary [0, 67)");
+    EXPECT_EQ(session->sampling().temperature, 0.7f);
+    // the settings before are in force, their RNG where it was: the same tokens as a session that was never refused
+    const auto ids = prompt(10, 67);
+    int a = session->prefill(ids.data(), ids.size()), b = check->prefill(ids.data(), ids.size());
+    for (int i = 0; i < 20; i++) {
+        ASSERT_EQ(a, b) << "token " << i;
+        a = session->step(a);
+        b = check->step(b);
+    }
+    EXPECT_EQ(session->error(), "");
+}
+
+TEST(Session, AFrequencyPenaltyOfMinus3e38MakesTheRepeatedTokenCertainNotAFalseEnd) {
+    auto model = make_model(ModelSpec{});
+    auto session = make_session(*model, true);
+    gpt2::SamplingSettings settings;
+    settings.frequency_penalty = -3e38f;  // twice that overflows a float
+    settings.seed = 3;
+    ASSERT_TRUE(session->set_sampling(settings));
+    const auto ids = prompt(10, 67);
+    const int first = session->prefill(ids.data(), ids.size());
+    ASSERT_GE(first, 0);
+    int next = first;
+    for (int i = 0; i < 30; i++) {
+        next = session->step(next);
+        ASSERT_EQ(next, first) << "step " << i << ": " << session->error();
+    }
+}
+
 TEST(Session, ResetEmptiesTheCache) {
     auto model = make_model(ModelSpec{});
     auto session = make_session(*model, true), check = make_session(*model, true);

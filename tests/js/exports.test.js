@@ -1,12 +1,12 @@
 // The shipped engine (public/wasm/gpt2.wasm, gpt2-mt.wasm and their relaxed-SIMD twins) exports only the product API: the test and
-// benchmark hooks (session.logits(), HeapBlock and its bandwidth probe) are in the testing build alone.
+// benchmark hooks (session.logits(), HeapBlock and its bandwidth probe, HeapReserve that fills the heap) are in the testing build alone.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { simdSupport } from '../../web/lib/engine/simd_support.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const TESTING_HOOKS = ['logits', 'HeapBlock', 'streamRead'];
+const TESTING_HOOKS = ['logits', 'HeapBlock', 'streamRead', 'HeapReserve'];
 
 // The embind names a build registers: its classes, their methods, its functions (read from a live instance).
 function registeredNames(engine) {
@@ -37,7 +37,7 @@ describe.each([
 
   test('registers the product classes and functions but none of the testing build\'s', async () => {
     const product = registeredNames(await loadEngine({ threads }));
-    expect(product).toEqual(expect.arrayContaining(['ModelLoader', 'Model', 'Session', 'heapUsedBytes', 'heapBytes', 'prefill', 'staging']));
+    expect(product).toEqual(expect.arrayContaining(['ModelLoader', 'Model', 'Session', 'heapUsedBytes', 'heapBytes', 'limits', 'prefill', 'staging']));
     expect(product.filter((entry) => TESTING_HOOKS.includes(entry))).toEqual([]);
     expect(product).not.toContain('HEAPU8');
     const testing = registeredNames(await loadEngine({ threads, testing: true }));

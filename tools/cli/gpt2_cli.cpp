@@ -45,6 +45,7 @@
 
 #include "formats/gguf.h"
 #include "gpt2.h"
+#include "model/thread_pool.h"
 
 namespace {
 
@@ -146,7 +147,7 @@ Options parse_args(int argc, char** argv) {
         else if (flag == "--bench") o.bench = true;
         else if (flag == "--score") o.score = true;
         else if (flag == "--int8") o.int8 = true;
-        else if (flag == "--threads") o.n_threads = int(parse_long(flag, value(), 1, 256));
+        else if (flag == "--threads") o.n_threads = int(parse_long(flag, value(), 1, gpt2::ThreadPool::kMaxThreads));
         else if (flag == "--kv-cache") {
             const char* text = value();
             if (!gpt2::parse_kv_cache_format(text, &o.kv_cache))
@@ -244,7 +245,7 @@ void run_score(gpt2::Session& session, const std::vector<int32_t>& ids) {
 
 void run_generate(gpt2::Session& session, const gpt2::Config& config, const Options& o, int n_threads,
                   int32_t end_of_text) {
-    session.set_sampling(o.sampling);
+    if (!session.set_sampling(o.sampling)) die(session.error());
     auto start = std::chrono::steady_clock::now();
     int next;
     if (!o.dump_logits_path.empty()) {

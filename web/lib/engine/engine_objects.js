@@ -176,7 +176,8 @@ export class EngineSession extends EngineObject {
       logitBias: Object.entries(logitBias).map(([token, bias]) => [Number(token), bias]),
       badWords, minNewTokens, eosToken, seed,
     };
-    this.call((session) => session.setSampling(settings));
+    // The engine refuses a number it cannot take as given (the field named), and a value outside its range.
+    this.checkedCall((session) => session.setSampling(settings), (set) => !set);
   }
 
   // Clears the session, feeds the prompt ids (Array or typed array) and returns the sampled next token id. Only the

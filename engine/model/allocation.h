@@ -1,0 +1,24 @@
+// The sizes of the engine's allocations, checked before they are made: counts that come from a caller are multiplied
+// in 64 bits, checked for overflow and compared with what one allocation can hold in this build (size_t is 32 bits
+// in wasm32, where a product computed in size_t would wrap around to a small block).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace gpt2 {
+
+// *bytes = count x size when that many bytes can be one allocation here; false when the product overflows 64 bits
+// or exceeds SIZE_MAX (*bytes untouched).
+bool array_bytes(uint64_t count, uint64_t size, size_t* bytes);
+
+// new (std::nothrow) T[count], or nullptr when count Ts cannot be one allocation or there is no memory for them.
+template <typename T>
+T* allocate_array(uint64_t count) {
+    size_t bytes = 0;
+    if (!array_bytes(count, sizeof(T), &bytes)) return nullptr;
+    return new (std::nothrow) T[size_t(count)];
+}
+
+}  // namespace gpt2
