@@ -264,6 +264,15 @@ describe('flags', () => {
     });
   });
 
+  test('--score with more alternatives in all than one score returns is refused in one line before it runs', async () => {
+    // 181 tokens: 181 x 50257 alternatives are more than 4,194,304
+    const error = await cliError(['--score', '--top-alternatives', '50257', 'ROMEO: '.repeat(60)]);
+    expect({ code: error.code, stderr: error.stderr }).toEqual({
+      code: 1,
+      stderr: 'gpt2-wasm: score: option topAlternatives 50257 for 181 scored tokens asks for 9096517 alternatives, more than 4194304 (the most one score returns)\n',
+    });
+  });
+
   test('errors exit 1 with one line on stderr', async () => {
     for (const args of [['--top-p', '2', 'x'], ['--model', '/nonexistent', 'x'], ['--bogus']]) {
       const error = await cliError(args);

@@ -5,7 +5,8 @@
 #     TARGET    fuzz_loader (default: the input is model.safetensors), fuzz_config (the input is config.json) or
 #               fuzz_gguf (the input is model.gguf, read by the GGUF reader) or fuzz_gguf_model (the same inputs
 #               loaded as a model and run), or fuzz_tokenizer (vocab.json and merges.txt: the JS fuzzer
-#               tests/fuzz/fuzz_tokenizer.mjs, run with node; no build)
+#               tests/fuzz/fuzz_tokenizer.mjs, run with node; no build), or fuzz_options (generate() and score()
+#               options against the bundled model: tests/fuzz/fuzz_options.mjs, run with node on the built wasm)
 # The committed corpus (tests/fuzz/corpus/{loader,config,gguf}) is copied to build/fuzz/corpus-TARGET, where the
 # fuzzer adds what it finds, so the committed seeds stay as they are. A crash, hang (> 10 s), leak or
 # sanitizer report stops the run with a non-zero status and leaves the input in build/fuzz/artifacts/.
@@ -17,13 +18,13 @@ limit=${1:-60}
 target=${2:-fuzz_loader}
 case "$limit" in
   -runs=*) budget=("$limit") ;;
-  *[!0-9]*|'') echo "usage: tools/dev/fuzz.sh [SECONDS | -runs=N] [fuzz_loader|fuzz_config|fuzz_gguf|fuzz_gguf_model|fuzz_tokenizer]" >&2; exit 2 ;;
+  *[!0-9]*|'') echo "usage: tools/dev/fuzz.sh [SECONDS | -runs=N] [fuzz_loader|fuzz_config|fuzz_gguf|fuzz_gguf_model|fuzz_tokenizer|fuzz_options]" >&2; exit 2 ;;
   *) budget=("-max_total_time=$limit") ;;
 esac
-if [ "$target" = fuzz_tokenizer ]; then
+if [ "$target" = fuzz_tokenizer ] || [ "$target" = fuzz_options ]; then
   case "$limit" in
-    -runs=*) exec node tests/fuzz/fuzz_tokenizer.mjs --cases "${limit#-runs=}" ;;
-    *) exec node tests/fuzz/fuzz_tokenizer.mjs --seconds "$limit" ;;
+    -runs=*) exec node "tests/fuzz/$target.mjs" --cases "${limit#-runs=}" ;;
+    *) exec node "tests/fuzz/$target.mjs" --seconds "$limit" ;;
   esac
 fi
 case "$target" in
