@@ -125,7 +125,14 @@ test('an invalid column field is the page\'s error and Compare stays usable; Sto
   await expect(page.getByLabel('Top-p (column 4)')).toBeFocused();
   await page.getByLabel('Top-p (column 4)').fill('0.9');
 
+  // a beam search longer than the model's context is refused before anything runs, at the column's Beams
   await fillSettings(page, { maxNewTokens: 1000 });
+  await compareButton(page).click();
+  await expect(controls(page).alert).toHaveText("Beam search generates at most the model's context (256 tokens): set Max new tokens to 256 or less, or Beams to 1.");
+  await expect(page.getByLabel('Beams (column 2)')).toBeFocused();
+  await expect(column(page, 1).locator('.token')).toHaveCount(0);
+  await page.getByLabel('Beams (column 2)').fill('1');
+
   await compareButton(page).click();
   await expect(column(page, 1).locator('.token').nth(2)).toBeAttached({ timeout: MODEL_READY_TIMEOUT });
   await controls(page).stop.click();

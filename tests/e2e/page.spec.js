@@ -144,6 +144,12 @@ test('Beams in Advanced decoding: beam search gives the Node API\'s text and is 
   await page.getByText('Advanced decoding', { exact: true }).click();
   await page.getByLabel('Beams', { exact: true }).fill('4');
   await page.getByLabel('Length penalty').fill('0.5');
+  // more new tokens than the model's context is refused at Max new tokens before anything runs
+  await page.getByLabel('Max new tokens').fill('257');
+  await controls(page).generate.click();
+  await expect(controls(page).alert).toHaveText("Beam search generates at most the model's context (256 tokens): set Max new tokens to 256 or less, or Beams to 1.");
+  await expect(page.getByLabel('Max new tokens')).toBeFocused();
+  await fillSettings(page, GREEDY);
   expect(await generateText(page)).toBe(expected);
   await expect(controls(page).alert).toBeEmpty();
 

@@ -211,6 +211,28 @@ test('a data-num-return-sequences="3" widget shows three labelled outputs, each 
   expect(errors).toEqual([]);
 });
 
+test('a beam search longer than the model\'s context is refused in one line at Generate, and the widget\'s worker goes on', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto(`${hosts.plain.origin}/basic.html`);
+  await page.waitForFunction(() => window.GPT2Widget);
+  await page.evaluate(() => {
+    document.body.insertAdjacentHTML('beforeend', '<section id="beams"><div data-gpt2-widget data-num-beams="16" data-temperature="0" ' +
+      'data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="268435456"></div></section>' +
+      '<section id="after"><div data-gpt2-widget data-device="wasm" data-prompt="ROMEO:" data-max-new-tokens="8" data-temperature="0"></div></section>');
+    window.GPT2Widget.mountAll(document.getElementById('beams'));
+  });
+  const beams = widgetControls(page.locator('#beams [data-gpt2-widget]'));
+  await expect(beams.generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  await beams.generate.click();
+  await expect(beams.alert).toHaveText("Generation failed: generate: option maxNewTokens must be at most the model's context (256 tokens) with numBeams > 1, got 268435456");
+  await expect(beams.generate).toBeEnabled();
+  // the same worker and model (one per page) still generate the engine's text
+  await page.evaluate(() => window.GPT2Widget.mountAll(document.getElementById('after')));
+  const after = widgetControls(page.locator('#after [data-gpt2-widget]'));
+  expect(await generateAndWait(after)).toBe(await nodeGreedyText('ROMEO:', 8));
+  expect(errors).toEqual([]);
+});
+
 test('a data-* value the widget does not take shows one line inside the widget, builds no sequence boxes and leaves the page as it is', async ({ page }) => {
   const errors = collectErrors(page);
   await page.goto(`${hosts.plain.origin}/bad-attributes.html`);

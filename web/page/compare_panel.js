@@ -2,7 +2,7 @@
 // side, so that a learner sees what temperature, beam search, top-k, top-p, min-p and speculative decoding change
 // in the text and in the speed. Its tokens carry the output's tooltips (tooltip.js).
 import { recoverFromCrash } from './crash_recovery.js';
-import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, clearError, elements, invalidNumberMessage, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
+import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, beamsPastContext, clearError, elements, invalidNumberMessage, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { hideTooltip, wireTooltip } from './tooltip.js';
 
 // One of each family the page offers, with a fixed seed so that a run can be repeated and a copied column with
@@ -139,6 +139,8 @@ function readAllOptions() {
     if (speculative && numbers.numBeams > 1) {
       return showInvalid(column.querySelector('input[data-setting="numBeams"]'), BEAMS_AND_SPECULATION);
     }
+    const pastContext = beamsPastContext(numbers.numBeams, maxNewTokens.valueAsNumber);
+    if (pastContext) return showInvalid(column.querySelector('input[data-setting="numBeams"]'), pastContext);
     columnOptions.push({
       ...numbers,
       maxNewTokens: maxNewTokens.valueAsNumber,

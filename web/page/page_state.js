@@ -131,6 +131,14 @@ export function invalidNumberMessage(input) {
 // Beams above 1 with speculation on, in the Generate panel or a Compare column: generate() takes one or the other.
 export const BEAMS_AND_SPECULATION = 'Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.';
 
+// Beams above 1 with more new tokens than the loaded model's context, in the Generate panel or a Compare column:
+// the beams' buffers hold one context (generate() refuses more) -> the message, or null when they fit.
+export function beamsPastContext(numBeams, maxNewTokens) {
+  const nCtx = state.model?.config.n_ctx;
+  if (!(numBeams > 1 && nCtx !== undefined && maxNewTokens > nCtx)) return null;
+  return `Beam search generates at most the model's context (${nCtx} tokens): set Max new tokens to ${nCtx} or less, or Beams to 1.`;
+}
+
 export function showInvalid(input, message) {
   showError(message);
   const group = input.closest('details');
