@@ -131,7 +131,7 @@ enum class ErrorKind { none, config, file, memory, input };
 const char* error_kind_name(ErrorKind kind);
 
 struct Weights;      // engine layout of the parameters, engine/model/weights.h
-struct Vocabulary;   // the tokenizer a GGUF file carries, engine/formats/gguf.h
+struct Vocabulary;   // the tokenizer a GGUF file carries, engine/model/vocabulary.h
 struct LoaderState;  // the incremental loader's progress, engine/formats/model_loader.cpp
 class ThreadPool;    // workers of the forward pass, engine/model/thread_pool.h
 struct RunState;     // activations + KV cache, engine/model/forward.h

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "../tools/bench/stream_read.h"
 #include "bindings.h"
+#include "kernels/stream_read.h"
 
 using emscripten::val;
 
@@ -45,7 +45,7 @@ class HeapBlock {
     // weights as the memory-bandwidth ceiling of a decode step, in the same engine build. Returns the sum so the
     // read cannot be optimized away.
     double stream_read() const {
-        return gpt2_bench::stream_sum(reinterpret_cast<const float*>(data_.get()), size_ / sizeof(float));
+        return gpt2::stream_sum(reinterpret_cast<const float*>(data_.get()), size_ / sizeof(float));
     }
 
    private:

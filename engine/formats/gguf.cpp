@@ -4,8 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "formats/json.h"   // printable
-#include "model/weights.h"  // out_of_memory
+#include "formats/json.h"      // printable
+#include "model/allocation.h"  // out_of_memory
 
 // Fields are assembled little-endian by hand, but tensor bytes are handed on as they are: GGUF v3 files are
 // little-endian, as are the hosts (x86, ARM, wasm).

@@ -9,10 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
-#include <utility>
+
+#include "model/vocabulary.h"
 
 namespace gpt2 {
 
@@ -53,54 +53,6 @@ bool ggml_type_known(uint32_t type);
 // Values per block and bytes per block of a known type (ggml-common.h's block_* structs; F32/F16: 1 value).
 uint32_t ggml_block_values(GgmlType type);
 uint32_t ggml_block_bytes(GgmlType type);
-
-// A growable array of trivially copyable T in malloc'd memory: growth reports failure instead of throwing.
-template <typename T>
-class GgufArray {
-   public:
-    GgufArray() = default;
-    GgufArray(const GgufArray&) = delete;
-    GgufArray& operator=(const GgufArray&) = delete;
-    ~GgufArray() { std::free(data_); }
-    void swap(GgufArray& other) {
-        std::swap(data_, other.data_);
-        std::swap(size_, other.size_);
-        std::swap(capacity_, other.capacity_);
-    }
-    // Appends n elements (or, values == nullptr, n zeroed ones); false when memory runs out.
-    bool append(const T* values, size_t n);
-    T* data() { return data_; }
-    const T* data() const { return data_; }
-    size_t size() const { return size_; }
-    void clear() { size_ = 0; }
-    T& operator[](size_t i) { return data_[i]; }
-    const T& operator[](size_t i) const { return data_[i]; }
-
-   private:
-    T* data_ = nullptr;
-    size_t size_ = 0;
-    size_t capacity_ = 0;
-};
-
-// A list of byte strings stored back to back (tokens, merges, keys, tensor names).
-class GgufStringList {
-   public:
-    size_t size() const { return ends_.size(); }
-    std::string_view operator[](size_t i) const;
-    uint64_t total_bytes() const { return bytes_.size(); }
-    // Starts a new (empty) string / appends bytes to the last one; false when memory runs out.
-    bool start();
-    bool extend(const uint8_t* bytes, size_t n);
-    void clear();
-    void swap(GgufStringList& other) {
-        bytes_.swap(other.bytes_);
-        ends_.swap(other.ends_);
-    }
-
-   private:
-    GgufArray<char> bytes_;     // (total_bytes) the strings' bytes
-    GgufArray<uint64_t> ends_;  // (size) one past each string's last byte in bytes_
-};
 
 struct GgufTensor {
     uint32_t name = 0;  // index into GgufModelInfo::tensor_names
@@ -146,15 +98,6 @@ class GgufSink {
     // arrive in data-offset order, each one's bytes in order, a call never spanning two tensors.
     virtual bool on_tensor_bytes(size_t tensor, uint64_t byte_offset, const uint8_t* bytes, size_t n,
                                  std::string* error) = 0;
-};
-
-// The tokenizer a GGUF file carries, kept by the model it was loaded with (Model::vocabulary()).
-struct Vocabulary {
-    GgufStringList tokens;  // (n_vocab) tokenizer.ggml.tokens: GPT-2 byte-level BPE token strings, in id order
-    GgufStringList merges;  // tokenizer.ggml.merges: "a b" pairs, highest priority first
-    uint32_t eos_token_id = 0;
-    bool has_bos_token_id = false;
-    uint32_t bos_token_id = 0;
 };
 
 class GgufReader {

@@ -10,6 +10,7 @@
 #include "kernels/block_formats.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "model/allocation.h"
 
 namespace gpt2 {
 

@@ -12,6 +12,7 @@
 #include "formats/safetensors.h"
 #include "formats/safetensors_weights.h"
 #include "gpt2.h"
+#include "model/allocation.h"
 #include "model/thread_pool.h"
 #include "model/weights.h"
 

@@ -3,7 +3,7 @@
 // written to its final fp32 or int8 storage block by block. Only an int8 Conv1D matrix is gathered whole
 // (decoded), because its quantization is per output row, i.e. per column of the file's [in][out] layout. With a
 // MatrixReceiver, the matrices' rows go to it as they are converted (a Conv1D matrix once it is whole, transposed),
-// and only the vectors are written to Weights.
+// and only the vectors are written to Weights. Before that, match_tensors gives each tensor of the header its role.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +17,22 @@
 #include "model/weights.h"
 
 namespace gpt2 {
+
+// What the loader does with one tensor of the file.
+struct TensorRole {
+    enum class Kind {
+        ignored,    // a causal-mask buffer ("h.{i}.attn.bias" / "masked_bias"): the engine builds its own mask
+        parameter,  // converted into layout.slots[slot]
+        lm_head,    // compared with wte: the engine's LM head is always wte, so only a tied head is accepted
+    };
+    Kind kind = Kind::ignored;
+    size_t slot = 0;  // parameter: index into WeightsLayout::slots
+};
+
+// Matches the file's tensors to the layout by name and shape: missing, extra, duplicated and mis-shaped
+// tensors are errors naming the tensor. roles: one per header tensor, same order.
+bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors, const WeightsLayout& layout,
+                   std::vector<TensorRole>* roles, std::string* error);
 
 class SafetensorsWeightsSink {
    public:

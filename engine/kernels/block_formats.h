@@ -1,4 +1,4 @@
-// The ggml block formats of GGUF files as the storage of a Linear (weights.h), run in their quantized form:
+// The ggml block formats of GGUF files as the storage of a Linear (linear.h), run in their quantized form:
 // F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32 values) and Q4_K, Q5_K, Q6_K (super-blocks of 256), with the
 // block layouts of ggml's ggml-common.h. A matrix (n_out, n_in) arrives as the file stores it, row-major rows of
 // blocks, and each format may rearrange it into its own storage (e.g. panels of kPanelRows rows, scales

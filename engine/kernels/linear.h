@@ -1,13 +1,26 @@
-// The one place that knows how each storage format of a Linear (engine/model/weights.h) multiplies: fp32 and int8 run
-// the kernels of kernels.cpp, the ggml block formats their BlockFormat (block_formats.h), so that the forward
-// pass, its threading and the weights' structs need not know the formats.
+// A Linear, and the one place that knows how each of its storage formats multiplies: fp32 and int8 run the kernels of
+// kernels.cpp, the ggml block formats their BlockFormat (block_formats.h), so that the forward pass, its threading and
+// the weights' structs (engine/model/weights.h) need not know the formats.
 #pragma once
 
 #include <cstdint>
 
-#include "model/weights.h"
+#include "gpt2.h"
 
 namespace gpt2 {
+
+// One weight matrix (n_out, n_in), [out][in] in panels (kernels.h), in one storage format, and its bias: a
+// linear layer out = x . weight^T + bias. The format decides how the matrix multiplies, in one place
+// (engine/kernels/linear.cpp): a new storage format is a new WeightFormat and a kernel there, not new fields.
+struct Linear {
+    WeightFormat format = WeightFormat::fp32;
+    int n_out = 0;
+    int n_in = 0;
+    void* weight = nullptr;   // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
+    float* scale = nullptr;   // (n_out) int8: the per-row scales; fp32: null
+    int32_t* sums = nullptr;  // (n_out) int8 where the kernels take them (kernels.h kInt8RowSums): int8_row_sums of q
+    float* bias = nullptr;    // (n_out), or null (the LM head)
+};
 
 // The input rows of a linear layer, in every form a format multiplies.
 struct LinearInput {

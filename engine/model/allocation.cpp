@@ -1,4 +1,5 @@
-// array_bytes (allocation.h), and in wasm the nothrow operator new that makes a failed allocation an error.
+// array_bytes and out_of_memory (allocation.h), and in wasm the nothrow operator new that makes a failed allocation an
+// error.
 #include "model/allocation.h"
 
 #include <cstdlib>
@@ -10,6 +11,11 @@ bool array_bytes(uint64_t count, uint64_t size, size_t* bytes) {
     if (__builtin_mul_overflow(count, size, &product) || product > uint64_t(SIZE_MAX)) return false;
     *bytes = size_t(product);
     return true;
+}
+
+bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
+    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    return false;
 }
 
 }  // namespace gpt2

@@ -1,11 +1,13 @@
 // The sizes of the engine's allocations, checked before they are made: counts that come from a caller are multiplied
 // in 64 bits, checked for overflow and compared with what one allocation can hold in this build (size_t is 32 bits
-// in wasm32, where a product computed in size_t would wrap around to a small block).
+// in wasm32, where a product computed in size_t would wrap around to a small block); and the "out of memory: " error of
+// one that fails, which the model and the file readers share.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
 
 namespace gpt2 {
 
@@ -20,5 +22,8 @@ T* allocate_array(uint64_t count) {
     if (!array_bytes(count, sizeof(T), &bytes)) return nullptr;
     return new (std::nothrow) T[size_t(count)];
 }
+
+// *error = "out of memory: need <bytes> bytes for <what>" (if error is not null). Returns false.
+bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
 }  // namespace gpt2

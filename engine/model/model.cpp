@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "formats/gguf.h"
 #include "gpt2.h"
 #include "model/thread_pool.h"
+#include "model/vocabulary.h"
 #include "model/weights.h"
 
 namespace gpt2 {

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "model/allocation.h"
 
 namespace gpt2 {
 
@@ -18,45 +18,6 @@ bool weights_file_error(std::string* error, const std::string& message) {
     if (error) *error = "model.safetensors: " + message;
     return false;
 }
-
-bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
-    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
-    return false;
-}
-
-namespace {
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); i++) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
-}
-
-// "h.{i}.attn.bias" / "h.{i}.attn.masked_bias" with i < n_layer: the causal-mask buffers some exports
-// include; the engine builds its own mask, so they are ignored.
-bool is_mask_buffer(const std::string& name, int n_layer) {
-    if (name.compare(0, 2, "h.") != 0) return false;
-    size_t pos = 2;
-    int64_t layer = 0;
-    size_t digits = 0;
-    while (pos < name.size() && name[pos] >= '0' && name[pos] <= '9' && digits < 9) {
-        layer = layer * 10 + (name[pos] - '0');
-        pos++;
-        digits++;
-    }
-    if (digits == 0 || layer >= n_layer) return false;
-    std::string rest = name.substr(pos);
-    return rest == ".attn.bias" || rest == ".attn.masked_bias";
-}
-
-// Optional prefix of every tensor name (checkpoints saved from GPT2LMHeadModel). A char array, not a static
-// std::string: that would allocate on first use, which heap-leak checks would count against a failed load.
-constexpr char kTransformerPrefix[] = "transformer.";
-
-}  // namespace
 
 WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w, bool with_matrices) {
     const int64_t C = config.n_embd, L = config.n_layer, V = config.n_vocab, T = config.n_ctx;
@@ -127,47 +88,6 @@ WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights*
     add_vector("ln_f.weight", {C}, &w->ln_f.weight);
     add_vector("ln_f.bias", {C}, &w->ln_f.bias);
     return layout;
-}
-
-bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors, const WeightsLayout& layout,
-                   std::vector<TensorRole>* roles, std::string* error) {
-    const int64_t C = config.n_embd, V = config.n_vocab;
-    std::unordered_map<std::string, size_t> index;
-    for (size_t i = 0; i < layout.slots.size(); i++) index[layout.slots[i].name] = i;
-    std::vector<const TensorInfo*> found(layout.slots.size(), nullptr);
-    roles->assign(tensors.size(), TensorRole());
-
-    for (size_t t = 0; t < tensors.size(); t++) {
-        const TensorInfo& tensor = tensors[t];
-        const size_t prefix_len = sizeof kTransformerPrefix - 1;
-        std::string name = tensor.name.compare(0, prefix_len, kTransformerPrefix) == 0 ? tensor.name.substr(prefix_len)
-                                                                                       : tensor.name;
-        auto it = index.find(name);
-        if (it != index.end()) {
-            const ParameterSlot& slot = layout.slots[it->second];
-            if (found[it->second])
-                return weights_file_error(error, "tensors '" + found[it->second]->name + "' and '" + tensor.name +
-                                                     "' are the same parameter");
-            if (tensor.shape != slot.shape)
-                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " +
-                                                     shape_string(tensor.shape) + ", expected " +
-                                                     shape_string(slot.shape));
-            found[it->second] = &tensor;
-            (*roles)[t] = {TensorRole::Kind::parameter, it->second};
-        } else if (is_mask_buffer(name, config.n_layer)) {
-            continue;
-        } else if (name == "lm_head.weight") {
-            if (tensor.shape != std::vector<int64_t>{V, C})
-                return weights_file_error(error, "tensor '" + tensor.name + "' has shape " +
-                                                     shape_string(tensor.shape) + ", expected " + shape_string({V, C}));
-            (*roles)[t].kind = TensorRole::Kind::lm_head;
-        } else {
-            return weights_file_error(error, "unexpected tensor '" + tensor.name + "'");
-        }
-    }
-    for (size_t i = 0; i < layout.slots.size(); i++)
-        if (!found[i]) return weights_file_error(error, "missing tensor '" + layout.slots[i].name + "'");
-    return true;
 }
 
 bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* error) {

@@ -9,23 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "formats/safetensors.h"
 #include "gpt2.h"
+#include "kernels/linear.h"
 
 namespace gpt2 {
-
-// One weight matrix (n_out, n_in), [out][in] in panels (kernels.h), in one storage format, and its bias: a
-// linear layer out = x . weight^T + bias. The format decides how the matrix multiplies, in one place
-// (engine/kernels/linear.cpp): a new storage format is a new WeightFormat and a kernel there, not new fields.
-struct Linear {
-    WeightFormat format = WeightFormat::fp32;
-    int n_out = 0;
-    int n_in = 0;
-    void* weight = nullptr;   // (n_out, n_in) fp32: float; int8: int8_t q with w[o][i] ~= q[o][i] * scale[o]
-    float* scale = nullptr;   // (n_out) int8: the per-row scales; fp32: null
-    int32_t* sums = nullptr;  // (n_out) int8 where the kernels take them (kernels.h kInt8RowSums): int8_row_sums of q
-    float* bias = nullptr;    // (n_out), or null (the LM head)
-};
 
 struct LayerNorm {
     float* weight = nullptr;  // (n_embd)
@@ -102,22 +89,6 @@ struct WeightsLayout {
 // MatrixReceiver), only the vectors do.
 WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights* w, bool with_matrices = true);
 
-// What the loader does with one tensor of the file.
-struct TensorRole {
-    enum class Kind {
-        ignored,    // a causal-mask buffer ("h.{i}.attn.bias" / "masked_bias"): the engine builds its own mask
-        parameter,  // converted into layout.slots[slot]
-        lm_head,    // compared with wte: the engine's LM head is always wte, so only a tied head is accepted
-    };
-    Kind kind = Kind::ignored;
-    size_t slot = 0;  // parameter: index into WeightsLayout::slots
-};
-
-// Matches the file's tensors to the layout by name and shape: missing, extra, duplicated and mis-shaped
-// tensors are errors naming the tensor. roles: one per header tensor, same order.
-bool match_tensors(const Config& config, const std::vector<TensorInfo>& tensors, const WeightsLayout& layout,
-                   std::vector<TensorRole>* roles, std::string* error);
-
 // The largest Weights::memory: one array, so at most PTRDIFF_MAX bytes (pointer differences inside it must be
 // defined); in wasm32 that is 2 GB, which is also the largest block its malloc can get from the heap.
 constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
@@ -131,8 +102,6 @@ bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* erro
 
 // *error = "model.safetensors: " + message (if error is not null). Returns false.
 bool weights_file_error(std::string* error, const std::string& message);
-// *error = "out of memory: need <bytes> bytes for <what>" (if error is not null). Returns false.
-bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
 // How an error names a non-finite value: "NaN", "Inf" or "-Inf".
 const char* non_finite_name(float value);

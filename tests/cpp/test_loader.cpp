@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "formats/safetensors.h"
 #include "gpt2.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"

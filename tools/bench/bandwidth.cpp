@@ -1,6 +1,6 @@
 // gpt2_bandwidth: the native memory-bandwidth ceiling for tools/bench/bench.mjs. Streams a buffer of as many bytes
-// as a model's weights (stream_read.h, the same loop as the wasm testing build's HeapBlock.streamRead) and prints
-// one JSON line: {"bytes": N, "ms": [time of each pass]}. With --threads T, T threads each read their own
+// as a model's weights (engine/kernels/stream_read.h, the same loop as the wasm testing build's HeapBlock.streamRead)
+// and prints one JSON line: {"bytes": N, "ms": [time of each pass]}. With --threads T, T threads each read their own
 // contiguous T-th of the buffer in every pass: the ceiling of a decode step split over T threads.
 //
 //   gpt2_bandwidth --bytes N [--repeats R] [--threads T]
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "stream_read.h"
+#include "kernels/stream_read.h"
 
 namespace {
 
@@ -37,10 +37,10 @@ float stream_sum_threads(const std::vector<float>& buffer, int threads) {
     for (int t = 1; t < threads; t++) {
         const size_t end = t + 1 == threads ? buffer.size() : part * size_t(t + 1);
         workers.emplace_back([&, t, end] {
-            sums[size_t(t)] = gpt2_bench::stream_sum(buffer.data() + part * size_t(t), end - part * size_t(t));
+            sums[size_t(t)] = gpt2::stream_sum(buffer.data() + part * size_t(t), end - part * size_t(t));
         });
     }
-    sums[0] = gpt2_bench::stream_sum(buffer.data(), threads > 1 ? part : buffer.size());
+    sums[0] = gpt2::stream_sum(buffer.data(), threads > 1 ? part : buffer.size());
     for (std::thread& worker : workers) worker.join();
     float sum = 0;
     for (float s : sums) sum += s;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
 
     // Filled with small values so the first pass also faults every page in and the sums stay finite.
     std::vector<float> buffer(size_t(bytes) / sizeof(float), 1.0f / 1024);
-    float checksum = gpt2_bench::stream_sum(buffer.data(), buffer.size());
+    float checksum = gpt2::stream_sum(buffer.data(), buffer.size());
     std::string times;
     for (long long r = 0; r < repeats; r++) {
         const auto start = std::chrono::steady_clock::now();

@@ -7,7 +7,7 @@ import { median } from './measure.mjs';
 // Bytes of the weight matrices one decode step streams: every layer's c_attn, attn c_proj, c_fc and mlp c_proj
 // (12 n_embd^2 weights) plus the tied LM head (n_vocab x n_embd). fp32: 4 bytes each, whatever the file's dtype
 // (onnxruntime-web's export too: its LM head copy is the same size); int8: 1 byte each plus a float scale per
-// output row (engine/model/weights.h).
+// output row (engine/kernels/linear.h).
 export function decodeWeightBytes(config, weights) {
   const { n_vocab: vocab, n_embd: embd, n_layer: layers } = config;
   const count = vocab * embd + layers * 12 * embd ** 2;

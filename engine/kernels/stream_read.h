@@ -1,11 +1,12 @@
 // The memory-bandwidth ceiling of a decode step: a streaming read, shared by the native probe
 // (tools/bench/bandwidth.cpp) and the wasm testing build (wasm/testing_hooks.cpp) so both runtimes time the same loop.
-// Written with the vector extensions of engine/kernels/kernels.cpp, so it compiles to SSE natively and to wasm simd128.
+// Written with the vector extensions of engine/kernels/kernels.cpp, so it compiles to SSE natively and to wasm simd128;
+// it is a kernel the engine itself never runs, kept here so that wasm/ includes nothing from tools/.
 #pragma once
 
 #include <cstddef>
 
-namespace gpt2_bench {
+namespace gpt2 {
 
 // Sum of p[0..n). Eight independent f32x4 accumulators: no add latency chain limits it, so its speed is the
 // memory system's (an upper bound for a GEMV, which reads the same bytes plus an L1-resident vector).
@@ -34,4 +35,4 @@ inline float stream_sum(const float* p, size_t n) {
     return sum;
 }
 
-}  // namespace gpt2_bench
+}  // namespace gpt2
