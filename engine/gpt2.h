@@ -414,6 +414,7 @@ class Session {
     bool check_ids(const int32_t* ids, size_t n);
     // runs ids through the network from scratch (window := ids), optionally keeping all logits
     void feed_from_scratch(const int32_t* ids, size_t n, float* all_logits);
+    void clear_error();  // error() empty and error_kind() none: each call that can fail starts from no error
     bool check_prompt(const int32_t* ids, size_t n);  // clears the error; then false + error() if ids can't be fed
     // feed_sequences() with errors named after method
     static bool feed_batch(Session* const* sessions, const int32_t* ids, int n, const char* method);
@@ -493,10 +494,11 @@ class BeamSearch {
    public:
     // sessions: num_beams distinct cached sessions of one model, not recording; the first one's sampling settings
     // give the logits processors, and a temperature > 0 beam sampling with the warpers and that seed.
-    // nullptr + *error on invalid settings or sessions (ErrorKind::input) or for lack of memory ("out of memory: need
-    // N bytes for the beam search"). Every buffer's size is computed in 64 bits and bounded before it is allocated.
+    // nullptr + *error on invalid settings or sessions (ErrorKind::input) or for lack of memory (ErrorKind::memory,
+    // "out of memory: need N bytes for the beam search"), the kind in *kind (if not null) so that a host need not
+    // read it from the message. Every buffer's size is computed in 64 bits and bounded before it is allocated.
     static std::unique_ptr<BeamSearch> create(Session* const* sessions, const BeamSettings& settings,
-                                              std::string* error);
+                                              std::string* error, ErrorKind* kind = nullptr);
     ~BeamSearch();
     BeamSearch(const BeamSearch&) = delete;
     BeamSearch& operator=(const BeamSearch&) = delete;

@@ -73,9 +73,8 @@ std::unique_ptr<JsMatrixReceiver> WasmModelLoader::make_receiver(const val& rece
 
 void WasmModelLoader::check_receiver(const val& receive) {
     if (wants_receiver(receive) && !receiver_)
-        loader_.report_error(gpt2::ErrorKind::memory, "out of memory: need " +
-                                                          std::to_string(sizeof(JsMatrixReceiver)) +
-                                                          " bytes for the matrices' receiver");
+        loader_.report_error(gpt2::ErrorKind::memory,
+                             gpt2::out_of_memory_message(sizeof(JsMatrixReceiver), "the matrices' receiver"));
 }
 
 gpt2::LoadOptions WasmModelLoader::load_options(bool int8, int n_threads, gpt2::MatrixReceiver* receiver) {
@@ -104,8 +103,8 @@ void WasmModelLoader::allocate_staging(double staging_bytes) {
                        : nullptr);
     if (staging_) staging_size_ = size_t(staging_bytes);
     else
-        loader_.report_error(gpt2::ErrorKind::memory, "out of memory: need " + std::to_string(uint64_t(staging_bytes)) +
-                                                          " bytes for the loader's staging block");
+        loader_.report_error(gpt2::ErrorKind::memory,
+                             gpt2::out_of_memory_message(uint64_t(staging_bytes), "the loader's staging block"));
 }
 
 namespace {
@@ -406,9 +405,8 @@ bool WasmSession::allocate_scores(const val& ids, double top_k) {
     if (!scores_ || !score_alternatives_) {
         scores_.reset();
         session_->report_error(gpt2::ErrorKind::memory,
-                               "out of memory: need " +
-                                   std::to_string((n_scored + n_alternatives) * sizeof(gpt2::TokenScore)) +
-                                   " bytes for the scores");
+                               gpt2::out_of_memory_message((n_scored + n_alternatives) * sizeof(gpt2::TokenScore),
+                                                           "the scores"));
         return false;
     }
     score_ids_ = std::move(tokens.ids);
@@ -508,10 +506,10 @@ bool WasmSession::begin_beams(double num_beams, double length_penalty, const std
         session_->report_error(gpt2::ErrorKind::input, error);
         return false;
     }
-    beams_ = gpt2::BeamSearch::create(queued_, settings, &error);
+    gpt2::ErrorKind kind = gpt2::ErrorKind::none;
+    beams_ = gpt2::BeamSearch::create(queued_, settings, &error, &kind);
     if (!beams_) {
-        session_->report_error(error.rfind("out of memory", 0) == 0 ? gpt2::ErrorKind::memory : gpt2::ErrorKind::input,
-                               error);
+        session_->report_error(kind, error);
         return false;
     }
     TokenIds tokens;
@@ -578,9 +576,8 @@ val WasmSession::distribution(double token, double top_k, double row) {
     // Not a std::vector: its failed allocation would abort the instance.
     std::unique_ptr<gpt2::TokenScore[]> alternatives(gpt2::allocate_array<gpt2::TokenScore>(uint64_t(k) + 1));
     if (!alternatives) {
-        session_->report_error(gpt2::ErrorKind::memory, "out of memory: need " +
-                                                            std::to_string(size_t(k) * sizeof(gpt2::TokenScore)) +
-                                                            " bytes for the alternatives");
+        session_->report_error(gpt2::ErrorKind::memory,
+                               gpt2::out_of_memory_message(size_t(k) * sizeof(gpt2::TokenScore), "the alternatives"));
         return val::null();
     }
     if (!gpt2::score_logits(logits, n_vocab, in_vocabulary ? int32_t(token) : 0, k, in_vocabulary ? &score : nullptr,

@@ -13,8 +13,12 @@ bool array_bytes(uint64_t count, uint64_t size, size_t* bytes) {
     return true;
 }
 
+std::string out_of_memory_message(uint64_t bytes, const std::string& what) {
+    return "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+}
+
 bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error) {
-    if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for " + what;
+    if (error) *error = out_of_memory_message(bytes, what);
     return false;
 }
 

@@ -23,7 +23,11 @@ T* allocate_array(uint64_t count) {
     return new (std::nothrow) T[size_t(count)];
 }
 
-// *error = "out of memory: need <bytes> bytes for <what>" (if error is not null). Returns false.
+// "out of memory: need <bytes> bytes for <what>": the one wording of a failed allocation, for callers that hand the
+// message on with a kind rather than write it to a string.
+std::string out_of_memory_message(uint64_t bytes, const std::string& what);
+
+// *error = out_of_memory_message(bytes, what) (if error is not null). Returns false.
 bool out_of_memory(uint64_t bytes, const std::string& what, std::string* error);
 
 }  // namespace gpt2

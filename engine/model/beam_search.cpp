@@ -30,9 +30,15 @@ float add_scores(float beam, float token) {
 }  // namespace
 
 std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const BeamSettings& settings,
-                                               std::string* error) {
-    auto refuse = [error](const std::string& message) -> std::unique_ptr<BeamSearch> {
+                                               std::string* error, ErrorKind* kind) {
+    auto refuse = [error, kind](const std::string& message) -> std::unique_ptr<BeamSearch> {
         if (error) *error = "beam search: " + message;
+        if (kind) *kind = ErrorKind::input;
+        return nullptr;
+    };
+    auto no_memory = [error, kind](uint64_t bytes) -> std::unique_ptr<BeamSearch> {
+        out_of_memory(bytes, "the beam search", error);
+        if (kind) *kind = ErrorKind::memory;
         return nullptr;
     };
     const BeamSettings& s = settings;
@@ -41,10 +47,7 @@ std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const B
     }
     if (!std::isfinite(s.length_penalty)) return refuse("length_penalty must be finite");
     std::unique_ptr<BeamSearch> search(new (std::nothrow) BeamSearch());
-    if (!search) {
-        if (error) *error = "out of memory: need " + std::to_string(sizeof(BeamSearch)) + " bytes for the beam search";
-        return nullptr;
-    }
+    if (!search) return no_memory(sizeof(BeamSearch));
     for (int i = 0; i < s.num_beams; i++) {
         Session* session = sessions[i];
         if (!session || !session->uses_kv_cache() || session->recording()) {
@@ -87,8 +90,7 @@ std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const B
         !search->tokens_ || !search->hypothesis_tokens_) {
         const uint64_t bytes = sizeof(Rng) + BV * sizeof(float) * (search->sampling_ ? 2 : 1) +
                                2 * B * sizeof(Candidate) + (3 * B + 1) * T * sizeof(int32_t);
-        if (error) *error = "out of memory: need " + std::to_string(bytes) + " bytes for the beam search";
-        return nullptr;
+        return no_memory(bytes);
     }
     search->results_.reserve(B);
     return search;

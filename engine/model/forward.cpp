@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "model/allocation.h"
 #include "model/thread_pool.h"
 #include "model/weights.h"
 
@@ -123,13 +124,10 @@ bool create_run_state(const Config& c, KvCacheFormat kv_format, bool recording, 
     take_buffers(c, s, &sizes, &cache_bytes);
     const uint64_t bytes = sizes.end();
     if (bytes > uint64_t(SIZE_MAX) || !(s->memory = std::malloc(size_t(bytes)))) {
-        if (error)
-            *error = recording ? "out of memory: need " + std::to_string(bytes) +
-                                     " bytes for the session's tokens, "
-                                     "logits and commands"
-                               : "out of memory: need " + std::to_string(bytes) + " bytes for the KV cache (" +
-                                     std::to_string(cache_bytes) + ") and activations";
-        return false;
+        return out_of_memory(bytes,
+                             recording ? "the session's tokens, logits and commands"
+                                       : "the KV cache (" + std::to_string(cache_bytes) + ") and activations",
+                             error);
     }
     s->bytes = size_t(bytes);
     // a recording state's cache is the host's, in the layout a run state would give it

@@ -75,8 +75,7 @@ bool read_numbers(const HostArray& array, const char* what, std::unique_ptr<doub
     if (!refusal.empty()) return fail(error, ErrorKind::input, refusal);
     numbers->reset(allocate_array<double>(uint64_t(length) + 1));
     if (!*numbers)
-        return fail(error, ErrorKind::memory,
-                    "out of memory: need " + std::to_string(uint64_t(length) * sizeof(double)) + " bytes for " + what);
+        return fail(error, ErrorKind::memory, out_of_memory_message(uint64_t(length) * sizeof(double), what));
     *n = size_t(length);
     array.read(numbers->get(), *n);
     return true;
@@ -116,9 +115,7 @@ bool host_token_ids(const HostArray& array, size_t n_vocab, std::unique_ptr<int3
     size_t count = 0;
     if (!read_numbers(array, "the token ids", &numbers, &count, error)) return false;
     ids->reset(allocate_array<int32_t>(uint64_t(count) + 1));
-    if (!*ids)
-        return fail(error, ErrorKind::memory,
-                    "out of memory: need " + std::to_string(uint64_t(count) * 4) + " bytes for the token ids");
+    if (!*ids) return fail(error, ErrorKind::memory, out_of_memory_message(uint64_t(count) * 4, "the token ids"));
     for (size_t i = 0; i < count; i++) {
         const std::string refusal = token_id_refusal(numbers[i], n_vocab, &(*ids)[i]);
         if (refusal.empty()) continue;
@@ -164,8 +161,7 @@ bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, Hos
     const double n_bias = host.logit_bias_length();
     if (!is_count(n_bias)) return refuse(ErrorKind::input, "logitBias must be an Array of [token, bias]");
     if (!reserve(&s.logit_bias, size_t(n_bias)))
-        return refuse(ErrorKind::memory, "out of memory: need " + std::to_string(uint64_t(n_bias) * sizeof(LogitBias)) +
-                                             " bytes for logitBias");
+        return refuse(ErrorKind::memory, out_of_memory_message(uint64_t(n_bias) * sizeof(LogitBias), "logitBias"));
     for (size_t i = 0; i < size_t(n_bias); i++) {
         double token = 0.0, bias = 0.0;
         host.logit_bias(i, &token, &bias);
@@ -184,9 +180,8 @@ bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, Hos
     const double n_words = host.bad_words_length();
     if (!is_count(n_words)) return refuse(ErrorKind::input, "badWords must be an Array of token id Arrays");
     if (!reserve(&s.bad_words, size_t(n_words)))
-        return refuse(ErrorKind::memory, "out of memory: need " +
-                                             std::to_string(uint64_t(n_words) * sizeof(std::vector<int32_t>)) +
-                                             " bytes for badWords");
+        return refuse(ErrorKind::memory,
+                      out_of_memory_message(uint64_t(n_words) * sizeof(std::vector<int32_t>), "badWords"));
     for (size_t i = 0; i < size_t(n_words); i++) {
         std::unique_ptr<double[]> numbers;
         size_t n = 0;
@@ -194,8 +189,7 @@ bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, Hos
             return refuse(error->kind, error->message);
         s.bad_words.emplace_back();
         if (!reserve(&s.bad_words.back(), n))
-            return refuse(ErrorKind::memory,
-                          "out of memory: need " + std::to_string(uint64_t(n) * 4) + " bytes for badWords");
+            return refuse(ErrorKind::memory, out_of_memory_message(uint64_t(n) * 4, "badWords"));
         for (size_t j = 0; j < n; j++) {
             int32_t id = 0;
             if (!to_int(numbers[j], "badWords token", &id)) return false;

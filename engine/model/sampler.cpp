@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/ops.h"
+#include "model/allocation.h"
 
 namespace gpt2 {
 
@@ -128,8 +129,7 @@ bool Sampler::init(int n_vocab, std::string* error) {
     counts_ = static_cast<int32_t*>(std::calloc(n_vocab, sizeof(int32_t)));
     in_window_ = static_cast<uint8_t*>(std::calloc(n_vocab, 1));
     if (!scores_ || !surprise_gap_ || !candidates_ || !counts_ || !in_window_) {
-        if (error) *error = "out of memory: need " + std::to_string(17 * size_t(n_vocab)) + " bytes for the sampler";
-        return false;
+        return out_of_memory(17 * size_t(n_vocab), "the sampler", error);
     }
     configure(SamplingSettings());
     return true;

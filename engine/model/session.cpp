@@ -45,9 +45,7 @@ std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv
         session->sampler_.reset(new (std::nothrow) Sampler());
     }
     if (!session || !session->state_ || !session->sampler_) {
-        if (error)
-            *error = "out of memory: need " + std::to_string(sizeof(Session) + sizeof(RunState) + sizeof(Sampler)) +
-                     " bytes for the session";
+        out_of_memory(sizeof(Session) + sizeof(RunState) + sizeof(Sampler), "the session", error);
         return nullptr;
     }
     if (!recording && !model.has_weights()) {
@@ -62,8 +60,7 @@ std::unique_ptr<Session> Session::create_session(const Model& model, bool use_kv
 }
 
 bool Session::set_sampling(SamplingSettings s) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (sampler_->configure(std::move(s), &error_)) return true;
     error_kind_ = ErrorKind::input;
     return false;
@@ -89,6 +86,12 @@ int Session::n_cached() const { return n_cached_; }
 size_t Session::kv_cache_bytes() const { return state_->kv_cache_bytes; }
 KvCacheFormat Session::kv_cache_format() const { return state_->kv_format; }
 const std::string& Session::error() const { return error_; }
+
+void Session::clear_error() {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+}
+
 void Session::report_error(ErrorKind kind, const std::string& message) {
     error_kind_ = kind;
     error_ = message;
@@ -114,8 +117,7 @@ void Session::feed_from_scratch(const int32_t* ids, size_t n, float* all_logits)
 }
 
 bool Session::check_prompt(const int32_t* ids, size_t n) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (n == 0) {
         error_kind_ = ErrorKind::input;
         error_ = "empty prompt: prefill needs at least one token";
@@ -165,8 +167,7 @@ bool Session::refuse_recording(const char* method) {
 }
 
 bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     const int n_ctx = model_->config().n_ctx;
     if (n == 0 || n > size_t(n_ctx)) {
         error_kind_ = ErrorKind::input;
@@ -191,8 +192,7 @@ bool Session::score(const int32_t* ids, size_t n, int top_k, TokenScore* scores,
 }
 
 bool Session::check_score(size_t n, int top_k) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     const Config& c = model_->config();
     if (n < 2 || c.n_ctx < 2 || top_k < 0 || top_k > c.n_vocab) {
         error_kind_ = ErrorKind::input;
@@ -224,8 +224,7 @@ bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* s
         score_logits_.reset(allocate_array<float>(uint64_t(rows) * uint64_t(c.n_vocab)));
         if (!score_logits_) {
             error_kind_ = ErrorKind::memory;
-            error_ = "out of memory: need " + std::to_string(uint64_t(rows) * uint64_t(c.n_vocab) * sizeof(float)) +
-                     " bytes for the scoring logits";
+            out_of_memory(uint64_t(rows) * uint64_t(c.n_vocab) * sizeof(float), "the scoring logits", &error_);
             return false;
         }
     }
@@ -243,8 +242,7 @@ bool Session::begin_score(const int32_t* ids, size_t n, int top_k, TokenScore* s
 }
 
 int Session::feed_score_pass() {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     ScoreRun& run = score_run_;
     if (!run.ids) {
         error_kind_ = ErrorKind::input;
@@ -303,8 +301,7 @@ bool Session::score_fed_pass() {
 int Session::step(int32_t id) { return refuse_recording("step") || !feed_step(id) ? -1 : sample(); }
 
 bool Session::feed_step(int32_t id) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (!check_ids(&id, 1)) return false;
     const int n_ctx = model_->config().n_ctx;
     int32_t* tokens = state_->tokens;
@@ -328,8 +325,7 @@ bool Session::feed_step(int32_t id) {
 }
 
 int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (refuse_recording("step_draft")) return -1;
     if (k < 0 || (k > 0 && !draft)) {
         error_kind_ = ErrorKind::input;
@@ -350,8 +346,7 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
         draft_logits_.reset(allocate_array<float>(uint64_t(kMaxDraftTokens + 1) * V));
         if (!draft_logits_) {
             error_kind_ = ErrorKind::memory;
-            error_ = "out of memory: need " + std::to_string(uint64_t(kMaxDraftTokens + 1) * V * sizeof(float)) +
-                     " bytes for the drafts' logits";
+            out_of_memory(uint64_t(kMaxDraftTokens + 1) * V * sizeof(float), "the drafts' logits", &error_);
             return -1;
         }
     }
@@ -394,8 +389,7 @@ int Session::step_draft(int32_t id, const int32_t* draft, int k, int32_t* out) {
 }
 
 bool Session::fork_from(const Session& other) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (refuse_recording("fork_from")) return false;
     if (other.model_ != model_ || !use_kv_cache_ || !other.use_kv_cache_ || other.state_->recording ||
         other.state_->kv_format != state_->kv_format) {
@@ -425,8 +419,7 @@ bool Session::feed_sequences(Session* const* sessions, const int32_t* ids, int n
 
 bool Session::feed_batch(Session* const* sessions, const int32_t* ids, int n, const char* method) {
     Session& first = *sessions[0];
-    first.error_.clear();
-    first.error_kind_ = ErrorKind::none;
+    first.clear_error();
     auto fail = [&](int i, const std::string& message) {
         first.error_kind_ = i >= 0 ? sessions[i]->error_kind_ : ErrorKind::input;
         first.error_ = i >= 0 ? "sequence " + std::to_string(i) + ": " + message : method + (": " + message);
@@ -464,8 +457,7 @@ bool Session::feed_batch(Session* const* sessions, const int32_t* ids, int n, co
         first.sequence_logits_.reset(allocate_array<float>(uint64_t(kMaxSequences) * V));
         if (!first.sequence_logits_) {
             first.error_kind_ = ErrorKind::memory;
-            first.error_ = "out of memory: need " + std::to_string(uint64_t(kMaxSequences) * V * sizeof(float)) +
-                           " bytes for the sequences' logits";
+            out_of_memory(uint64_t(kMaxSequences) * V * sizeof(float), "the sequences' logits", &first.error_);
             return false;
         }
     }
@@ -524,8 +516,7 @@ int Session::lookup_draft(int32_t id, int max_draft, int32_t* draft) const {
 int Session::sample() { return sample_from(state_->logits); }
 
 int Session::sample_from(const float* logits) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (n_cached_ == 0) {
         error_kind_ = ErrorKind::input;
         error_ = "sample: no token has been fed yet";
@@ -542,8 +533,7 @@ int Session::sample_from(const float* logits) {
 }
 
 int Session::beam_scores(float* out) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (n_cached_ == 0) {
         error_kind_ = ErrorKind::input;
         error_ = "beam_scores: no token has been fed yet";

@@ -267,7 +267,9 @@ TEST(BeamSearch, RefusesBadSettingsAndSessionsWithOneLineErrors) {
     gpt2::Session* with_uncached[] = {a.get(), uncached.get()};
     auto refused = [&](gpt2::Session* const* sessions, gpt2::BeamSettings settings) {
         std::string message;
-        EXPECT_FALSE(gpt2::BeamSearch::create(sessions, settings, &message));
+        gpt2::ErrorKind kind = gpt2::ErrorKind::none;
+        EXPECT_FALSE(gpt2::BeamSearch::create(sessions, settings, &message, &kind));
+        EXPECT_EQ(kind, gpt2::ErrorKind::input) << message;
         return message;
     };
     gpt2::BeamSettings settings;
