@@ -22,7 +22,7 @@
 // only when --runtimes names it. Their records name the adapter, say whether it is software (those figures carry no
 // speed target) and carry the dispatches, submits and readback bytes per decoded token and per prefill; their greedy
 // tokens are checked against the wasm engine's at every context (and cached against uncached, like every runtime).
-// GGUF block types do not run on the GPU: such jobs are recorded as skipped with the reason.
+// The GPU runtimes run every weight type, GGUF blocks included (web/lib/gpu/wgsl/blocks.js dequantizes them).
 //
 // GGUF weights (--weights f16,q8_0,q4_k,... or gguf for all of tools/bench/gguf_files.mjs's types): each type is a
 // GGUF file converted from the model's folder on first use (gpt2tools.convert.convert_to_gguf), loaded as such by our

@@ -29,7 +29,7 @@ export const OTHER_ENGINES = { ort: ['fp32'], wllama: GGUF_TYPES, llamacpp: GGUF
 
 // Runtimes of our engine with its passes on the GPU (web/lib/gpu/): the webgpu runtime in Chromium, node-webgpu in
 // Node with Dawn (the npm package webgpu). They run one engine thread and the GPU's fp32 KV cache, whatever --threads
-// and --kv-cache say; weights the GPU does not run (the GGUF block types) are left out with a note.
+// and --kv-cache say, and every weight type.
 export const GPU_RUNTIMES = ['webgpu', 'node-webgpu'];
 
 // Chromium's flags for the webgpu runtime (--webgpu-flags replaces them): WebGPU on Linux, and the adapter Chromium
