@@ -214,6 +214,11 @@ bool GgufReader::fail(const std::string& message) {
     return false;
 }
 
+bool GgufReader::no_memory(uint64_t bytes, const std::string& what) {
+    error_kind_ = ErrorKind::memory;
+    return out_of_memory(bytes, what, &error_);
+}
+
 void GgufReader::expect_field(Step step, size_t bytes) {
     step_ = step;
     mode_ = Mode::field;
@@ -244,7 +249,7 @@ bool GgufReader::feed(const uint8_t* bytes, size_t n) {
         } else {
             used = size_t(std::min<uint64_t>(n, remaining_));
             if (mode_ == Mode::keep && !keep_->extend(bytes, used))
-                return out_of_memory(keep_->total_bytes() + used, "the GGUF metadata", &error_);
+                return no_memory(keep_->total_bytes() + used, "the GGUF metadata");
             remaining_ -= used;
         }
         fed_ += used;
@@ -330,7 +335,7 @@ bool GgufReader::on_field(uint64_t value) {
                             u64(kGgufMaxKeyBytes) + "-byte limit");
             if (value > kGgufMaxAllKeyBytes - keys_.total_bytes())
                 return fail("the metadata keys exceed the " + u64(kGgufMaxAllKeyBytes) + "-byte limit");
-            if (!keys_.start()) return out_of_memory(keys_.size() * 8, "the GGUF metadata keys", &error_);
+            if (!keys_.start()) return no_memory(keys_.size() * 8, "the GGUF metadata keys");
             expect_bytes(Step::key, value, &keys_);
             return true;
         case Step::value_type: return start_value(uint32_t(value));
@@ -346,7 +351,7 @@ bool GgufReader::on_field(uint64_t value) {
                 return fail("key " + current_key() + ": the string is " + u64(value) + " bytes, over the " +
                             u64(kGgufMaxStringValueBytes) + "-byte limit");
             string_value_.clear();
-            if (!string_value_.start()) return out_of_memory(8, "the GGUF metadata", &error_);
+            if (!string_value_.start()) return no_memory(8, "the GGUF metadata");
             expect_bytes(Step::string, value, &string_value_);
             return true;
         case Step::array_type:
@@ -380,7 +385,7 @@ bool GgufReader::on_field(uint64_t value) {
             GgufStringList& list = kept_key_ == kTokens ? info_.tokens : info_.merges;
             if (value > kGgufMaxTokenListBytes - list.total_bytes())
                 return fail("key " + current_key() + " holds more than " + u64(kGgufMaxTokenListBytes) + " bytes");
-            if (!list.start()) return out_of_memory((list.size() + 1) * 8, "the GGUF vocabulary", &error_);
+            if (!list.start()) return no_memory((list.size() + 1) * 8, "the GGUF vocabulary");
             expect_bytes(Step::element, value, &list);
             return true;
         }
@@ -389,7 +394,7 @@ bool GgufReader::on_field(uint64_t value) {
                 return fail("tensor info " + u64(info_.tensors.size()) + ": the name is " + u64(value) +
                             " bytes, over the " + u64(kGgufMaxTensorNameBytes) + "-byte limit");
             if (!info_.tensor_names.start())
-                return out_of_memory((info_.tensor_names.size() + 1) * 8, "the GGUF tensor names", &error_);
+                return no_memory((info_.tensor_names.size() + 1) * 8, "the GGUF tensor names");
             tensor_ = GgufTensor();
             tensor_.name = uint32_t(info_.tensor_names.size() - 1);
             expect_bytes(Step::name, value, &info_.tensor_names);
@@ -442,7 +447,7 @@ bool GgufReader::on_field(uint64_t value) {
                             " bytes overflows");
             tensor_.offset = value;
             if (!info_.tensors.append(&tensor_, 1))
-                return out_of_memory((info_.tensors.size() + 1) * sizeof(GgufTensor), "the GGUF tensor infos", &error_);
+                return no_memory((info_.tensors.size() + 1) * sizeof(GgufTensor), "the GGUF tensor infos");
             return next_tensor_info();
         }
         default: return true;  // no other step reads a field
@@ -536,7 +541,7 @@ bool GgufReader::check_kept_string() {
 // All keys have been read: none twice, every required one there, the token ids in the vocabulary.
 bool GgufReader::end_metadata() {
     GgufArray<uint32_t> by_key;
-    if (!by_key.append(nullptr, keys_.size())) return out_of_memory(keys_.size() * 4, "the GGUF key check", &error_);
+    if (!by_key.append(nullptr, keys_.size())) return no_memory(keys_.size() * 4, "the GGUF key check");
     for (size_t i = 0; i < keys_.size(); i++) by_key[i] = uint32_t(i);
     std::sort(by_key.data(), by_key.data() + by_key.size(),
               [this](uint32_t a, uint32_t b) { return keys_[a] != keys_[b] ? keys_[a] < keys_[b] : a < b; });
@@ -566,8 +571,7 @@ bool GgufReader::next_tensor_info() {
 bool GgufReader::end_tensor_infos() {
     const size_t n = info_.tensors.size();
     GgufArray<uint32_t> by_name;
-    if (!by_name.append(nullptr, n) || !order_.append(nullptr, n))
-        return out_of_memory(n * 8, "the GGUF tensor checks", &error_);
+    if (!by_name.append(nullptr, n) || !order_.append(nullptr, n)) return no_memory(n * 8, "the GGUF tensor checks");
     for (size_t i = 0; i < n; i++) by_name[i] = order_[i] = uint32_t(i);
     auto name = [this](uint32_t i) { return info_.tensor_name(i); };
     std::sort(by_name.data(), by_name.data() + n,
@@ -617,6 +621,7 @@ bool GgufReader::start_data() {
 
 bool GgufReader::sink_failed() {
     if (error_.empty()) fail("the tensor data was refused");  // a sink that gave no reason
+    else error_kind_ = sink_->error_kind();
     return false;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "gpt2.h"
 #include "model/vocabulary.h"
 
 namespace gpt2 {
@@ -88,10 +89,12 @@ struct GgufModelInfo {
 };
 
 // Receives the file's contents once its front is parsed. A false return stops the reader with *error, which
-// the sink writes in full (one line naming the file, or "out of memory: ...").
+// the sink writes in full (one line naming the file, or "out of memory: ..."), and error_kind().
 class GgufSink {
    public:
     virtual ~GgufSink() = default;
+    // What the last refusal was about: the file, unless a sink says otherwise (ErrorKind::memory).
+    virtual ErrorKind error_kind() const { return ErrorKind::file; }
     // The metadata and tensor infos are complete and checked; no tensor byte has arrived yet.
     virtual bool on_header(const GgufModelInfo& info, std::string* error) = 0;
     // The next n bytes of tensor `tensor` (index into info.tensors), starting at byte_offset within it. Tensors
@@ -112,6 +115,8 @@ class GgufReader {
 
     bool failed() const { return !error_.empty(); }
     const std::string& error() const { return error_; }
+    // file, or memory when an allocation failed (the reader's, or its sink's as GgufSink::error_kind() says)
+    ErrorKind error_kind() const { return error_kind_; }
     // The kept metadata and tensor infos (complete once the sink's on_header has been called). The mutable one
     // lets the reader's owner take the tokenizer lists (swap) once the file is read.
     const GgufModelInfo& info() const { return info_; }
@@ -155,6 +160,7 @@ class GgufReader {
     void expect_field(Step step, size_t bytes);
     void expect_bytes(Step step, uint64_t bytes, GgufStringList* keep_into);
     bool fail(const std::string& message);
+    bool no_memory(uint64_t bytes, const std::string& what);  // out_of_memory into error(), kind memory; false
     // The current step's field (its value) or bytes are complete: check them and choose the next step.
     bool on_field(uint64_t value);
     bool on_bytes_done();
@@ -180,6 +186,7 @@ class GgufReader {
     uint64_t file_size_;
     uint64_t fed_ = 0;  // bytes of the file consumed
     std::string error_;
+    ErrorKind error_kind_ = ErrorKind::file;
     GgufModelInfo info_;
 
     Step step_ = Step::magic;

@@ -70,7 +70,7 @@ struct ExpectedTensor {
 std::vector<ExpectedTensor> expected_tensors(const Config& c, Weights* w) {
     const uint64_t C = uint64_t(c.n_embd);
     std::vector<ExpectedTensor> out;
-    out.push_back({"token_embd.weight", C, uint64_t(c.n_vocab), &w->wte, nullptr, false, -1, "wte"});
+    out.push_back({"token_embd.weight", C, uint64_t(c.n_vocab), &w->wte, nullptr, false, -1, kEmbeddingName});
     out.push_back({"position_embd.weight", C, uint64_t(c.n_ctx), nullptr, &w->wpe, false});
     for (int i = 0; i < c.n_layer; i++) {
         Layer& l = w->layers[size_t(i)];
@@ -84,15 +84,16 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c, Weights* w) {
             out.push_back({blk + name + ".bias", C, 0, nullptr, &n->bias, false});
         };
         norm("attn_norm", &l.ln_1);
-        linear("attn_qkv", &l.attn_qkv, C, 3 * C, "attn_qkv");
-        linear("attn_output", &l.attn_proj, C, C, "attn_proj");
+        linear("attn_qkv", &l.attn_qkv, C, 3 * C, kMatrixNames[int(Matrix::attn_qkv)]);
+        linear("attn_output", &l.attn_proj, C, C, kMatrixNames[int(Matrix::attn_proj)]);
         norm("ffn_norm", &l.ln_2);
-        linear("ffn_up", &l.mlp_fc, C, 4 * C, "mlp_fc");
-        linear("ffn_down", &l.mlp_proj, 4 * C, C, "mlp_proj");
+        linear("ffn_up", &l.mlp_fc, C, 4 * C, kMatrixNames[int(Matrix::mlp_fc)]);
+        linear("ffn_down", &l.mlp_proj, 4 * C, C, kMatrixNames[int(Matrix::mlp_proj)]);
     }
     out.push_back({"output_norm.weight", C, 0, nullptr, &w->ln_f.weight, false});
     out.push_back({"output_norm.bias", C, 0, nullptr, &w->ln_f.bias, false});
-    out.push_back({"output.weight", C, uint64_t(c.n_vocab), &w->output, nullptr, true, -1, "lm_head"});
+    out.push_back(
+        {"output.weight", C, uint64_t(c.n_vocab), &w->output, nullptr, true, -1, kMatrixNames[int(Matrix::lm_head)]});
     return out;
 }
 
@@ -185,6 +186,11 @@ bool GgufWeightsSink::match_tensors(const GgufModelInfo& info, std::string* erro
     return true;
 }
 
+bool GgufWeightsSink::no_memory(uint64_t bytes, const char* what, std::string* error) {
+    error_kind_ = ErrorKind::memory;
+    return out_of_memory(bytes, what, error);
+}
+
 // One block holds every tensor (each on a cache line); then the fields of Weights point into it.
 bool GgufWeightsSink::allocate(std::string* error) {
     uint64_t total = 0;
@@ -201,12 +207,12 @@ bool GgufWeightsSink::allocate(std::string* error) {
         d.offset = total;
         total += align_tensor(bytes);  // each at most 2^50 bytes, at most 2^16 tensors: no overflow
     }
-    if (total > kMaxWeightsBytes) return out_of_memory(total, "the weights", error);
+    if (total > kMaxWeightsBytes) return no_memory(total, "the weights", error);
     rows_capacity_ = widest_row * kPanelRows;
     rows_.reset(static_cast<uint8_t*>(std::malloc(size_t(std::max<uint64_t>(rows_capacity_, 1)))));
-    if (!rows_) return out_of_memory(rows_capacity_, "the GGUF rows being stored", error);
+    if (!rows_) return no_memory(rows_capacity_, "the GGUF rows being stored", error);
     weights_->memory = static_cast<float*>(std::aligned_alloc(kTensorAlignment, size_t(std::max<uint64_t>(total, 64))));
-    if (!weights_->memory) return out_of_memory(total, "the weights", error);
+    if (!weights_->memory) return no_memory(total, "the weights", error);
     weights_->bytes = size_t(total);
     char* base = reinterpret_cast<char*>(weights_->memory);
     for (const Destination& d : destinations_) {

@@ -34,6 +34,7 @@ class GgufWeightsSink : public GgufSink {
     bool on_header(const GgufModelInfo& info, std::string* error) override;
     bool on_tensor_bytes(size_t tensor, uint64_t byte_offset, const uint8_t* bytes, size_t n,
                          std::string* error) override;
+    ErrorKind error_kind() const override { return error_kind_; }
 
     // After the reader's finish(): packs the fp32 matrices into panels. "out of memory: ..." on failure.
     bool finish(std::string* error);
@@ -57,6 +58,7 @@ class GgufWeightsSink : public GgufSink {
     bool match_tensors(const GgufModelInfo& info, std::string* error);
     bool place(const GgufModelInfo& info, size_t tensor, Destination* d, std::string* error);
     bool allocate(std::string* error);
+    bool no_memory(uint64_t bytes, const char* what, std::string* error);  // out_of_memory, kind memory; false
     // The current tensor's bytes (destinations_[tensor]), in order.
     bool vector_bytes(const Destination& d, std::string_view name, uint64_t byte_offset, const uint8_t* bytes, size_t n,
                       uint64_t tensor_bytes, std::string* error);
@@ -69,6 +71,7 @@ class GgufWeightsSink : public GgufSink {
 
     Weights* weights_;
     MatrixReceiver* receiver_;
+    ErrorKind error_kind_ = ErrorKind::file;  // of the last refusal
     Config config_{};
     const GgufModelInfo* info_ = nullptr;    // the reader's, valid while the reader lives
     std::vector<Destination> destinations_;  // (info.tensors) in file order

@@ -126,11 +126,12 @@ size_t feed_header(LoaderState& state, const uint8_t* bytes, size_t n, std::stri
     return used;
 }
 
-// The GGUF stage: everything goes to the reader; an allocation's failure is the memory's fault, not the file's.
+// The GGUF stage: everything goes to the reader, whose failure says its kind (an allocation's failure is the memory's
+// fault, not the file's).
 void feed_gguf(LoaderState& state, const uint8_t* bytes, size_t n, std::string* error) {
     if (state.gguf_reader->feed(bytes, n)) return;
     *error = state.gguf_reader->error();
-    if (error->compare(0, 14, "out of memory:") == 0) state.failure_kind = ErrorKind::memory;
+    state.failure_kind = state.gguf_reader->error_kind();
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "kernels/block_formats.h"
 #include "kernels/kernels.h"
@@ -548,6 +550,53 @@ void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_c
         if (c.op == GpuOp::linear && c.out == Activation::logits && i == n_commands - 1)
             std::memcpy(logits, rows ? rows + size_t(c.row0 + c.n - 1) * V : s->logits, sizeof(float) * V);
     }
+}
+
+int recorded_logits_rows(const GpuCommand* commands, int n_commands) {
+    int rows = 0;
+    for (int i = 0; i < n_commands; i++)
+        if (commands[i].logits_row >= 0) rows = std::max(rows, commands[i].logits_row + commands[i].n);
+    return rows;
+}
+
+namespace {
+
+bool same_shape(const Config& a, const Config& b) {
+    return a.n_vocab == b.n_vocab && a.n_ctx == b.n_ctx && a.n_embd == b.n_embd && a.n_layer == b.n_layer &&
+           a.n_head == b.n_head;
+}
+
+// host's weights and run state for session's passes, the positions before the first pass fed from the window
+bool start_cpu_host(Session* session, const std::shared_ptr<const Model>& weights, int pass_pos0, CpuHost* host) {
+    const Config& c = session->model().config();
+    if (!weights || !weights->has_weights() || !same_shape(weights->config(), c)) {
+        session->report_error(ErrorKind::input,
+                              "run_on_cpu: the CPU model has no weights or another shape than the session's");
+        return false;
+    }
+    std::string error;
+    std::unique_ptr<RunState> state(new (std::nothrow) RunState());
+    if (!state) error = out_of_memory_message(sizeof(RunState), "the CPU host's run state");
+    if (!state || !create_run_state(c, KvCacheFormat::fp32, false, state.get(), &error)) {
+        session->report_error(ErrorKind::memory, error);
+        return false;
+    }
+    if (pass_pos0 > 0) forward(*weights, state.get(), session->window(), pass_pos0, 0, nullptr);
+    host->model = weights;
+    host->state = std::move(state);
+    return true;
+}
+
+}  // namespace
+
+bool run_recorded_pass_on_cpu(Session* session, const std::shared_ptr<const Model>& weights, CpuHost* host) {
+    if (!session->recording() || session->n_cached() == 0) return false;
+    int n = 0;
+    const GpuCommand* commands = session->recorded_commands(&n);
+    if (!host->state && !start_cpu_host(session, weights, n > 0 ? commands[0].pos0 : 0, host)) return false;
+    replay(*host->model, host->state.get(), commands, n, session->window(), session->recorded_all_logits(),
+           session->host_logits());
+    return true;
 }
 
 }  // namespace gpt2

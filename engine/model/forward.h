@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "gpt2.h"
@@ -102,8 +103,25 @@ void forward_sequences(const Model& model, RunState* activations, RunState* cons
 // (Session::window()); all_logits: the pass's every-row logits (Session::recorded_all_logits()) or null; logits
 // (n_vocab): receives the last token's (Session::host_logits()). This is what any host's executor computes: the tests
 // pin recording to it (a replayed pass gives the running session's logits bit for bit), and a session whose GPU was
-// lost goes on with it (wasm/bindings.cpp run_on_cpu).
+// lost goes on with it (run_recorded_pass_on_cpu).
 void replay(const Model& model, RunState* s, const GpuCommand* commands, int n_commands, const int32_t* window,
             float* all_logits, float* logits);
+
+// The rows of every-row logits (forward's all_logits) that a recorded pass writes: 0 for one that writes only the last
+// token's.
+int recorded_logits_rows(const GpuCommand* commands, int n_commands);
+
+// The CPU as the host of a recording session whose GPU was lost: weights of its own (the session's model, or the same
+// model loaded again once the session's went to the GPU) and a run state whose fp32 KV cache follows the passes.
+struct CpuHost {
+    std::shared_ptr<const Model> model;  // null until the first pass has run
+    std::unique_ptr<RunState> state;
+};
+
+// Runs session's last recorded pass on the CPU (replay) and writes its logits where a host does, for sample(). The
+// first pass takes weights as host's and feeds the window's positions before the pass into host's KV cache (the GPU's
+// is gone). false for a session that is not recording or holds nothing; false and session's error() for weights
+// that are absent, released or of another shape than the session's model (input), or for lack of memory.
+bool run_recorded_pass_on_cpu(Session* session, const std::shared_ptr<const Model>& weights, CpuHost* host);
 
 }  // namespace gpt2

@@ -57,4 +57,18 @@ struct GpuCommand {
 constexpr int kGpuCommandInts = int(sizeof(GpuCommand) / sizeof(int32_t));
 static_assert(sizeof(GpuCommand) == 11 * sizeof(int32_t), "GpuCommand is read as int32 fields");
 
+// The names of the enums' values, in value order: the GPU host (web/lib/gpu/) reads a command's fields by them, and
+// the weights by name (weights.h) are these matrices and layernorms.
+inline constexpr const char* kGpuOpNames[] = {"embed", "layernorm", "linear", "store_kv", "attention"};
+inline constexpr const char* kActivationNames[] = {"x", "xb", "qkv", "att", "fc", "logits"};
+inline constexpr const char* kMatrixNames[] = {"attn_qkv", "attn_proj", "mlp_fc", "mlp_proj", "lm_head"};
+inline constexpr const char* kNormNames[] = {"ln_1", "ln_2", "ln_f"};
+inline constexpr const char* kEpilogueNames[] = {"store", "gelu", "add"};
+static_assert(sizeof(kGpuOpNames) / sizeof(char*) == int(GpuOp::attention) + 1 &&
+                  sizeof(kActivationNames) / sizeof(char*) == int(Activation::logits) + 1 &&
+                  sizeof(kMatrixNames) / sizeof(char*) == int(Matrix::lm_head) + 1 &&
+                  sizeof(kNormNames) / sizeof(char*) == int(Norm::ln_f) + 1 &&
+                  sizeof(kEpilogueNames) / sizeof(char*) == int(Epilogue::add) + 1,
+              "a name for every value");
+
 }  // namespace gpt2

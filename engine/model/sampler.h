@@ -53,7 +53,7 @@ class Sampler {
     int distribution(const float* logits, const int32_t* window, int n_window, int n_generated, float* probabilities,
                      std::string* error);
 
-    // What beam search adds to a beam's score (Session::beam_scores): out (n_vocab) = the processors over the
+    // What beam search adds to a beam's score (BeamSearch, decoding/): out (n_vocab) = the processors over the
     // log-softmax of logits and, at a temperature > 0, the warpers (kept tokens' scores / temperature, the rest
     // -inf). 0 or kNonFiniteLogits; a token of out may be -inf (banned), all of them too.
     int beam_scores(const float* logits, const int32_t* window, int n_window, int n_generated, float* out,

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <utility>
 #include <vector>
 
+#include "kernels/block_formats.h"
 #include "kernels/kernels.h"
 #include "model/allocation.h"
 
@@ -67,23 +69,27 @@ WeightsLayout weights_layout(const Config& config, WeightFormat format, Weights*
     };
     auto layer_name = [](int64_t l, const char* suffix) { return "h." + std::to_string(l) + "." + suffix; };
 
-    add_matrix("wte.weight", {V, C}, false, &w->wte, -1, "wte");
-    add_vector("wpe.weight", {T, C}, &w->wpe);
+    add_matrix("wte.weight", {V, C}, false, &w->wte, -1, kEmbeddingName);
+    add_vector(std::string(kPositionsName) + ".weight", {T, C}, &w->wpe);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.weight"), {C}, &w->layers[l].ln_1.weight);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_1.bias"), {C}, &w->layers[l].ln_1.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "attn.c_attn.weight"), {C, 3 * C}, true, &w->layers[l].attn_qkv, l, "attn_qkv");
+        add_matrix(layer_name(l, "attn.c_attn.weight"), {C, 3 * C}, true, &w->layers[l].attn_qkv, l,
+                   kMatrixNames[int(Matrix::attn_qkv)]);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_attn.bias"), {3 * C}, &w->layers[l].attn_qkv.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "attn.c_proj.weight"), {C, C}, true, &w->layers[l].attn_proj, l, "attn_proj");
+        add_matrix(layer_name(l, "attn.c_proj.weight"), {C, C}, true, &w->layers[l].attn_proj, l,
+                   kMatrixNames[int(Matrix::attn_proj)]);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "attn.c_proj.bias"), {C}, &w->layers[l].attn_proj.bias);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.weight"), {C}, &w->layers[l].ln_2.weight);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "ln_2.bias"), {C}, &w->layers[l].ln_2.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "mlp.c_fc.weight"), {C, 4 * C}, true, &w->layers[l].mlp_fc, l, "mlp_fc");
+        add_matrix(layer_name(l, "mlp.c_fc.weight"), {C, 4 * C}, true, &w->layers[l].mlp_fc, l,
+                   kMatrixNames[int(Matrix::mlp_fc)]);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_fc.bias"), {4 * C}, &w->layers[l].mlp_fc.bias);
     for (int64_t l = 0; l < L; l++)
-        add_matrix(layer_name(l, "mlp.c_proj.weight"), {4 * C, C}, true, &w->layers[l].mlp_proj, l, "mlp_proj");
+        add_matrix(layer_name(l, "mlp.c_proj.weight"), {4 * C, C}, true, &w->layers[l].mlp_proj, l,
+                   kMatrixNames[int(Matrix::mlp_proj)]);
     for (int64_t l = 0; l < L; l++) add_vector(layer_name(l, "mlp.c_proj.bias"), {C}, &w->layers[l].mlp_proj.bias);
     add_vector("ln_f.weight", {C}, &w->ln_f.weight);
     add_vector("ln_f.bias", {C}, &w->ln_f.bias);
@@ -147,6 +153,86 @@ bool pack_weight_panels(const Config& c, Weights* w, std::string* error) {
     }
     if (w->output.weight) pack_linear(&w->output, scratch.get());
     return true;
+}
+
+namespace {
+
+constexpr int kLayerMatrices = int(Matrix::lm_head), kLayerNorms = int(Norm::ln_f);
+constexpr const char* kNormParts[] = {".weight", ".bias"};
+
+// The index of name in names, or -1.
+int index_of(const std::vector<std::string>& names, const std::string& name) {
+    for (size_t i = 0; i < names.size(); i++)
+        if (names[i] == name) return int(i);
+    return -1;
+}
+
+}  // namespace
+
+// The lookups below list the weights in this order.
+WeightNames weight_names() {
+    WeightNames names;
+    names.model_matrices = {kEmbeddingName, kMatrixNames[int(Matrix::lm_head)]};
+    names.layer_matrices.assign(kMatrixNames, kMatrixNames + kLayerMatrices);
+    names.model_vectors = {kPositionsName};
+    for (const char* part : kNormParts) names.model_vectors.push_back(std::string(kNormNames[kLayerNorms]) + part);
+    for (int norm = 0; norm < kLayerNorms; norm++)
+        for (const char* part : kNormParts) names.layer_vectors.push_back(std::string(kNormNames[norm]) + part);
+    return names;
+}
+
+const Linear* find_matrix(const Weights& w, int layer, const std::string& name, bool* tied) {
+    if (layer < -1 || layer >= int(w.layers.size())) return nullptr;
+    const WeightNames names = weight_names();
+    const int i = index_of(layer < 0 ? names.model_matrices : names.layer_matrices, name);
+    if (tied) *tied = layer < 0 && i == 1 && &w.lm_head() == &w.wte;
+    if (i < 0 || layer < 0) return i < 0 ? nullptr : i == 0 ? &w.wte : &w.lm_head();
+    const Layer& l = w.layers[size_t(layer)];
+    const Linear* matrices[] = {&l.attn_qkv, &l.attn_proj, &l.mlp_fc, &l.mlp_proj};
+    return matrices[i];
+}
+
+const float* find_vector(const Weights& w, const Config& config, int layer, const std::string& name, size_t* n) {
+    if (layer < -1 || layer >= int(w.layers.size())) return nullptr;
+    const WeightNames names = weight_names();
+    const int i = index_of(layer < 0 ? names.model_vectors : names.layer_vectors, name);
+    if (i < 0) return nullptr;
+    *n = size_t(config.n_embd) * (layer < 0 && i == 0 ? size_t(config.n_ctx) : 1);
+    const float* model_vectors[] = {w.wpe, w.ln_f.weight, w.ln_f.bias};
+    if (layer < 0) return model_vectors[i];
+    const Layer& l = w.layers[size_t(layer)];
+    const float* layer_vectors[] = {l.ln_1.weight, l.ln_1.bias, l.ln_2.weight, l.ln_2.bias};
+    return layer_vectors[i];
+}
+
+size_t host_row_bytes(WeightFormat format, int n_in) {
+    if (const BlockFormat* block = block_format(format))
+        return size_t(n_in) / block->values_per_block * block->bytes_per_block;
+    return size_t(n_in) * (format == WeightFormat::fp32 ? sizeof(float) : 1);
+}
+
+size_t copy_host_rows(const Linear& m, int row0, int n_rows, std::unique_ptr<uint8_t[]>* staging,
+                      size_t* staging_bytes) {
+    if (!m.weight || row0 < 0 || n_rows < 1 || row0 > m.n_out - n_rows) return 0;
+    const size_t row_bytes = host_row_bytes(m.format, m.n_in), bytes = size_t(n_rows) * row_bytes;
+    if (bytes > *staging_bytes) {
+        staging->reset(new (std::nothrow) uint8_t[bytes]);
+        *staging_bytes = *staging ? bytes : 0;
+        if (!*staging) return 0;
+    }
+    uint8_t* out = staging->get();
+    if (const BlockFormat* block = block_format(m.format)) {
+        block->file_rows(out, m.weight, m.n_out, m.n_in, row0, n_rows);
+        return bytes;
+    }
+    for (int r = 0; r < n_rows; r++) {
+        uint8_t* row = out + size_t(r) * row_bytes;
+        if (m.format == WeightFormat::fp32)
+            unpack_row(reinterpret_cast<float*>(row), static_cast<const float*>(m.weight), m.n_out, m.n_in, row0 + r);
+        else
+            unpack_row(reinterpret_cast<int8_t*>(row), static_cast<const int8_t*>(m.weight), m.n_out, m.n_in, row0 + r);
+    }
+    return bytes;
 }
 
 const char* non_finite_name(float value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }

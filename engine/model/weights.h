@@ -6,11 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gpt2.h"
 #include "kernels/linear.h"
+#include "model/forward_ops.h"
 
 namespace gpt2 {
 
@@ -96,6 +98,29 @@ constexpr uint64_t kMaxWeightsBytes = uint64_t(PTRDIFF_MAX);
 // Allocates Weights::memory for layout (checked, non-throwing: over kMaxWeightsBytes is out of memory) and
 // points the parts of w that the slots name into it. Errors start with "out of memory: ".
 bool allocate_weights(const WeightsLayout& layout, Weights* w, std::string* error);
+
+// The weights by name, as a host asks for them (MatrixRows::name, the lookups below, web/lib/gpu/'s upload through the
+// binding's lists): the model's (layer -1) matrices "wte" (the embedding) and "lm_head", a layer's the other Matrix
+// names of forward_ops.h; the fp32 vectors the model's "wpe" and a layernorm's name with ".weight" or ".bias".
+inline constexpr const char* kEmbeddingName = "wte";
+inline constexpr const char* kPositionsName = "wpe";
+struct WeightNames {
+    std::vector<std::string> model_matrices, layer_matrices, model_vectors, layer_vectors;
+};
+WeightNames weight_names();
+// The matrix of layer (-1: the model's) called name, or null; *tied (if not null): it is the head, and the head is wte.
+const Linear* find_matrix(const Weights& w, int layer, const std::string& name, bool* tied = nullptr);
+// The fp32 vector of layer (-1: the model's) called name and its length in *n (n_embd; wpe: n_ctx x n_embd), or null.
+const float* find_vector(const Weights& w, const Config& config, int layer, const std::string& name, size_t* n);
+
+// Bytes of one row of n_in values in format as MatrixRows hands it over: fp32 floats, int8 bytes, or a block format's
+// file blocks; 0 for a format with none of these.
+size_t host_row_bytes(WeightFormat format, int n_in);
+// Rows [row0, row0 + n_rows) of m as MatrixRows hands them over (n_rows, host_row_bytes), fp32 and int8 unpacked from
+// the panels to plain row-major, a block format as the file's blocks, into *staging (*staging_bytes), which grows
+// to fit and is kept for the next call. -> their bytes, or 0 for rows outside m or no memory for them.
+size_t copy_host_rows(const Linear& m, int row0, int n_rows, std::unique_ptr<uint8_t[]>* staging,
+                      size_t* staging_bytes);
 
 // Conversion steps shared by the safetensors converter (engine/formats/safetensors_weights.cpp) and the loader
 // (engine/formats/model_loader.cpp).

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "decoding/beam_search.h"
 #include "formats/json.h"
 #include "gpt2.h"
+#include "model/sampler.h"
 #include "test_util.h"
 
 namespace {
@@ -174,18 +176,25 @@ TEST(BeamSearch, EveryBeamSessionHoldsItsOwnWindowWhileBeamsReorderAndForksCopyO
 
 namespace {
 
-// A hypothesis's sum of beam scores, recomputed one token at a time in a fresh session with the same settings.
+// A hypothesis's sum of beam scores, recomputed one token at a time in a fresh session, each token's scores by a
+// sampler with the same settings (Sampler::beam_scores over the session's logits and window).
 double resummed(const gpt2::Model& model, const gpt2::SamplingSettings& sampling, const std::vector<int32_t>& prompt,
                 const gpt2::BeamHypothesis& h, int32_t eos) {
     std::string error;
     auto session = gpt2::Session::create(model, true, gpt2::KvCacheFormat::fp32, &error);
     session->set_sampling(sampling);
+    gpt2::Sampler sampler;
+    EXPECT_TRUE(sampler.init(model.config().n_vocab, &error)) << error;
+    EXPECT_TRUE(sampler.configure(sampling, &error)) << error;
     EXPECT_TRUE(session->feed_prompt(prompt.data(), prompt.size(), false)) << session->error();
     std::vector<float> scores(size_t(model.config().n_vocab));
     double sum = 0.0;
     for (size_t i = 0; i <= h.tokens.size(); i++) {
         if (i == h.tokens.size() && !h.ended_by_eos) break;
-        EXPECT_EQ(session->beam_scores(scores.data()), 0) << session->error();
+        EXPECT_EQ(sampler.beam_scores(session->logits(), session->window(), session->n_cached(), session->n_generated(),
+                                      scores.data(), &error),
+                  0)
+            << error;
         sum += scores[size_t(i < h.tokens.size() ? h.tokens[i] : eos)];
         if (i < h.tokens.size()) {
             EXPECT_TRUE(session->feed_step(h.tokens[i])) << session->error();

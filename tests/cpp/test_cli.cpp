@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "decoding/scorer.h"
 #include "gpt2.h"
 #include "test_util.h"
 
@@ -151,7 +152,7 @@ TEST_F(Cli, EvaluatesTheMeanNegativeLogprobOfTheSessionsScore) {
     auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
     const std::vector<int32_t> ids32(ids.begin(), ids.end());
     std::vector<gpt2::TokenScore> scores(80);
-    ASSERT_TRUE(session->score(ids32.data(), 81, 0, scores.data(), nullptr)) << session->error();
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids32.data(), 81, 0, scores.data(), nullptr)) << session->error();
     double total = 0;
     for (const gpt2::TokenScore& s : scores) total -= s.logprob;
     char expected[128];
@@ -161,7 +162,7 @@ TEST_F(Cli, EvaluatesTheMeanNegativeLogprobOfTheSessionsScore) {
     // --eval-tokens 50: the file's first 50 ids, as scored alone
     const Result first = run("--model " + dir_ + " --eval " + dir_ + "/ids.u16 --eval-tokens 50");
     ASSERT_EQ(first.status, 0) << first.err;
-    ASSERT_TRUE(session->score(ids32.data(), 50, 0, scores.data(), nullptr)) << session->error();
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids32.data(), 50, 0, scores.data(), nullptr)) << session->error();
     total = 0;
     for (int i = 0; i < 49; i++) total -= scores[size_t(i)].logprob;
     std::snprintf(expected, sizeof expected, "eval: %.6f nats/token over 49 predictions\n", total / 49);
@@ -175,7 +176,7 @@ TEST_F(Cli, ScorePrintsEachTokensLogprobAndRankThenTheTotalAndPerplexity) {
     auto session = gpt2::Session::create(*m, true, gpt2::KvCacheFormat::int8, &error);  // the CLI's default
     const int32_t ids[] = {4, 8, 15, 16, 23, 42};
     std::vector<gpt2::TokenScore> scores(5);
-    ASSERT_TRUE(session->score(ids, 6, 0, scores.data(), nullptr)) << session->error();
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids, 6, 0, scores.data(), nullptr)) << session->error();
     std::string expected;
     double total = 0;
     char line[128];

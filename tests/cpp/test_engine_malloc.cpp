@@ -10,6 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "decoding/beam_search.h"
+#include "decoding/sequences.h"
+#include "decoding/speculation.h"
 #include "gpt2.h"
 #include "test_util.h"
 
@@ -151,15 +154,16 @@ TEST(Session, NoMallocPerTokenWhenVerifyingDrafts) {
         auto session = gpt2::Session::create(*model, true, kv, &error);
         ASSERT_TRUE(session) << error;
         const int32_t prompt[8] = {1, 2, 3, 4, 1, 2, 3, 4};
-        int32_t draft[gpt2::Session::kMaxDraftTokens] = {}, out[gpt2::Session::kMaxDraftTokens + 1];
+        gpt2::Speculation speculation(*session);
+        int32_t draft[gpt2::Speculation::kMaxDraftTokens] = {}, out[gpt2::Speculation::kMaxDraftTokens + 1];
         int next = session->prefill(prompt, 8);
         draft[0] = 5;
-        ASSERT_GE(session->step_draft(next, draft, 1, out), 1);  // the first verification allocates its logits
+        ASSERT_GE(speculation.step(next, draft, 1, out), 1);  // the first verification allocates its logits
         next = out[0];
         const long before = g_engine_mallocs;
         for (int i = 0; i < 60; i++) {
-            const int k = session->lookup_draft(next, 8, draft);
-            const int got = session->step_draft(next, draft, k == 0 ? 3 : k, out);  // wrong drafts when none
+            const int k = speculation.lookup_draft(next, 8, draft);
+            const int got = speculation.step(next, draft, k == 0 ? 3 : k, out);  // wrong drafts when none
             ASSERT_GE(got, 1) << session->error();
             next = out[got - 1];
         }
@@ -185,14 +189,15 @@ TEST(Session, NoMallocPerTokenWhenSteppingSeveralSequences) {
         int32_t ids[3], out[3];
         ids[0] = sessions[0]->prefill(prompt, 4);
         for (int i = 1; i < 3; i++) {
-            ASSERT_TRUE(sessions[i]->fork_from(*sessions[0])) << sessions[i]->error();
+            ASSERT_GE(gpt2::Sequences::fork(*sessions[i], *sessions[0]), 0) << sessions[i]->error();
             ids[i] = (ids[0] + i) % spec.n_vocab;
         }
-        ASSERT_TRUE(gpt2::Session::step_sequences(batch, ids, 3, out));  // the first allocates the pass's logits
+        gpt2::Sequences sequences;
+        ASSERT_TRUE(sequences.step(batch, ids, 3, out));  // the first allocates the pass's logits
         const long before = g_engine_mallocs;
         for (int step = 0; step < 60; step++) {
             std::memcpy(ids, out, sizeof(ids));
-            ASSERT_TRUE(gpt2::Session::step_sequences(batch, ids, 3, out)) << sessions[0]->error();
+            ASSERT_TRUE(sequences.step(batch, ids, 3, out)) << sessions[0]->error();
         }
         EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
     }

@@ -1,14 +1,19 @@
 // Numbers from a host (JavaScript's doubles) into the engine's types: taken exactly as given or refused with a
-// one-line message naming the field, never narrowed or wrapped around (engine/model/host_numbers.h).
+// one-line message naming the field, never narrowed or wrapped around (engine/host/host_numbers.h); and the engine's
+// constants as a host reads them (engine/host/host_api.h).
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "model/host_numbers.h"
+#include "formats/json.h"
+#include "host/host_api.h"
+#include "host/host_numbers.h"
+#include "model/forward_ops.h"
 
 namespace {
 
@@ -248,4 +253,27 @@ TEST(HostTopK, TakesZeroToTheVocabularySizeAndNamesTheMethodOtherwise) {
     EXPECT_EQ(error, "score: top_k 50258 out of range [0, 50257]");
     EXPECT_FALSE(gpt2::host_top_k(2.5, kVocab, "distribution", &k, &error));
     EXPECT_EQ(error, "distribution: top_k 2.5 out of range [0, 50257]");
+}
+
+// The engine's constants as a host reads them (host_constants_json): one JSON object of the engine's own values, its
+// enums' names in code order up to the last value, so that a value added past the end of a list fails here.
+TEST(HostConstants, AreOneJsonObjectOfTheEnginesValuesNamingEveryEnumValueInCodeOrder) {
+    const std::string text = gpt2::host_constants_json();
+    gpt2::JsonValue root;
+    std::string error;
+    ASSERT_TRUE(gpt2::parse_json(text.data(), text.size(), &root, &error)) << error << ": " << text;
+    const gpt2::JsonValue* limits = root.find("limits");
+    ASSERT_NE(limits, nullptr);
+    EXPECT_EQ(limits->find("maxSequences")->integer, gpt2::Sequences::kMaxSequences);
+    EXPECT_EQ(limits->find("maxFloat")->number, double(gpt2::kMaxFloat));
+    EXPECT_EQ(root.find("gpuCommands")->find("ints")->integer, gpt2::kGpuCommandInts);
+    const gpt2::JsonValue* enums = root.find("enums");
+    ASSERT_NE(enums, nullptr);
+    const std::vector<gpt2::JsonValue>& formats = enums->find("weightFormats")->array;
+    for (size_t i = 0; i < formats.size(); i++)
+        EXPECT_EQ(formats[i].string, gpt2::weight_format_name(gpt2::WeightFormat(i)));
+    EXPECT_STREQ(gpt2::weight_format_name(gpt2::WeightFormat(formats.size())), "");
+    const std::vector<gpt2::JsonValue>& kinds = enums->find("errorKinds")->array;
+    for (size_t i = 0; i < kinds.size(); i++) EXPECT_EQ(kinds[i].string, gpt2::error_kind_name(gpt2::ErrorKind(i)));
+    EXPECT_STREQ(gpt2::error_kind_name(gpt2::ErrorKind(kinds.size())), "");
 }

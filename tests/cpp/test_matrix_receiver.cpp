@@ -1,14 +1,17 @@
 // A load that hands the weight matrices to a MatrixReceiver (LoadOptions::matrix_receiver, gpt2.h), as a GPU host
 // does: every row of every matrix arrives once, bit for bit the rows a model loaded without one keeps (fp32 and int8
 // from safetensors, every GGUF type as the file's blocks), in chunks of any size; the model keeps only the vectors,
-// runs recording sessions only, and a receiver's error stops the load with that error.
+// runs recording sessions only, and a receiver's error stops the load with that error. The weights by name give back
+// the same rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,6 +189,50 @@ TEST(MatrixReceiver, GgufMatricesOfEveryTypeArriveAsTheFileStoresThem) {
         ASSERT_NE(received, nullptr) << loader.error();
         expect_handed_over(*kept, *received, receiver);
         EXPECT_EQ(gpt2::model_weight_types(*received), gpt2::model_weight_types(*kept));
+    }
+}
+
+// The weights by name (weights.h) are the matrices as MatrixRows names them, and a matrix's rows read back by name
+// (copy_host_rows, a GPU host's upload from the heap) are the rows a receiver gets; the vectors by name are the
+// model's own, and a name or layer the model lacks finds nothing.
+TEST(MatrixReceiver, TheWeightsByNameAreTheMatricesAsReceived) {
+    const gpt2_test::ModelSpec spec;
+    const std::vector<uint8_t> file = gpt2_test::build_safetensors(gpt2_test::random_tensors(spec));
+    const std::string config = gpt2_test::config_json(spec);
+    const gpt2::WeightNames names = gpt2::weight_names();
+    for (const WeightFormat format : {WeightFormat::fp32, WeightFormat::int8}) {
+        SCOPED_TRACE(gpt2::weight_format_name(format));
+        const std::unique_ptr<gpt2::Model> kept = gpt2_test::make_model(spec, format);
+        const gpt2::Weights& w = kept->weights();
+        CollectingReceiver receiver;
+        gpt2::LoadOptions options;
+        options.format = format;
+        options.matrix_receiver = &receiver;
+        gpt2::ModelLoader loader(reinterpret_cast<const uint8_t*>(config.data()), config.size(), options);
+        ASSERT_NE(feed_in_pieces(loader, file, file.size()), nullptr) << loader.error();
+        for (const auto& [key, received] : receiver.matrices) {
+            const auto& listed = key.first < 0 ? names.model_matrices : names.layer_matrices;
+            EXPECT_NE(std::find(listed.begin(), listed.end(), key.second), listed.end()) << key.second;
+            const gpt2::Linear* m = gpt2::find_matrix(w, key.first, key.second);
+            ASSERT_NE(m, nullptr) << key.second;
+            std::unique_ptr<uint8_t[]> staging;
+            size_t staging_bytes = 0;
+            ASSERT_EQ(gpt2::copy_host_rows(*m, 0, m->n_out, &staging, &staging_bytes), received.rows.size());
+            EXPECT_EQ(std::memcmp(staging.get(), received.rows.data(), received.rows.size()), 0) << key.second;
+            EXPECT_EQ(gpt2::copy_host_rows(*m, 1, m->n_out, &staging, &staging_bytes), 0u) << "rows past the end";
+        }
+        bool tied = false;
+        EXPECT_EQ(gpt2::find_matrix(w, -1, "lm_head", &tied), &w.wte);
+        EXPECT_TRUE(tied);
+        size_t n = 0;
+        EXPECT_EQ(gpt2::find_vector(w, kept->config(), -1, "wpe", &n), w.wpe);
+        EXPECT_EQ(n, size_t(spec.n_ctx) * size_t(spec.n_embd));
+        EXPECT_EQ(gpt2::find_vector(w, kept->config(), -1, "ln_f.bias", &n), w.ln_f.bias);
+        EXPECT_EQ(gpt2::find_vector(w, kept->config(), 1, "ln_2.weight", &n), w.layers[1].ln_2.weight);
+        EXPECT_EQ(n, size_t(spec.n_embd));
+        EXPECT_EQ(gpt2::find_vector(w, kept->config(), -1, "ln_1.weight", &n), nullptr);
+        EXPECT_EQ(gpt2::find_matrix(w, 0, "wte"), nullptr);
+        EXPECT_EQ(gpt2::find_matrix(w, spec.n_layer, "mlp_fc"), nullptr);
     }
 }
 

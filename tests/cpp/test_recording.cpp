@@ -2,9 +2,9 @@
 // executor in web/lib/gpu/) instead of running them. What it promises: replayed in order on the CPU
 // (gpt2::replay, which plays the host with its own activations and KV cache), the commands give the logits and the
 // tokens of a session that runs its passes, bit for bit, through prefill, steps, a window slide, reuse,
-// every-row logits and score(), also with the weights of the same model loaded again once its own were released;
-// each chunk records the embedding, eight operations per layer and the head; and it refuses the calls that would run
-// a pass itself.
+// every-row logits and score(), also with the weights of the same model loaded again once its own were released, and
+// with the CPU taking over mid-run (run_recorded_pass_on_cpu); each chunk records the embedding, eight operations per
+// layer and the head; and it refuses the calls that would run a pass itself.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "decoding/scorer.h"
 #include "gpt2.h"
 #include "model/forward.h"
 #include "model/forward_ops.h"
@@ -136,17 +137,19 @@ TEST(RecordingSession, ScorePassesRunByTheHostGiveScoresScoresBitForBitAndLeaveI
     std::vector<gpt2::TokenScore> expected_alternatives(expected.size() * top_k),
         got_alternatives(expected.size() * top_k);
     auto running = gpt2_test::greedy_session(*model, true);
-    ASSERT_TRUE(running->score(ids.data(), ids.size(), top_k, expected.data(), expected_alternatives.data()));
+    ASSERT_TRUE(
+        gpt2::Scorer(*running).score(ids.data(), ids.size(), top_k, expected.data(), expected_alternatives.data()));
 
     ReplayHost host(*model, true);
     gpt2::Session& session = host.session();
-    ASSERT_TRUE(session.begin_score(ids.data(), ids.size(), top_k, got.data(), got_alternatives.data()));
+    gpt2::Scorer scorer(session);
+    ASSERT_TRUE(scorer.begin(ids.data(), ids.size(), top_k, got.data(), got_alternatives.data()));
     int passes = 0, context_passes = 0;
-    for (int fed; (fed = session.feed_score_pass()) != 0; passes++) {
+    for (int fed; (fed = scorer.feed_pass()) != 0; passes++) {
         ASSERT_EQ(fed, 1) << session.error();
         if (!session.recorded_all_logits()) context_passes++;
         host.run();
-        ASSERT_TRUE(session.score_fed_pass()) << session.error();
+        ASSERT_TRUE(scorer.score_fed_pass()) << session.error();
     }
     EXPECT_EQ(context_passes, 2);
     EXPECT_EQ(passes, 4 + 1 + 2 + 1 + 1);  // 200 rows in chunks of 64; context, 101 rows; context, 31 rows
@@ -159,7 +162,7 @@ TEST(RecordingSession, ScorePassesRunByTheHostGiveScoresScoresBitForBitAndLeaveI
         ASSERT_EQ(got_alternatives[i].token, expected_alternatives[i].token) << "alternative " << i;
         ASSERT_EQ(std::memcmp(&got_alternatives[i].logprob, &expected_alternatives[i].logprob, sizeof(double)), 0);
     }
-    EXPECT_EQ(session.feed_score_pass(), -1);
+    EXPECT_EQ(scorer.feed_pass(), -1);
     EXPECT_EQ(session.error(), "feed_score_pass: no score run is in progress (begin_score() starts one)");
 
     // The window then holds the last window scored, its cache rows written: a prompt that shares all but its last
@@ -244,7 +247,7 @@ TEST(RecordingSession, RefusesTheCallsThatWouldRunAPassHereAndHoldsNoCache) {
     EXPECT_EQ(session.step(1), -1);
     EXPECT_EQ(session.prefill_reusing(ids, 3), -1);
     gpt2::TokenScore scores[2];
-    EXPECT_FALSE(session.score(ids, 3, 0, scores, nullptr));
+    EXPECT_FALSE(gpt2::Scorer(session).score(ids, 3, 0, scores, nullptr));
     EXPECT_EQ(session.error().rfind("score: a recording session", 0), 0u) << session.error();
     EXPECT_FALSE(session.feed_step(1000));
     EXPECT_EQ(session.error(), "token id 1000 out of range [0, 67)");
@@ -252,4 +255,52 @@ TEST(RecordingSession, RefusesTheCallsThatWouldRunAPassHereAndHoldsNoCache) {
     const gpt2::Config& c = model->config();
     EXPECT_EQ(session.kv_cache_bytes(), size_t(2) * c.n_layer * c.n_ctx * c.n_embd * sizeof(float));
     EXPECT_EQ(session.kv_cache_format(), gpt2::KvCacheFormat::fp32);
+}
+
+// The CPU taking over a recording session whose GPU was lost mid-run (run_recorded_pass_on_cpu): the positions before
+// its first pass come from the window, then its cache follows the passes, so the run goes on bit for bit as a running
+// session's, also across the window's slide; weights that are released or of another shape are refused.
+TEST(RecordingSession, TheCpuTakingOverMidRunGoesOnAsTheRunningSessionBitForBit) {
+    ModelSpec spec;
+    spec.n_ctx = 24;  // 30 steps after a 5-token prompt slide the window
+    auto model = make_model(spec);
+    const std::shared_ptr<const gpt2::Model> loaded_again = make_model(spec);
+    ModelSpec wider = spec;
+    wider.n_embd = 24;
+    const std::shared_ptr<const gpt2::Model> other_shape = make_model(wider);
+    auto released = make_model(spec);
+    released->release_weights();
+    const std::shared_ptr<const gpt2::Model> no_weights = std::move(released);
+
+    auto running = gpt2_test::greedy_session(*model, true);
+    ReplayHost gpu(*model, true);
+    const std::vector<int32_t> prompt{3, 14, 15, 9, 2};
+    int expected = running->prefill(prompt.data(), prompt.size());
+    ASSERT_TRUE(gpu.session().feed_prompt(prompt.data(), prompt.size(), false)) << gpu.session().error();
+    int got = gpu.run_and_sample();
+    for (int i = 0; i < 4; i++) {
+        expected = running->step(expected);
+        ASSERT_TRUE(gpu.session().feed_step(got));
+        got = gpu.run_and_sample();
+    }
+    gpt2::CpuHost cpu;
+    gpt2::Session& session = gpu.session();
+    for (int i = 0; i < 30; i++) {
+        ASSERT_EQ(got, expected) << "step " << i;
+        expected = running->step(expected);
+        ASSERT_TRUE(session.feed_step(got));
+        if (i == 0) {
+            for (const auto& refused : {other_shape, no_weights}) {
+                EXPECT_FALSE(gpt2::run_recorded_pass_on_cpu(&session, refused, &cpu));
+                EXPECT_EQ(session.error_kind(), gpt2::ErrorKind::input);
+                EXPECT_EQ(session.error(),
+                          "run_on_cpu: the CPU model has no weights or another shape than the session's");
+            }
+        }
+        ASSERT_TRUE(gpt2::run_recorded_pass_on_cpu(&session, loaded_again, &cpu)) << session.error();
+        got = session.sample();
+        ASSERT_TRUE(gpt2_test::same_bits(logits_of(session, spec.n_vocab), logits_of(*running, spec.n_vocab)))
+            << "step " << i;
+    }
+    EXPECT_EQ(got, expected);
 }

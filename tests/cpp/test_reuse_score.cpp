@@ -1,4 +1,4 @@
-// Session::prefill_reusing (the KV cache kept between calls), Session::score (per-token log-probabilities) and
+// Session::prefill_reusing (the KV cache kept between calls), Scorer::score (per-token log-probabilities) and
 // score_logits, the one position's distribution that scoring and the page's tooltip both read.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "decoding/scorer.h"
 #include "formats/safetensors.h"
 #include "gpt2.h"
 #include "reference_gpt2.h"
@@ -220,7 +221,8 @@ TEST(Score, LogprobsMatchAFloat64ReferenceOnTheBundledModel) {
     const int top_k = 5;
     std::vector<TokenScore> scores(ids.size() - 1), alternatives(scores.size() * top_k);
     auto session = session_with(*model, KvCacheFormat::fp32, greedy());
-    ASSERT_TRUE(session->score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data())) << session->error();
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()))
+        << session->error();
     const size_t V = size_t(c.n_vocab);
     double max_diff = 0;
     for (size_t i = 0; i < scores.size(); i++) {
@@ -254,7 +256,7 @@ TEST(Score, RanksCountTheStrictlyGreaterLogitsAndAlternativesAreTheLikeliestFirs
 
     const int top_k = int(V);  // every token: the whole order is checked
     std::vector<TokenScore> scores(ids.size() - 1), alternatives(scores.size() * V);
-    ASSERT_TRUE(session->score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()));
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()));
     for (size_t i = 0; i < scores.size(); i++) {
         const float* row_logits = logits.data() + i * V;
         const std::vector<double> expected = log_softmax(widen(row_logits, V).data(), V);
@@ -288,7 +290,7 @@ TEST(Score, TextsLongerThanTheContextAreScoredInWindowsWithAStrideOfHalfTheConte
     for (KvCacheFormat kv : {KvCacheFormat::fp32, KvCacheFormat::int8}) {
         auto session = session_with(*model, kv, greedy());
         std::vector<TokenScore> scores(n - 1);
-        ASSERT_TRUE(session->score(ids.data(), n, 0, scores.data(), nullptr)) << session->error();
+        ASSERT_TRUE(gpt2::Scorer(*session).score(ids.data(), n, 0, scores.data(), nullptr)) << session->error();
         // by hand: windows [0, 150) [75, 225) [150, 300) [225, 375) [250, 400), each scoring what the earlier
         // ones did not: from 1, 150, 225, 300 and 375
         auto by_hand = session_with(*model, kv, greedy());
@@ -318,31 +320,33 @@ TEST(Score, RejectsFewerThanTwoTokensBadIdsAndTopKOutOfRange) {
     auto session = session_with(*model, KvCacheFormat::fp32, greedy());
     std::vector<TokenScore> scores(3), alternatives(3 * 68);
     const int32_t ids[] = {1, 2, 67};
-    EXPECT_FALSE(session->score(ids, 1, 0, scores.data(), nullptr));
+    EXPECT_FALSE(gpt2::Scorer(*session).score(ids, 1, 0, scores.data(), nullptr));
     EXPECT_EQ(session->error(), "score: needs at least 2 tokens, got 1");
-    EXPECT_FALSE(session->score(ids, 3, 0, scores.data(), nullptr));
+    EXPECT_FALSE(gpt2::Scorer(*session).score(ids, 3, 0, scores.data(), nullptr));
     EXPECT_EQ(session->error(), "token id 67 out of range [0, 67)");
-    EXPECT_FALSE(session->score(ids, 2, 68, scores.data(), alternatives.data()));
+    EXPECT_FALSE(gpt2::Scorer(*session).score(ids, 2, 68, scores.data(), alternatives.data()));
     EXPECT_EQ(session->error(), "score: top_k 68 out of range [0, 67]");
-    EXPECT_FALSE(session->score(ids, 2, -1, scores.data(), alternatives.data()));
+    EXPECT_FALSE(gpt2::Scorer(*session).score(ids, 2, -1, scores.data(), alternatives.data()));
     EXPECT_EQ(session->error(), "score: top_k -1 out of range [0, 67]");
     EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
-    EXPECT_TRUE(session->score(ids, 2, 67, scores.data(), alternatives.data())) << "top_k may be the whole vocabulary";
+    EXPECT_TRUE(gpt2::Scorer(*session).score(ids, 2, 67, scores.data(), alternatives.data()))
+        << "top_k may be the whole vocabulary";
 }
 
 TEST(Score, RefusesMoreAlternativesThanOneScoreReturnsBeforeAllocatingAnything) {
     auto model = make_model(ModelSpec{});
     auto session = session_with(*model, KvCacheFormat::fp32, greedy());
     // 4194304 / 67 = 62601.5: 62601 scored tokens with 67 alternatives each fit, 62602 do not
-    EXPECT_TRUE(session->check_score(62602, 67)) << session->error();
-    EXPECT_FALSE(session->check_score(62603, 67));
+    EXPECT_TRUE(gpt2::Scorer(*session).check(62602, 67)) << session->error();
+    EXPECT_FALSE(gpt2::Scorer(*session).check(62603, 67));
     EXPECT_EQ(session->error(), "score: top_k 67 for 62602 scored tokens is more than 4194304 alternatives (the most "
                                 "one score returns)");
     EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
-    EXPECT_TRUE(session->check_score(size_t(1) << 40, 0)) << "without alternatives the text alone bounds a score";
+    EXPECT_TRUE(gpt2::Scorer(*session).check(size_t(1) << 40, 0))
+        << "without alternatives the text alone bounds a score";
     // score() checks the same before it feeds anything (the buffers a caller would need are not even there)
     const std::vector<int32_t> ids(62603, 1);
-    EXPECT_FALSE(session->score(ids.data(), ids.size(), 67, nullptr, nullptr));
+    EXPECT_FALSE(gpt2::Scorer(*session).score(ids.data(), ids.size(), 67, nullptr, nullptr));
     EXPECT_EQ(session->error(), "score: top_k 67 for 62602 scored tokens is more than 4194304 alternatives (the most "
                                 "one score returns)");
     EXPECT_EQ(session->n_cached(), 0);
@@ -394,7 +398,7 @@ TEST(ScoreLogits, GivesWhatScoreGivesForTheLastPosition) {
     auto session = session_with(*model, KvCacheFormat::fp32, greedy());
     const int top_k = 8;
     std::vector<TokenScore> scores(ids.size() - 1), alternatives(scores.size() * top_k);
-    ASSERT_TRUE(session->score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()));
+    ASSERT_TRUE(gpt2::Scorer(*session).score(ids.data(), ids.size(), top_k, scores.data(), alternatives.data()));
     // the last scored token is predicted by the row of the one before it: feed all ids but the last
     ASSERT_GE(session->prefill(ids.data(), ids.size() - 1), 0);
     TokenScore score{}, row[top_k];

@@ -1,4 +1,4 @@
-// Several sequences from one prompt (gpt2::Session::fork_from, Session::step_sequences): a fork continues exactly
+// Several sequences from one prompt (gpt2::Sequences::fork, Sequences::step): a fork continues exactly
 // as the session it was forked from, and a batched step of n sequences gives each one the tokens its own step()
 // gives, bit for bit, for greedy and seeded sampling, both KV caches, one and two threads, int8 weights, and
 // across window slides that come to the sequences at different steps.
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "decoding/sequences.h"
 #include "gpt2.h"
 #include "test_util.h"
 
@@ -56,7 +57,7 @@ TEST(Sequences, BatchedStepsGiveEachForkedSequenceItsOwnTokensBitForBit) {
                 std::vector<std::vector<int32_t>> got(seeds.size());
                 got[0].push_back(sessions[0]->prefill(prompt.data(), prompt.size()));
                 for (size_t i = 1; i < seeds.size(); i++) {
-                    ASSERT_TRUE(sessions[i]->fork_from(*sessions[0])) << sessions[i]->error();
+                    ASSERT_GE(gpt2::Sequences::fork(*sessions[i], *sessions[0]), 0) << sessions[i]->error();
                     got[i].push_back(sessions[i]->sample());
                 }
                 std::vector<gpt2::Session*> batch;
@@ -64,9 +65,10 @@ TEST(Sequences, BatchedStepsGiveEachForkedSequenceItsOwnTokensBitForBit) {
                 // one sequence a step behind: the windows fill, and slide, at different steps
                 got[3].push_back(sessions[3]->step(got[3].back()));
                 int32_t ids[4], out[4];
+                gpt2::Sequences sequences;
                 while (got[0].size() < 70) {
                     for (size_t i = 0; i < seeds.size(); i++) ids[i] = got[i].back();
-                    ASSERT_TRUE(gpt2::Session::step_sequences(batch.data(), ids, 4, out)) << sessions[0]->error();
+                    ASSERT_TRUE(sequences.step(batch.data(), ids, 4, out)) << sessions[0]->error();
                     for (size_t i = 0; i < seeds.size(); i++) got[i].push_back(out[i]);
                 }
                 for (size_t i = 0; i < seeds.size(); i++) {
@@ -93,26 +95,27 @@ TEST(Sequences, ForkingAndBatchingRefuseWhatTheyCannotRunWithOneLineErrors) {
     const int32_t prompt[] = {1, 2, 3};
     ASSERT_GE(a->prefill(prompt, 3), 0);
     ASSERT_GE(foreign->prefill(prompt, 3), 0);
-    EXPECT_FALSE(fp32->fork_from(*a));
+    EXPECT_EQ(gpt2::Sequences::fork(*fp32, *a), -1);
     EXPECT_EQ(fp32->error(), "fork_from: the sessions differ in model, KV cache or KV-cache format");
-    EXPECT_FALSE(uncached->fork_from(*a));
-    EXPECT_FALSE(foreign->fork_from(*a));
+    EXPECT_EQ(gpt2::Sequences::fork(*uncached, *a), -1);
+    EXPECT_EQ(gpt2::Sequences::fork(*foreign, *a), -1);
 
-    int32_t out[gpt2::Session::kMaxSequences + 1];
+    int32_t out[gpt2::Sequences::kMaxSequences + 1];
+    gpt2::Sequences sequences;
     const int32_t ids[] = {4, 5, 99};
     gpt2::Session* same_twice[] = {a.get(), a.get()};
-    EXPECT_FALSE(gpt2::Session::step_sequences(same_twice, ids, 2, out));
+    EXPECT_FALSE(sequences.step(same_twice, ids, 2, out));
     EXPECT_EQ(a->error(), "step_sequences: sequence 1 is sequence 0");
     gpt2::Session* mixed[] = {a.get(), foreign.get()};
-    EXPECT_FALSE(gpt2::Session::step_sequences(mixed, ids, 2, out));
+    EXPECT_FALSE(sequences.step(mixed, ids, 2, out));
     EXPECT_EQ(a->error(), "step_sequences: sequence 1 is not a fed, cached session of the first's model");
     gpt2::Session* one[] = {a.get()};
-    EXPECT_FALSE(gpt2::Session::step_sequences(one, ids + 2, 1, out));
+    EXPECT_FALSE(sequences.step(one, ids + 2, 1, out));
     EXPECT_EQ(a->error(), "sequence 0: token id 99 out of range [0, 67)");
-    EXPECT_FALSE(gpt2::Session::step_sequences(one, ids, 0, out));
+    EXPECT_FALSE(sequences.step(one, ids, 0, out));
     EXPECT_EQ(a->error(), "step_sequences: 0 sequences, expected 1..16");
     // nothing was fed by the refused calls: the session goes on as it was
     EXPECT_EQ(a->n_cached(), 3);
-    EXPECT_TRUE(gpt2::Session::step_sequences(one, ids, 1, out)) << a->error();
+    EXPECT_TRUE(sequences.step(one, ids, 1, out)) << a->error();
     EXPECT_EQ(a->n_cached(), 4);
 }

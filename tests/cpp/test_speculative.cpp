@@ -1,4 +1,4 @@
-// Speculative decoding (gpt2::Session::step_draft): a batched pass verifies drafted tokens, keeps the accepted
+// Speculative decoding (gpt2::Speculation): a batched pass verifies drafted tokens, keeps the accepted
 // ones in the cache and rolls the rest back. What it promises: the tokens are those of step() one at a time, bit
 // for bit, whatever the drafts (the model's own, prompt lookup's, or wrong ones), for greedy and seeded sampling,
 // both KV caches, one and two threads and across window slides; prompt lookup drafts what followed the latest
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "decoding/speculation.h"
 #include "gpt2.h"
 #include "test_util.h"
 
@@ -63,20 +64,21 @@ struct Speculated {
     int drafted = 0, accepted = 0;
 };
 
-// n tokens after prompt (at least n: the last verification may give more), step_draft() with drafts of 1 to 6.
+// n tokens after prompt (at least n: the last verification may give more), Speculation::step() with drafts of 1 to 6.
 Speculated speculated(gpt2::Session& session, const std::vector<int32_t>& prompt, int n, Drafts drafts, int n_vocab) {
+    gpt2::Speculation speculation(session);
     Speculated run;
     run.tokens.push_back(session.prefill(prompt.data(), prompt.size()));
     int length = 0;
-    int32_t draft[gpt2::Session::kMaxDraftTokens], out[gpt2::Session::kMaxDraftTokens + 1];
+    int32_t draft[gpt2::Speculation::kMaxDraftTokens], out[gpt2::Speculation::kMaxDraftTokens + 1];
     while (int(run.tokens.size()) < n) {
         const int32_t id = run.tokens.back();
         length = length % 6 + 1;
         int k = 0;
-        if (drafts == Drafts::lookup) k = session.lookup_draft(id, length, draft);
+        if (drafts == Drafts::lookup) k = speculation.lookup_draft(id, length, draft);
         else
             for (k = 0; k < length; k++) draft[k] = ((k == 0 ? id : draft[k - 1]) + 1) % n_vocab;
-        const int got = session.step_draft(id, draft, k, out);
+        const int got = speculation.step(id, draft, k, out);
         EXPECT_GE(got, 1) << session.error();
         if (got < 1) break;
         run.tokens.insert(run.tokens.end(), out, out + got);
@@ -160,7 +162,7 @@ TEST(Speculation, AcceptedDraftsAreFedAndRejectedOnesRolledBack) {
     int32_t draft[6] = {expected[1], expected[2], expected[3], expected[4], expected[5], 0};
     draft[5] = (expected[6] + 1) % spec.n_vocab;
     int32_t out[7];
-    ASSERT_EQ(verified->step_draft(expected[0], draft, 6, out), 6);
+    ASSERT_EQ(gpt2::Speculation(*verified).step(expected[0], draft, 6, out), 6);
     EXPECT_EQ(std::vector<int32_t>(out, out + 6), std::vector<int32_t>(expected.begin() + 1, expected.begin() + 7));
     // fed: the prompt, expected[0] and the five accepted; the last token is pending, as after step()
     EXPECT_EQ(verified->n_cached(), 5 + 1 + 5);
@@ -183,15 +185,16 @@ TEST(Speculation, DraftsAreCutToTheWindowAndAFullWindowSlidesAsStepDoes) {
     auto verified = gpt2_test::greedy_session(*model, true);
     verified->prefill(prompt.data(), prompt.size());
     // 9 fed, room for 3: id and at most 2 drafts, all the model's own
-    int32_t out[gpt2::Session::kMaxDraftTokens + 1];
-    ASSERT_EQ(verified->step_draft(expected[0], &expected[1], 5, out), 3);
+    gpt2::Speculation speculation(*verified);
+    int32_t out[gpt2::Speculation::kMaxDraftTokens + 1];
+    ASSERT_EQ(speculation.step(expected[0], &expected[1], 5, out), 3);
     EXPECT_EQ(std::vector<int32_t>(out, out + 3), std::vector<int32_t>(expected.begin() + 1, expected.begin() + 4));
     EXPECT_EQ(verified->n_cached(), 12);
     // full: it slides as step() would (keeping n_ctx / 2), and verifies no draft
-    ASSERT_EQ(verified->step_draft(out[2], &expected[4], 3, out), 1);
+    ASSERT_EQ(speculation.step(out[2], &expected[4], 3, out), 1);
     EXPECT_EQ(out[0], expected[4]);
     EXPECT_EQ(verified->n_cached(), 6);
-    ASSERT_EQ(verified->step_draft(out[0], &expected[5], 2, out), 3);
+    ASSERT_EQ(speculation.step(out[0], &expected[5], 2, out), 3);
     EXPECT_EQ(std::vector<int32_t>(out, out + 3), std::vector<int32_t>(expected.begin() + 5, expected.begin() + 8));
 }
 
@@ -203,7 +206,7 @@ TEST(Speculation, AnUncachedSessionVerifiesNoDraftAndGivesStepsTokens) {
     const std::vector<int32_t> expected = stepped(*one_by_one, prompt, 3);
     uncached->prefill(prompt.data(), prompt.size());
     int32_t out[3];
-    ASSERT_EQ(uncached->step_draft(expected[0], &expected[1], 2, out), 1);
+    ASSERT_EQ(gpt2::Speculation(*uncached).step(expected[0], &expected[1], 2, out), 1);
     EXPECT_EQ(out[0], expected[1]);
 }
 
@@ -214,10 +217,11 @@ TEST(Speculation, RejectsBadIdsAndDraftCountsLikeStep) {
     session->prefill(prompt, 2);
     int32_t out[3];
     const int32_t bad[] = {1, 67};
-    EXPECT_EQ(session->step_draft(1, bad, 2, out), -1);
+    gpt2::Speculation speculation(*session);
+    EXPECT_EQ(speculation.step(1, bad, 2, out), -1);
     EXPECT_EQ(session->error(), "token id 67 out of range [0, 67)");
     EXPECT_EQ(session->error_kind(), gpt2::ErrorKind::input);
-    EXPECT_EQ(session->step_draft(1, bad, -1, out), -1);
+    EXPECT_EQ(speculation.step(1, bad, -1, out), -1);
     EXPECT_EQ(session->error(), "step_draft: -1 drafted tokens");
     EXPECT_EQ(session->n_cached(), 2);  // nothing fed
 }
@@ -227,22 +231,23 @@ TEST(PromptLookup, DraftsWhatFollowedTheLatestEarlierOccurrenceOfTheLastTrigramE
     spec.n_ctx = 30;
     auto model = make_model(spec);
     auto session = gpt2_test::greedy_session(*model, true);
-    int32_t draft[gpt2::Session::kMaxDraftTokens];
+    gpt2::Speculation speculation(*session);
+    int32_t draft[gpt2::Speculation::kMaxDraftTokens];
     const std::vector<int32_t> window{1, 2, 3, 4, 9, 7, 2, 3, 5, 6, 1, 2, 3};
     session->prefill(window.data(), window.size());
     // id 4: "2 3 4" occurred at 1..3, followed by 9 7 2 ...; at most 3 of them
-    ASSERT_EQ(session->lookup_draft(4, 3, draft), 3);
+    ASSERT_EQ(speculation.lookup_draft(4, 3, draft), 3);
     EXPECT_EQ(std::vector<int32_t>(draft, draft + 3), (std::vector<int32_t>{9, 7, 2}));
     // id 5: "2 3 5" occurred at 6..8, followed by the rest of the context, id included, and then by that stretch
     // again, as a loop goes on
-    ASSERT_EQ(session->lookup_draft(5, 12, draft), 12);
+    ASSERT_EQ(speculation.lookup_draft(5, 12, draft), 12);
     EXPECT_EQ(std::vector<int32_t>(draft, draft + 12), (std::vector<int32_t>{6, 1, 2, 3, 5, 6, 1, 2, 3, 5, 6, 1}));
     // id 9: neither "2 3 9" nor "3 9" occurred; a token alone is never looked up
-    EXPECT_EQ(session->lookup_draft(9, 16, draft), 0);
+    EXPECT_EQ(speculation.lookup_draft(9, 16, draft), 0);
 
     // "2 3 4" never occurred, "3 4" at 1..2: the bigram's continuation
     const std::vector<int32_t> other{5, 3, 4, 8, 1, 2, 3};
     session->prefill(other.data(), other.size());
-    ASSERT_EQ(session->lookup_draft(4, 6, draft), 6);
+    ASSERT_EQ(speculation.lookup_draft(4, 6, draft), 6);
     EXPECT_EQ(std::vector<int32_t>(draft, draft + 6), (std::vector<int32_t>{8, 1, 2, 3, 4, 8}));
 }

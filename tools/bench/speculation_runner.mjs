@@ -7,7 +7,7 @@
 //     gives) and a plain one, each greedy and sampled; runs with and without speculation alternate, each timed end
 //     to end (prefill and decode), and their texts must be equal (TOKENS_DIFFER otherwise)
 //   node tools/bench/speculation_runner.mjs verify MODEL_DIR|FILE.gguf WEIGHTS RUNS
-//     the cost of verifying k = 1 … 8 drafted tokens (Session::step_draft) against one step, on a model of the GPT-2
+//     the cost of verifying k = 1 … 8 drafted tokens (Speculation::step) against one step, on a model of the GPT-2
 //     shapes: drafts the model keeps whole (its own greedy continuation) and drafts that fail at their first token,
 //     and the prefill's speed against decode's, which bounds what a batched pass can save
 //   node tools/bench/speculation_runner.mjs sequences MODEL_DIR WEIGHTS RUNS
@@ -20,6 +20,7 @@
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { TOKENS_DIFFER, median, promptIds } from './measure.mjs';
 
 const PASSAGE = 'But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.';
@@ -96,7 +97,7 @@ async function measureLookup(dir, runs) {
 
 async function measureVerification(source, weights, runs) {
   const engine = await loadEngine({ threads: 1 });
-  const { model } = await loadModelIntoEngine(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
+  const { model } = await loadModelIntoEngine(engine, modelSource(source), { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
   const { config } = model;
   const session = model.createSession({ useKVCache: true, kvCache: 'int8' });
   session.setSampling({ temperature: 0 });

@@ -21,7 +21,7 @@
 // --eval prints the mean of -log p(token) over ids[1..] of a file of little-endian uint16 ids (--eval-tokens N: of
 // its first N ids only, a shorter check of the same windows); --score prints, for
 // each of ids[1..], "position<TAB>token<TAB>logprob<TAB>rank" (rank 1: the likeliest token), then
-// "total <sum of logprobs> perplexity <exp(-mean logprob)>". Both score with gpt2::Session::score: windows of
+// "total <sum of logprobs> perplexity <exp(-mean logprob)>". Both score with gpt2::Scorer::score: windows of
 // n_ctx tokens with a stride of n_ctx / 2 for longer texts.
 //
 // --bench is the native runtime of tools/bench/bench.mjs: one process (one model load) serves every measurement,
@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "decoding/scorer.h"
 #include "formats/gguf.h"
 #include "gpt2.h"
 #include "model/thread_pool.h"
@@ -211,12 +212,13 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Scores ids[1..] (gpt2::Session::score); exits with the session's error, prefixed by what, on failure.
+// Scores ids[1..] (gpt2::Scorer::score); exits with the session's error, prefixed by what, on failure.
 std::vector<gpt2::TokenScore> score_ids(gpt2::Session& session, const std::vector<int32_t>& ids,
                                         const std::string& what) {
     if (ids.size() < 2) die(what + ": needs at least 2 token ids, got " + std::to_string(ids.size()));
     std::vector<gpt2::TokenScore> scores(ids.size() - 1);
-    if (!session.score(ids.data(), ids.size(), 0, scores.data(), nullptr)) die(what + ": " + session.error());
+    gpt2::Scorer scorer(session);
+    if (!scorer.score(ids.data(), ids.size(), 0, scores.data(), nullptr)) die(what + ": " + session.error());
     return scores;
 }
 

@@ -1,4 +1,4 @@
-#include "model/host_numbers.h"
+#include "host/host_numbers.h"
 
 #include <cmath>
 #include <cstdio>
@@ -200,6 +200,12 @@ bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, Hos
     return true;
 }
 
+const char* early_stopping_name(EarlyStopping early_stopping) {
+    return early_stopping == EarlyStopping::done    ? "done"
+           : early_stopping == EarlyStopping::never ? "never"
+                                                    : "heuristic";
+}
+
 bool host_beam_settings(double num_beams, double length_penalty, const std::string& early_stopping,
                         double max_new_tokens, double eos_token, BeamSettings* out, std::string* error) {
     auto to_int = [&](double x, const char* name, int32_t* i) {
@@ -220,9 +226,9 @@ bool host_beam_settings(double num_beams, double length_penalty, const std::stri
         return false;
     }
     settings.length_penalty = float(length_penalty);
-    settings.early_stopping = early_stopping == "done"    ? EarlyStopping::done
-                              : early_stopping == "never" ? EarlyStopping::never
-                                                          : EarlyStopping::heuristic;
+    settings.early_stopping = early_stopping == early_stopping_name(EarlyStopping::done)    ? EarlyStopping::done
+                              : early_stopping == early_stopping_name(EarlyStopping::never) ? EarlyStopping::never
+                                                                                            : EarlyStopping::heuristic;
     *out = settings;
     return true;
 }
@@ -234,6 +240,21 @@ bool host_top_k(double top_k, size_t n_vocab, const char* method, int* out, std:
     }
     *error = std::string(method) + ": top_k " + js_number(top_k) + " out of range [0, " + std::to_string(n_vocab) + "]";
     return false;
+}
+
+std::unique_ptr<Session> host_session(const Model& model, bool use_kv_cache, const std::string& kv_cache,
+                                      bool recording, HostError* error) {
+    KvCacheFormat format;
+    std::unique_ptr<Session> session;
+    if (!parse_kv_cache_format(kv_cache, &format))
+        fail(error, ErrorKind::input, "kvCache must be \"int8\" or \"fp32\", got \"" + kv_cache + "\"");
+    else if (recording && format != KvCacheFormat::fp32)
+        fail(error, ErrorKind::input,
+             "kvCache \"" + kv_cache + "\" runs on the CPU only: a WebGPU session keeps an fp32 cache");
+    else if (!(session = recording ? Session::create_recording(model, use_kv_cache, &error->message)
+                                   : Session::create(model, use_kv_cache, format, &error->message)))
+        error->kind = ErrorKind::memory;  // creating a session fails only for lack of memory
+    return session;
 }
 
 }  // namespace gpt2

@@ -1,9 +1,9 @@
-// The model's distribution at one position (score_logits, gpt2.h): the log-softmax of a row of logits, a
+// The model's distribution at one position (score_logits, decoding/scorer.h): the log-softmax of a row of logits, a
 // token's rank, and the likeliest tokens.
 #include <algorithm>
 #include <cmath>
 
-#include "gpt2.h"
+#include "decoding/scorer.h"
 #include "kernels/ops.h"
 
 namespace gpt2 {

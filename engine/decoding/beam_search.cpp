@@ -1,9 +1,12 @@
+// BeamSearch (decoding/beam_search.h): each step's continuations chosen or drawn, the hypotheses kept, and the next
+// beams forked and fed in one batched pass.
+#include "decoding/beam_search.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
 
-#include "gpt2.h"
 #include "model/allocation.h"
 #include "model/sampler.h"
 
@@ -31,72 +34,80 @@ float add_scores(float beam, float token) {
 
 std::unique_ptr<BeamSearch> BeamSearch::create(Session* const* sessions, const BeamSettings& settings,
                                                std::string* error, ErrorKind* kind) {
-    auto refuse = [error, kind](const std::string& message) -> std::unique_ptr<BeamSearch> {
-        if (error) *error = "beam search: " + message;
+    const std::string refused = refusal(sessions, settings);
+    if (!refused.empty()) {
+        if (error) *error = "beam search: " + refused;
         if (kind) *kind = ErrorKind::input;
         return nullptr;
-    };
-    auto no_memory = [error, kind](uint64_t bytes) -> std::unique_ptr<BeamSearch> {
-        out_of_memory(bytes, "the beam search", error);
+    }
+    std::unique_ptr<BeamSearch> search(new (std::nothrow) BeamSearch());
+    if (!search || !search->init(sessions, settings, error)) {
+        if (!search) out_of_memory(sizeof(BeamSearch), "the beam search", error);
         if (kind) *kind = ErrorKind::memory;
         return nullptr;
-    };
-    const BeamSettings& s = settings;
-    if (s.num_beams < 2 || s.num_beams > Session::kMaxSequences) {
-        return refuse(std::to_string(s.num_beams) + " beams, expected 2.." + std::to_string(Session::kMaxSequences));
     }
-    if (!std::isfinite(s.length_penalty)) return refuse("length_penalty must be finite");
-    std::unique_ptr<BeamSearch> search(new (std::nothrow) BeamSearch());
-    if (!search) return no_memory(sizeof(BeamSearch));
-    for (int i = 0; i < s.num_beams; i++) {
-        Session* session = sessions[i];
-        if (!session || !session->uses_kv_cache() || session->recording()) {
-            return refuse("session " + std::to_string(i) + " is not a cached session");
-        }
-        for (int j = 0; j < i; j++)
-            if (sessions[j] == session)
-                return refuse("session " + std::to_string(i) + " is session " + std::to_string(j));
-        search->sessions_[i] = session;
-    }
-    for (int i = 1; i < s.num_beams; i++) {
-        if (&sessions[i]->model() != &sessions[0]->model())
-            return refuse("session " + std::to_string(i) + " has another model");
-    }
-    const Config& config = sessions[0]->model().config();
-    // The beams' token buffers hold max_new_tokens each: bounded by the context, their size never follows whatever
-    // number a caller gives.
-    if (s.max_new_tokens < 1 || s.max_new_tokens > config.n_ctx) {
-        return refuse("max_new_tokens " + std::to_string(s.max_new_tokens) + ", expected 1.." +
-                      std::to_string(config.n_ctx) + " (the model's context)");
-    }
-    const int V = config.n_vocab;
-    if (s.eos_token < -1 || s.eos_token >= V) {
-        return refuse("eos_token " + std::to_string(s.eos_token) + " is outside the vocabulary (" + std::to_string(V) +
-                      " tokens)");
-    }
-    search->settings_ = s;
-    search->n_vocab_ = V;
-    search->sampling_ = sessions[0]->sampling().temperature > 0.0f;
-    // Counts in 64 bits: B <= kMaxSequences, T <= n_ctx and V are ints, so none of these products overflows
-    // there, and allocate_array refuses what one allocation cannot hold.
-    const uint64_t B = uint64_t(s.num_beams), T = uint64_t(s.max_new_tokens), BV = B * uint64_t(V);
-    search->rng_.reset(new (std::nothrow) Rng());
-    search->scores_.reset(allocate_array<float>(BV));
-    if (search->sampling_) search->weights_.reset(allocate_array<float>(BV));
-    search->candidates_.reset(allocate_array<Candidate>(2 * B));
-    search->tokens_.reset(allocate_array<int32_t>(2 * B * T));
-    search->hypothesis_tokens_.reset(allocate_array<int32_t>((B + 1) * T));
-    if (!search->rng_ || !search->scores_ || (search->sampling_ && !search->weights_) || !search->candidates_ ||
-        !search->tokens_ || !search->hypothesis_tokens_) {
-        const uint64_t bytes = sizeof(Rng) + BV * sizeof(float) * (search->sampling_ ? 2 : 1) +
-                               2 * B * sizeof(Candidate) + (3 * B + 1) * T * sizeof(int32_t);
-        return no_memory(bytes);
-    }
-    search->results_.reserve(B);
     return search;
 }
 
+std::string BeamSearch::refusal(Session* const* sessions, const BeamSettings& s) {
+    if (s.num_beams < 2 || s.num_beams > kMaxBeams)
+        return std::to_string(s.num_beams) + " beams, expected 2.." + std::to_string(kMaxBeams);
+    if (!std::isfinite(s.length_penalty)) return "length_penalty must be finite";
+    for (int i = 0; i < s.num_beams; i++) {
+        const Session* session = sessions[i];
+        if (!session || !session->uses_kv_cache() || session->recording())
+            return "session " + std::to_string(i) + " is not a cached session";
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == session) return "session " + std::to_string(i) + " is session " + std::to_string(j);
+    }
+    for (int i = 1; i < s.num_beams; i++)
+        if (&sessions[i]->model() != &sessions[0]->model())
+            return "session " + std::to_string(i) + " has another model";
+    const Config& config = sessions[0]->model().config();
+    // The beams' token buffers hold max_new_tokens each: bounded by the context, their size never follows whatever
+    // number a caller gives.
+    if (s.max_new_tokens < 1 || s.max_new_tokens > config.n_ctx)
+        return "max_new_tokens " + std::to_string(s.max_new_tokens) + ", expected 1.." + std::to_string(config.n_ctx) +
+               " (the model's context)";
+    if (s.eos_token < -1 || s.eos_token >= config.n_vocab)
+        return "eos_token " + std::to_string(s.eos_token) + " is outside the vocabulary (" +
+               std::to_string(config.n_vocab) + " tokens)";
+    return "";
+}
+
+bool BeamSearch::init(Session* const* sessions, const BeamSettings& settings, std::string* error) {
+    std::copy(sessions, sessions + settings.num_beams, sessions_);
+    settings_ = settings;
+    n_vocab_ = sessions[0]->model().config().n_vocab;
+    sampling_ = sessions[0]->sampling().temperature > 0.0f;
+    // Counts in 64 bits: B <= kMaxBeams, T <= n_ctx and V are ints, so none of these products overflows
+    // there, and allocate_array refuses what one allocation cannot hold.
+    const uint64_t B = uint64_t(settings_.num_beams), T = uint64_t(settings_.max_new_tokens);
+    const uint64_t BV = B * uint64_t(n_vocab_);
+    rng_.reset(new (std::nothrow) Rng());
+    scores_.reset(allocate_array<float>(BV));
+    if (sampling_) weights_.reset(allocate_array<float>(BV));
+    candidates_.reset(allocate_array<Candidate>(2 * B));
+    tokens_.reset(allocate_array<int32_t>(2 * B * T));
+    hypothesis_tokens_.reset(allocate_array<int32_t>((B + 1) * T));
+    if (!rng_ || !scores_ || (sampling_ && !weights_) || !candidates_ || !tokens_ || !hypothesis_tokens_) {
+        const uint64_t bytes = sizeof(Rng) + BV * sizeof(float) * (sampling_ ? 2 : 1) + 2 * B * sizeof(Candidate) +
+                               (3 * B + 1) * T * sizeof(int32_t);
+        return out_of_memory(bytes, "the beam search", error);
+    }
+    // the first session's settings, checked by it for this vocabulary: the beams' scores
+    if (!sampler_.init(n_vocab_, error)) return false;  // "out of memory: need N bytes for the sampler"
+    sampler_.configure(sessions_[0]->sampling());
+    results_.reserve(size_t(B));
+    return true;
+}
+
 BeamSearch::~BeamSearch() = default;
+
+void BeamSearch::clear_error() {
+    error_.clear();
+    error_kind_ = ErrorKind::none;
+}
 
 bool BeamSearch::fail(const std::string& message, ErrorKind kind) {
     error_ = message;
@@ -105,8 +116,7 @@ bool BeamSearch::fail(const std::string& message, ErrorKind kind) {
 }
 
 bool BeamSearch::start(const int32_t* ids, size_t n) {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     Session& first = *sessions_[0];
     if (!first.feed_prompt(ids, n, /*reuse=*/true)) return fail(first.error(), first.error_kind());
     rng_->seed(first.sampling().seed);
@@ -134,24 +144,17 @@ float BeamSearch::beam_score(int i) const { return beam_score_[i]; }
 Session* BeamSearch::beam_session(int i) const { return sessions_[slot_[i]]; }
 
 int BeamSearch::step() {
-    error_.clear();
-    error_kind_ = ErrorKind::none;
+    clear_error();
     if (done_) return 0;
-    const size_t V = size_t(n_vocab_);
-    for (int b = 0; b < n_beams_; b++) {
-        Session& session = *sessions_[slot_[b]];
-        if (session.beam_scores(scores_.get() + size_t(b) * V) < 0) {
-            fail("beam " + std::to_string(b) + ": " + session.error(), session.error_kind());
-            return -1;
-        }
-    }
+    for (int b = 0; b < n_beams_; b++)
+        if (!score_beam(b)) return -1;
     const int n_candidates = sampling_ ? draw_candidates() : select_best();
 
     // Walk the continuations best first: an end-of-text among the first num_beams ends a hypothesis, the others
     // make the next beams (each first in its parent's session, next_slot; its tokens into the next half of tokens_).
     const int B = settings_.num_beams, T = settings_.max_new_tokens;
-    int next_slot[Session::kMaxSequences];
-    float next_score[Session::kMaxSequences];
+    int next_slot[kMaxBeams];
+    float next_score[kMaxBeams];
     int32_t* next_tokens = tokens_.get() + size_t(1 - tokens_half_) * size_t(B) * size_t(T);
     int n_next = 0;
     for (int rank = 0; rank < n_candidates && n_next < B; rank++) {
@@ -185,6 +188,20 @@ int BeamSearch::step() {
         return 0;
     }
     return feed_next_beams(n_next) ? 1 : -1;
+}
+
+bool BeamSearch::score_beam(int b) {
+    const Session& session = *sessions_[slot_[b]];
+    if (session.n_cached() == 0)
+        return fail("beam " + std::to_string(b) + ": beam_scores: no token has been fed yet", ErrorKind::input);
+    float* out = scores_.get() + size_t(b) * size_t(n_vocab_);
+    if (sampler_.beam_scores(session.logits(), session.window(), session.n_cached(), session.n_generated(), out,
+                             &error_) == 0)
+        return true;
+    // non-finite logits: the weights' doing, as in Session::sample()
+    return fail("beam " + std::to_string(b) + ": the model produced non-finite logits (NaN/Inf) at position " +
+                    std::to_string(session.n_cached() - 1),
+                ErrorKind::file);
 }
 
 int BeamSearch::select_best() {
@@ -248,7 +265,7 @@ void BeamSearch::add_hypothesis(const int32_t* tokens, int n, float sum, int len
     const double score = double(sum) / std::pow(double(length), double(settings_.length_penalty));
     if (n_hypotheses_ >= B && !(score > worst_score_)) return;
     // a free row of hypothesis_tokens_: the one no kept hypothesis uses
-    bool used[Session::kMaxSequences + 1] = {};
+    bool used[kMaxBeams + 1] = {};
     for (int i = 0; i < n_hypotheses_; i++) used[hypotheses_[i].slot] = true;
     int slot = 0;
     while (used[slot]) slot++;
@@ -284,8 +301,8 @@ bool BeamSearch::enough_hypotheses(float best) const {
 bool BeamSearch::feed_next_beams(int n_next) {
     // The first child of a parent keeps the parent's session; the others are forked into the sessions of beams
     // that had no child.
-    bool taken[Session::kMaxSequences] = {};
-    int parent_slot[Session::kMaxSequences];
+    bool taken[kMaxBeams] = {};
+    int parent_slot[kMaxBeams];
     for (int i = 0; i < n_next; i++) {
         parent_slot[i] = slot_[i];
         if (taken[slot_[i]]) {
@@ -301,22 +318,18 @@ bool BeamSearch::feed_next_beams(int n_next) {
         taken[free] = true;
         slot_[i] = free;
         Session& session = *sessions_[free];
-        if (!session.fork_from(*sessions_[parent_slot[i]])) return fail(session.error(), session.error_kind());
-        copied_rows_ += session.forked_rows();
+        const int rows = Sequences::fork(session, *sessions_[parent_slot[i]]);
+        if (rows < 0) return fail(session.error(), session.error_kind());
+        copied_rows_ += rows;
     }
-    // One batched pass for every beam, led by the first session given when it holds a beam (the pass's scratch
-    // logits are allocated in its leader once).
-    Session* batch[Session::kMaxSequences];
-    int32_t ids[Session::kMaxSequences];
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < n_next; i++) {
-            if ((slot_[i] == 0) != (pass == 0)) continue;
-            batch[n] = sessions_[slot_[i]];
-            ids[n++] = beam_tokens(i)[n_generated_ - 1];
-        }
+    // one batched pass for every beam
+    Session* batch[kMaxBeams];
+    int32_t ids[kMaxBeams];
+    for (int i = 0; i < n_next; i++) {
+        batch[i] = sessions_[slot_[i]];
+        ids[i] = beam_tokens(i)[n_generated_ - 1];
     }
-    return Session::feed_sequences(batch, ids, n) || fail(batch[0]->error(), batch[0]->error_kind());
+    return sequences_.feed(batch, ids, n_next) || fail(batch[0]->error(), batch[0]->error_kind());
 }
 
 void BeamSearch::finish() {

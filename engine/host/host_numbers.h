@@ -55,20 +55,21 @@ bool host_token_ids(const HostArray& array, size_t n_vocab, std::unique_ptr<int3
 
 // gpt2::SamplingSettings as a host passes them: every number a double, the fields named in the messages as the JS
 // API spells them (topK, logitBias, ...). The two lists are read through the host's own methods when the
-// conversion reaches them: logitBias as [token, bias] pairs, badWords as arrays of token ids.
+// conversion reaches them: logitBias as [token, bias] pairs, badWords as arrays of token ids. Each number starts as
+// SamplingSettings' default, so that a host reads the engine's defaults from a HostSampling it has not filled.
 struct HostSampling {
-    double temperature = 1.0;
-    double top_k = 0.0;
-    double top_p = 1.0;
-    double repetition_penalty = 1.0;
-    double min_p = 0.0;
-    double typical_p = 1.0;
-    double no_repeat_ngram_size = 0.0;
-    double presence_penalty = 0.0;
-    double frequency_penalty = 0.0;
-    double min_new_tokens = 0.0;
-    double eos_token = -1.0;
-    double seed = 0.0;
+    double temperature = SamplingSettings().temperature;
+    double top_k = SamplingSettings().top_k;
+    double top_p = SamplingSettings().top_p;
+    double repetition_penalty = SamplingSettings().repetition_penalty;
+    double min_p = SamplingSettings().min_p;
+    double typical_p = SamplingSettings().typical_p;
+    double no_repeat_ngram_size = SamplingSettings().no_repeat_ngram_size;
+    double presence_penalty = SamplingSettings().presence_penalty;
+    double frequency_penalty = SamplingSettings().frequency_penalty;
+    double min_new_tokens = SamplingSettings().min_new_tokens;
+    double eos_token = SamplingSettings().eos_token;
+    double seed = double(SamplingSettings().seed);
 
     virtual ~HostSampling() = default;
     virtual double logit_bias_length() const = 0;  // as the host reports it: checked to be a count before reading
@@ -86,15 +87,23 @@ struct HostSampling {
 // ranges of the values (temperature >= 0, ...) are Session::set_sampling's to check.
 bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, HostError* error);
 
+// How a host names an EarlyStopping: "heuristic", "done" or "never" (Hugging Face's False, True and "never").
+const char* early_stopping_name(EarlyStopping early_stopping);
+
 // BeamSettings from a host's numbers: num_beams, max_new_tokens and eos_token exact int32s ("beam search: num_beams
-// 4294967298 is not an integer in the int32 range"), length_penalty within the float range; early_stopping "done",
-// "never" or anything else for heuristic. false and *error (ErrorKind::input) for the first refused.
+// 4294967298 is not an integer in the int32 range"), length_penalty within the float range; early_stopping by
+// early_stopping_name, anything else for heuristic. false and *error (ErrorKind::input) for the first refused.
 bool host_beam_settings(double num_beams, double length_penalty, const std::string& early_stopping,
                         double max_new_tokens, double eos_token, BeamSettings* out, std::string* error);
 
 // A number of alternatives per token: an exact integer in [0, n_vocab] into *out; false and *error ("method: top_k X
 // out of range [0, n_vocab]") otherwise.
 bool host_top_k(double top_k, size_t n_vocab, const char* method, int* out, std::string* error);
+
+// A session as a host asks for one: its KV cache by kv_cache_format_name, a recording one (Session::create_recording)
+// with the fp32 cache its host keeps. nullptr and *error: input for a format it cannot take, memory otherwise.
+std::unique_ptr<Session> host_session(const Model& model, bool use_kv_cache, const std::string& kv_cache,
+                                      bool recording, HostError* error);
 
 // "" for a length that is a count, else "{what} must be an Array or typed array, got a length of X".
 std::string array_length_refusal(double length, const char* what);
