@@ -1,12 +1,13 @@
 // The engine's limits at the engine-object level (web/lib/engine/engine_objects.js over the testing build, in Node):
-// limits() states them as the engine defines them; what needs more memory than the heap has left is an "out of
+// constants().limits states them as the engine defines them; what needs more memory than the heap has left is an "out of
 // memory" error, never an abort, and the model loaded before keeps giving the same tokens; a number the engine
 // cannot take as given is refused with the option named, never wrapped around or narrowed.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
+import { CONSTANTS_MODULE, constantsModule } from '../../tools/dev/write_engine_constants.mjs';
 import { MAX_THREADS } from '../../web/lib/engine/threads.js';
-import { MAX_DRAFT_TOKENS, MAX_FLOAT, MAX_INT, MAX_SCORE_ALTERNATIVES, MAX_SEQUENCES } from '../../web/lib/generation/option_table.js';
+import { GENERATE_OPTIONS, MAX_DRAFT_TOKENS, MAX_FLOAT, MAX_INT, MAX_SCORE_ALTERNATIVES, MAX_SEQUENCES } from '../../web/lib/generation/option_table.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const configJson = readFileSync(`${TINY}config.json`, 'utf8');
@@ -53,8 +54,8 @@ function withSessions(count, fn, options = {}) {
 
 const BEAMS = { numBeams: 16, lengthPenalty: 1, earlyStopping: false, maxNewTokens: N_CTX, eosToken: -1 };
 
-test('limits() states the engine\'s bounds', () => {
-  expect(engine.call((module) => module.limits())).toEqual({
+test('constants().limits states the engine\'s bounds', () => {
+  expect(engine.constants.limits).toEqual({
     maxSequences: 16,
     maxDraftTokens: 16,
     maxThreads: 16,
@@ -62,6 +63,15 @@ test('limits() states the engine\'s bounds', () => {
     maxInt: 2147483647,
     maxFloat: 3.4028234663852886e38,
   });
+});
+
+// JS that runs before an engine instance exists reads the engine's constants from a module written from the engine
+// (tools/dev/write_engine_constants.mjs): it must be what this engine says, word for word.
+test('web/lib/engine/engine_constants.js is the engine\'s constants as the script writes them', () => {
+  const written = readFileSync(CONSTANTS_MODULE, 'utf8');
+  if (written !== constantsModule(engine.constants)) {
+    throw new Error('web/lib/engine/engine_constants.js differs from the engine: run node tools/dev/write_engine_constants.mjs');
+  }
 });
 
 // The option table checks options before any engine is loaded (a page's options before they cross to its worker,
@@ -74,7 +84,21 @@ test('the option table bounds the options by the engine\'s own limits', () => {
     maxScoreAlternatives: MAX_SCORE_ALTERNATIVES,
     maxInt: MAX_INT,
     maxFloat: MAX_FLOAT,
-  }).toEqual(engine.call((module) => module.limits()));
+  }).toEqual(engine.constants.limits);
+});
+
+// The sampler's defaults are the engine's (engine/gpt2.h SamplingSettings), and JS writes each of them once, in the
+// option table: the engine's settings (sampling_settings.js) are the table's entries marked `engine`, and the seed
+// (random when not given) and the end-of-text token (the tokenizer's).
+test('the option table\'s defaults of the sampler\'s settings are the engine\'s own', () => {
+  const engineDefaults = engine.call((module) => module.samplingDefaults());
+  const sampled = Object.entries(GENERATE_OPTIONS).filter(([, entry]) => entry.engine);
+  expect(Object.keys(engineDefaults).sort()).toEqual([...sampled.map(([name]) => name), 'eosToken', 'seed'].sort());
+  for (const [name, entry] of sampled) {
+    // logitBias crosses as [token, bias] pairs
+    const expected = entry.default.constructor === Object ? Object.entries(entry.default) : entry.default;
+    expect([name, engineDefaults[name]]).toEqual([name, expected]);
+  }
 });
 
 test('with the heap nearly exhausted, what needs more is an out-of-memory error and the model loaded before still gives the same tokens', () => {
@@ -90,7 +114,7 @@ test('with the heap nearly exhausted, what needs more is an out-of-memory error 
       // a beam search of 16 beams over a whole context: its Rng (32 bytes), the beams' scores (16 x n_vocab
       // floats), 32 candidates (12 bytes each), and the tokens of 2 x 16 beams and 17 hypotheses (n_ctx each)
       const beamBytes = 32 + 16 * N_VOCAB * 4 + 32 * 12 + (3 * 16 + 1) * N_CTX * 4;
-      expect(thrown(() => leader.beginBeams(sessions, BEAMS, greedy.prompt))).toEqual({
+      expect(thrown(() => leader.beamSearch(sessions, BEAMS, greedy.prompt))).toEqual({
         kind: 'memory', message: `out of memory: need ${beamBytes} bytes for the beam search`,
       });
       expect(engine.aborted).toBe(false);
@@ -111,10 +135,10 @@ test('with the heap nearly exhausted, what needs more is an out-of-memory error 
     }
     expect(greedyIds(leader)).toEqual(before);
     // and the refused beam search now runs
-    leader.beginBeams(sessions, { ...BEAMS, maxNewTokens: 4 }, greedy.prompt);
-    while (leader.stepBeams());
-    expect(leader.beamResults()).toHaveLength(16);
-    leader.endBeams();
+    const search = leader.beamSearch(sessions, { ...BEAMS, maxNewTokens: 4 }, greedy.prompt);
+    while (search.step());
+    expect(search.results()).toHaveLength(16);
+    search.dispose();
   });
 });
 
@@ -125,21 +149,21 @@ describe('numbers the engine cannot take as given are refused with the option na
       leader.setSampling({ temperature: 0 });
       const beams = { numBeams: 2, lengthPenalty: 1, earlyStopping: false, eosToken: -1 };
       for (const maxNewTokens of [1e9, 2 ** 28, N_CTX + 1]) {
-        expect(thrown(() => leader.beginBeams(sessions, { ...beams, maxNewTokens }, greedy.prompt))).toEqual({
+        expect(thrown(() => leader.beamSearch(sessions, { ...beams, maxNewTokens }, greedy.prompt))).toEqual({
           kind: 'input', message: `beam search: max_new_tokens ${maxNewTokens}, expected 1..${N_CTX} (the model's context)`,
         });
       }
-      expect(thrown(() => leader.beginBeams(sessions, { ...beams, maxNewTokens: 2 ** 32 + 5 }, greedy.prompt))).toEqual({
+      expect(thrown(() => leader.beamSearch(sessions, { ...beams, maxNewTokens: 2 ** 32 + 5 }, greedy.prompt))).toEqual({
         kind: 'input', message: 'beam search: max_new_tokens 4294967301 is not an integer in the int32 range',
       });
-      expect(thrown(() => leader.beginBeams(sessions, { ...beams, numBeams: 2 ** 32 + 2, maxNewTokens: 4 }, greedy.prompt))).toEqual({
+      expect(thrown(() => leader.beamSearch(sessions, { ...beams, numBeams: 2 ** 32 + 2, maxNewTokens: 4 }, greedy.prompt))).toEqual({
         kind: 'input', message: 'beam search: num_beams 4294967298 is not an integer in the int32 range',
       });
       expect(engine.aborted).toBe(false);
-      leader.beginBeams(sessions, { ...beams, maxNewTokens: 4 }, greedy.prompt);
-      while (leader.stepBeams());
-      expect(leader.beamResults()[0].tokens).toHaveLength(4);
-      leader.endBeams();
+      const search = leader.beamSearch(sessions, { ...beams, maxNewTokens: 4 }, greedy.prompt);
+      while (search.step());
+      expect(search.results()[0].tokens).toHaveLength(4);
+      search.dispose();
     });
   });
 

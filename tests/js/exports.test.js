@@ -37,7 +37,7 @@ describe.each([
 
   test('registers the product classes and functions but none of the testing build\'s', async () => {
     const product = registeredNames(await loadEngine({ threads }));
-    expect(product).toEqual(expect.arrayContaining(['ModelLoader', 'Model', 'Session', 'heapUsedBytes', 'heapBytes', 'limits', 'prefill', 'staging']));
+    expect(product).toEqual(expect.arrayContaining(['ModelLoader', 'Model', 'Session', 'BeamSearch', 'heapUsedBytes', 'heapBytes', 'constants', 'samplingDefaults', 'feedPrompt', 'staging']));
     expect(product.filter((entry) => TESTING_HOOKS.includes(entry))).toEqual([]);
     expect(product).not.toContain('HEAPU8');
     const testing = registeredNames(await loadEngine({ threads, testing: true }));

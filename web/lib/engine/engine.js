@@ -120,6 +120,7 @@ async function nodeFactory(folder, name, moduleArguments) {
 export class WasmEngine {
   #module;
   #abortReason = null;
+  #constants = null;
   threads;
   simd;
 
@@ -127,6 +128,13 @@ export class WasmEngine {
     this.#module = module;
     this.threads = threads;
     this.simd = simd;
+  }
+
+  // The engine's constants (wasm/bindings.cpp constants() and samplingDefaults(), read once): { limits, enums,
+  // weightNames, gpuCommands, samplingDefaults }, so that no JS restates them.
+  get constants() {
+    this.#constants ??= deepFreeze(this.call((module) => ({ ...JSON.parse(module.constants()), samplingDefaults: module.samplingDefaults() })));
+    return this.#constants;
   }
 
   get aborted() {
@@ -210,7 +218,7 @@ export class WasmEngine {
   createGgufLoader({ fileSize = null, onMatrixRows = null } = {}) {
     const stagingBytes = Math.max(1, Math.min(STAGING_BYTES, fileSize ?? STAGING_BYTES));
     const receiver = new MatrixRowsReceiver(onMatrixRows);
-    const handle = this.construct((module) => new module.ModelLoader(fileSize ?? -1, this.threads, stagingBytes, receiver.receive));
+    const handle = this.construct((module) => new module.ModelLoader(null, false, fileSize ?? -1, this.threads, stagingBytes, receiver.receive));
     return new EngineModelLoader(this, handle, receiver);
   }
 
@@ -225,6 +233,11 @@ export class WasmEngine {
     const bytes = byteView(file);
     return feedWhole(this.createGgufLoader({ fileSize: bytes.byteLength }), bytes);
   }
+}
+
+function deepFreeze(object) {
+  for (const value of Object.values(object)) if (value && typeof value === 'object') deepFreeze(value);
+  return Object.freeze(object);
 }
 
 function byteView(data) {

@@ -1,5 +1,5 @@
 // The engine's embind objects owned by JS (wasm/bindings.cpp): the model loader, a model's weights, a
-// generation's session, and the testing build's heap block. Each frees its C++ object in dispose().
+// generation's session, a beam search, and the testing build's heap block. Each frees its C++ object in dispose().
 import { EngineError } from '../errors.js';
 
 // An embind object owned by JS: the handle's calls go through the engine (aborts become EngineAbortedError),
@@ -24,7 +24,7 @@ class EngineObject {
     this.#handle = null;
   }
 
-  // Runs fn(handle) against the live handle.
+  // Runs fn(handle) against the live handle (fn may return the handle, to pass it to another object's call).
   call(fn) {
     const handle = this.#handle;
     if (!handle) throw new Error(`the ${this.#what} was disposed`);
@@ -39,7 +39,7 @@ class EngineObject {
   }
 }
 
-// Where a loader's matrices go (gpt2::MatrixReceiver through wasm/bindings.h's JsMatrixReceiver): onMatrixRows({ layer,
+// Where a loader's matrices go (gpt2::MatrixReceiver through wasm/bindings.cpp's JsMatrixReceiver): onMatrixRows({ layer,
 // name, format, nOut, nIn, row0, nRows, rows, scale }) for each matrix's rows, in order, as they are converted (the
 // views are the heap's, valid during the call only). What it throws stops the load, and the loader's feed throws
 // it again, unchanged; it never unwinds through the engine. Without onMatrixRows the model keeps its matrices.
@@ -164,18 +164,15 @@ export class EngineSession extends EngineObject {
   }
 
   // The settings as normalizeGenerateOptions checks them, except badWords: token id sequences only (generate()
-  // encodes the texts), and eosToken: the id minNewTokens holds back; missing ones take these defaults. The seed
-  // must be an integer in [0, 2^53): it crosses exactly as a double.
-  setSampling({
-    temperature = 1, topK = 0, topP = 1, repetitionPenalty = 1, minP = 0, typicalP = 1, noRepeatNgramSize = 0,
-    presencePenalty = 0, frequencyPenalty = 0, logitBias = {}, badWords = [], minNewTokens = 0, eosToken = -1, seed = 0,
-  } = {}) {
+  // encodes the texts), and eosToken: the id minNewTokens holds back; missing ones (or undefined) take the engine's
+  // defaults (engine.constants.samplingDefaults). The seed must be an integer in [0, 2^53): it crosses exactly as a
+  // double.
+  setSampling(options = {}) {
+    const settings = { ...this.engine.constants.samplingDefaults };
+    for (const name of Object.keys(settings)) if (options[name] !== undefined) settings[name] = options[name];
+    const { seed } = settings;
     if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`seed must be a non-negative integer, got ${seed}`);
-    const settings = {
-      temperature, topK, topP, repetitionPenalty, minP, typicalP, noRepeatNgramSize, presencePenalty, frequencyPenalty,
-      logitBias: Object.entries(logitBias).map(([token, bias]) => [Number(token), bias]),
-      badWords, minNewTokens, eosToken, seed,
-    };
+    settings.logitBias = Object.entries(settings.logitBias).map(([token, bias]) => [Number(token), bias]);
     // The engine refuses a number it cannot take as given (the field named), and a value outside its range.
     this.checkedCall((session) => session.setSampling(settings), (set) => !set);
   }
@@ -184,20 +181,20 @@ export class EngineSession extends EngineObject {
   // newest n_ctx ids cross into the engine, which keeps no more of a longer prompt: a prompt of any length costs
   // the wasm heap at most n_ctx ids.
   prefill(ids) {
-    const window = this.#newestWindow(ids, 'prefill');
-    return this.checkedCall((session) => session.prefill(window), (token) => token < 0);
+    this.feedPrompt(ids, false);
+    return this.sample();
   }
 
   // prefill() that keeps the longest common prefix of the session's window and the newest n_ctx ids in the
   // cache (at most all but the last id) and feeds only the rest: the same next token as prefill(ids).
   // reusedTokens then says how many positions were kept (0 for a session without a KV cache).
   prefillReusing(ids) {
-    const window = this.#newestWindow(ids, 'prefillReusing');
-    return this.checkedCall((session) => session.prefillReusing(window), (token) => token < 0);
+    this.feedPrompt(ids, true);
+    return this.sample();
   }
 
-  // A recording session's halves of prefill/prefillReusing (reuse) and step: the host runs the recorded pass, writes
-  // the logits (hostLogits) and then samples.
+  // The halves of prefill/prefillReusing (reuse) and step, as the engine's session is fed: a recording session's host
+  // runs the recorded pass in between, writes the logits (hostLogits) and then samples.
   feedPrompt(ids, reuse) {
     const window = this.#newestWindow(ids, reuse ? 'prefillReusing' : 'prefill');
     this.checkedCall((session) => session.feedPrompt(window, Boolean(reuse)), (fed) => !fed);
@@ -228,8 +225,9 @@ export class EngineSession extends EngineObject {
   // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
   // window scored.
   score(ids, topK = 0) {
-    const k = checkScoreArguments(ids, topK);
-    return this.checkedCall((session) => session.score(ids, k), (result) => result === null);
+    this.beginScore(ids, topK);
+    while (this.feedScorePass()) this.scoreFedPass();
+    return this.scoreResult();
   }
 
   // score() pass by pass, for a recording session's host: beginScore, then while feedScorePass() fed a pass, the
@@ -259,8 +257,8 @@ export class EngineSession extends EngineObject {
 
   // Feeds one token and returns the sampled next token id.
   step(id) {
-    checkTokenId(id);
-    return this.checkedCall((session) => session.step(id), (token) => token < 0);
+    this.feedStep(id);
+    return this.sample();
   }
 
   // Speculative decoding (engine/gpt2.h Session::step_draft): feeds id and verifies the drafted ids in one batched
@@ -287,41 +285,20 @@ export class EngineSession extends EngineObject {
   stepSequences(sessions, ids) {
     if (sessions[0] !== this) throw new Error('stepSequences: this session must come first');
     ids.forEach(checkTokenId);
-    return this.checkedCall((leader) => {
-      sessions.forEach((sequence, i) => sequence.call((handle) => leader.addSequence(i, handle, ids[i])));
-      return leader.stepSequences();
-    }, (tokens) => tokens === null);
+    const handles = sessions.map((sequence) => sequence.call((handle) => handle));
+    return this.checkedCall((leader) => leader.stepSequences(handles, ids), (tokens) => tokens === null);
   }
 
-  // Beam search over sessions (this one first, one per beam; gpt2::BeamSearch in engine/gpt2.h), started on the
-  // prompt ids. earlyStopping: false, true or 'never' (Hugging Face's). The sessions must outlive it: endBeams().
-  beginBeams(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids) {
-    if (sessions[0] !== this) throw new Error('beginBeams: this session must come first');
+  // Beam search over sessions (this one first, one per beam; engine/decoding/beam_search.h), started on the prompt
+  // ids -> EngineBeamSearch. earlyStopping: false, true or 'never' (Hugging Face's, in the order of the engine's
+  // codes). The sessions must outlive it.
+  beamSearch(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids) {
+    if (sessions[0] !== this) throw new Error('beamSearch: this session must come first');
     ids.forEach(checkTokenId);
-    const stopping = earlyStopping === 'never' ? 'never' : earlyStopping ? 'done' : 'heuristic';
-    this.checkedCall((leader) => {
-      sessions.forEach((beam, i) => beam.call((handle) => leader.addSequence(i, handle, 0)));
-      return leader.beginBeams(numBeams, lengthPenalty, stopping, maxNewTokens, eosToken, Array.from(ids));
-    }, (started) => !started);
-  }
-
-  // One step of the search -> true while it runs, false once it is done.
-  stepBeams() {
-    return this.checkedCall((leader) => leader.stepBeams(), (status) => status < 0) === 1;
-  }
-
-  // Ends the search now: the running beams become hypotheses.
-  finishBeams() {
-    this.call((leader) => leader.finishBeams());
-  }
-
-  // The search's hypotheses, best first: [{ tokens, score, endedByEos }].
-  beamResults() {
-    return this.call((leader) => leader.beamResults());
-  }
-
-  endBeams() {
-    this.call((leader) => leader.endBeams());
+    const stopping = this.engine.constants.enums.earlyStopping[earlyStopping === 'never' ? 2 : earlyStopping ? 1 : 0];
+    const handles = sessions.map((beam) => beam.call((handle) => handle));
+    return new EngineBeamSearch(this.engine, this.engine.construct((module) =>
+      new module.BeamSearch(handles, numBeams, lengthPenalty, stopping, maxNewTokens, eosToken, Array.from(ids))));
   }
 
   // Prompt lookup's draft after id (Session::lookup_draft): at most maxDraft ids, [] when the context gives none.
@@ -364,6 +341,28 @@ export class EngineSession extends EngineObject {
     if (ids.length === 0) throw new Error(`${what}: no token ids given`);
     for (const id of ids) checkTokenId(id);
     return ids.length > this.#contextSize ? ids.slice(ids.length - this.#contextSize) : ids;
+  }
+}
+
+// A beam search (embind BeamSearch) over its sessions, started: step() until it is done, then results().
+export class EngineBeamSearch extends EngineObject {
+  constructor(engine, handle) {
+    super(engine, handle, 'beam search');
+  }
+
+  // One step of the search -> true while it runs, false once it is done.
+  step() {
+    return this.checkedCall((search) => search.step(), (status) => status < 0) === 1;
+  }
+
+  // Ends the search now: the running beams become hypotheses.
+  finish() {
+    this.call((search) => search.finish());
+  }
+
+  // The search's hypotheses, best first: [{ tokens, score, endedByEos }].
+  results() {
+    return this.call((search) => search.results());
   }
 }
 

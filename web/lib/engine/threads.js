@@ -1,13 +1,14 @@
 // How many threads an engine runs: the `threads` option of loadModel, checked, and resolved for this realm.
 import { IS_NODE, importNodeBuiltin } from '../environment.js';
+import { LIMITS } from './engine_constants.js';
 
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
 // or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.
 export const MAX_AUTO_THREADS = 8;
-// The engine's limit (gpt2::ThreadPool::kMaxThreads, limits().maxThreads), checked by threads.test.js: each thread
-// is a worker with its own stack and scratch memory, and the forward pass gains nothing from more threads than cores.
-export const MAX_THREADS = 16;
+// The engine's limit (gpt2::ThreadPool::kMaxThreads): each thread is a worker with its own stack and scratch memory,
+// and the forward pass gains nothing from more threads than cores.
+export const MAX_THREADS = LIMITS.maxThreads;
 
 // Whether this realm can run the threaded build: Node always; browsers only when cross-origin isolated (COOP +
 // COEP headers), without which SharedArrayBuffer does not exist.

@@ -5,18 +5,13 @@
 // logits, which the engine's sampler then reads, or for a score pass its rows of logits, which the engine scores.
 import { scoreAbortedError } from '../generation/score.js';
 
-// engine/model/forward_ops.h, field by field
-const COMMAND_INTS = 11;
-const OP = { embed: 0, layernorm: 1, linear: 2, storeKv: 3, attention: 4 };
-const ACTIVATIONS = ['x', 'xb', 'qkv', 'att', 'fc', 'logits'];
-const MATRICES = ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj', 'lm_head'];
-const NORMS = ['ln_1', 'ln_2', 'ln_f'];
 const STORAGE = 0x80 | 0x8 | 0x4;  // GPUBufferUsage.STORAGE | COPY_DST | COPY_SRC
 const MAP_READ = 0x1 | 0x8;  // GPUBufferUsage.MAP_READ | COPY_DST
 const GPU_MAP_READ = 0x1;  // GPUMapMode.READ
 
 export class GpuSession {
   #recording;  // the engine's recording session (embind Session)
+  #layout;  // a command's ints and its codes' names (engine/model/forward_ops.h, engine.constants.gpuCommands)
   #gpu;  // the model's GPU resources: { device, kernels, weights, lost, whenLost } (gpu_model.js)
   #config;
   #buffers;
@@ -31,6 +26,7 @@ export class GpuSession {
   // engine's chunk of rows (EngineSession.batchRows)
   constructor(recording, gpu, config, batchRows) {
     this.#recording = recording;
+    this.#layout = recording.engine.constants.gpuCommands;
     this.#batchRows = batchRows;
     this.#gpu = gpu;
     this.#config = config;
@@ -155,8 +151,9 @@ export class GpuSession {
     kernels.beginRun();
     let lastLogitsRow = -1;  // the row of the last token's logits, when the pass computes them
     let passRows = 0;  // the rows of every-row logits the pass computes
-    for (let i = 0; i < commands.length; i += COMMAND_INTS) {
-      const head = this.#encode(pass, commands.subarray(i, i + COMMAND_INTS));
+    const { ints } = this.#layout;
+    for (let i = 0; i < commands.length; i += ints) {
+      const head = this.#encode(pass, commands.subarray(i, i + ints));
       if (head?.passRow >= 0) {  // rows of the pass's logits: copied out before the next chunk overwrites them
         pass.end();
         encoder.copyBufferToBuffer(this.#buffers.logits, head.row0 * this.#logitsBytes, this.#rowsReadbackBuffer(),
@@ -190,28 +187,29 @@ export class GpuSession {
     return this.#rowsReadback;
   }
 
-  // Encodes one command; -> for a head, the rows of logits it writes { row0, n, passRow: their first row in the
-  // pass's logits, or -1 for the last token's }, else null.
+  // Encodes one command (its fields in GpuCommand's order); -> for a head, the rows of logits it writes { row0, n,
+  // passRow: their first row in the pass's logits, or -1 for the last token's }, else null.
   #encode(pass, command) {
     const [op, layer, which, out, input, epilogue, row0, n, pos0, tokenOffset, logitsRow] = command;
+    const { ops, activations, matrices, norms } = this.#layout;
     const { n_embd: C, n_head: nHead, n_ctx: nCtx, layer_norm_epsilon: eps } = this.#config;
     const bound = layer >= 0 ? this.#bound.layers[layer] : this.#bound.head;
     if (logitsRow >= 0 && logitsRow + n > this.#batchRows) throw new Error(`a pass writes logits row ${logitsRow + n - 1}, the GPU reads back ${this.#batchRows}`);
     this.counters.dispatches++;
-    switch (op) {
-      case OP.embed:
+    switch (ops[op]) {
+      case 'embed':
         this.#bound.embed.forEach(({ bound: part, rowBegin, rowEnd, format }, k) => {
           part.encode(pass, { n, C, tokenOffset, pos0, rowBegin, rowEnd, first: k === 0 ? 1 : 0, format });
         });
         this.counters.dispatches += this.#bound.embed.length - 1;
         return null;
-      case OP.layernorm:
-        bound[NORMS[which]].encode(pass, { n, C, eps, rowOffset: row0 });
+      case 'layernorm':
+        bound[norms[which]].encode(pass, { n, C, eps, rowOffset: row0 });
         return null;
-      case OP.linear: {
-        const matrix = bound[MATRICES[which]];
-        const target = ACTIVATIONS[out];
-        if (ACTIVATIONS[input] !== matrix.input) throw new Error(`the engine multiplies ${MATRICES[which]} with ${ACTIVATIONS[input]}, the GPU binds ${matrix.input}`);
+      case 'linear': {
+        const matrix = bound[matrices[which]];
+        const target = activations[out];
+        if (activations[input] !== matrix.input) throw new Error(`the engine multiplies ${matrices[which]} with ${activations[input]}, the GPU binds ${matrix.input}`);
         matrix.parts.forEach(({ byTarget, o0, nRows, format }) => {
           byTarget[target].encode(pass, {
             n, nIn: matrix.nIn, nRows, o0, outStride: matrix.nOut, inRowOffset: row0, outRowOffset: row0,
@@ -221,10 +219,10 @@ export class GpuSession {
         this.counters.dispatches += matrix.parts.length - 1;
         return target === 'logits' ? { row0, n, passRow: logitsRow } : null;
       }
-      case OP.storeKv:
+      case 'store_kv':
         bound.storeKv.encode(pass, { n, C, nHead, nCtx, layer: 0, pos0 });
         return null;
-      case OP.attention:
+      case 'attention':
         bound.attention.encode(pass, { n, C, nHead, nCtx, layer: 0, pos0 });
         return null;
       default:

@@ -11,7 +11,6 @@ import { BLOCK_FORMATS } from './wgsl/blocks.js';
 // The formats the GPU kernels multiply (web/lib/gpu/kernels.js): every one the engine runs (gpt2::WeightFormat).
 // A model with another matrix, or whose n_embd the vec4 kernels cannot take, runs on the CPU.
 export const GPU_WEIGHT_FORMATS = Object.keys(FORMAT_CODES);
-const LAYER_MATRICES = ['attn_qkv', 'attn_proj', 'mlp_fc', 'mlp_proj'];
 // Rows copied out of the heap per upload of a loaded model: bounds the staging block the engine keeps.
 const UPLOAD_BYTES = 4 << 20;
 // Rows arrive in runs that start at multiples of this (the loaders' groups of rows), and parts start at multiples
@@ -119,8 +118,9 @@ export class GpuWeightUpload {
   // Every matrix of a model whose heap holds them (no receiver at its load), read from the heap.
   receiveFromHeap(engineModel) {
     const { n_layer } = engineModel.config;
-    const names = [[-1, 'wte'], ...(engineModel.call((model) => model.matrix(-1, 'lm_head').tied) ? [] : [[-1, 'lm_head']])];
-    for (let l = 0; l < n_layer; l++) for (const name of LAYER_MATRICES) names.push([l, name]);
+    const { modelMatrices: [wte, head], layerMatrices } = engineModel.engine.constants.weightNames;
+    const names = [[-1, wte], ...(engineModel.call((model) => model.matrix(-1, head).tied) ? [] : [[-1, head]])];
+    for (let l = 0; l < n_layer; l++) for (const name of layerMatrices) names.push([l, name]);
     for (const [layer, name] of names) {
       const { format, nOut, nIn } = engineModel.call((model) => model.matrix(layer, name));
       // whole groups of rows, so that every upload but a matrix's last starts and ends on a word
@@ -138,10 +138,12 @@ export class GpuWeightUpload {
   }
 
   // The weights object the kernels bind (every matrix received whole; the vectors and biases from engineModel's
-  // heap): { wte, wpe, layers, ln_f, lm_head, bytes }.
+  // heap), keyed by the engine's weight names: { wte, wpe, layers: [{ ln_1: { weight, bias }, attn_qkv, ... }], ln_f,
+  // lm_head, bytes }.
   finish(engineModel) {
     const device = this.#device;
     const { n_layer } = engineModel.config;
+    const { modelMatrices: [wteName, headName], layerMatrices, modelVectors, layerVectors } = engineModel.engine.constants.weightNames;
     const matrix = (layer, name) => {
       const received = this.#matrices.get(`${layer} ${name}`);
       if (!received || received.rowsIn !== received.nOut) throw new Error(`the GPU upload lacks rows of ${name} (layer ${layer})`);
@@ -153,20 +155,25 @@ export class GpuWeightUpload {
       const bias = info.bias ? uploadVector(device, info.bias, `${layer} ${name} bias`) : null;
       return { format, formatCode, nOut, nIn, parts: parts.map(({ weight, scale, o0, nRows }) => ({ weight, scale, o0, nRows })), bias, tied: info.tied };
     };
-    const norm = (layer, name) => {
-      const get = (part) => engineModel.call((model) => model.vector(layer, `${name}.${part}`).slice());
-      return { weight: uploadVector(device, get('weight'), `${layer} ${name}.weight`), bias: uploadVector(device, get('bias'), `${layer} ${name}.bias`) };
+    // the vectors of a layer (-1: the model's) into `into`: a layernorm's "ln_1.weight" as into.ln_1.weight
+    const vectors = (layer, names, into) => {
+      for (const name of names) {
+        const [key, part] = name.split('.');
+        const buffer = uploadVector(device, engineModel.call((model) => model.vector(layer, name).slice()), `${layer} ${name}`);
+        if (part) (into[key] ??= {})[part] = buffer;
+        else into[key] = buffer;
+      }
+      return into;
     };
-    const wte = matrix(-1, 'wte');
-    const head = engineModel.call((model) => model.matrix(-1, 'lm_head').tied) ? wte : matrix(-1, 'lm_head');
+    const wte = matrix(-1, wteName);
+    const head = engineModel.call((model) => model.matrix(-1, headName).tied) ? wte : matrix(-1, headName);
     const layers = [];
     for (let l = 0; l < n_layer; l++) {
-      const layer = { ln_1: norm(l, 'ln_1'), ln_2: norm(l, 'ln_2') };
-      for (const name of LAYER_MATRICES) layer[name] = matrix(l, name);
+      const layer = vectors(l, layerVectors, {});
+      for (const name of layerMatrices) layer[name] = matrix(l, name);
       layers.push(layer);
     }
-    const wpe = uploadVector(device, engineModel.call((model) => model.vector(-1, 'wpe').slice()), 'wpe');
-    const weights = { wte, wpe, layers, ln_f: norm(-1, 'ln_f'), lm_head: head };
+    const weights = vectors(-1, modelVectors, { [wteName]: wte, layers, [headName]: head });
     weights.bytes = bufferBytes(weights);
     return weights;
   }
