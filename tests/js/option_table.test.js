@@ -6,9 +6,8 @@ import { describe, expect, test } from '@jest/globals';
 import { parseCliArguments } from '../../web/cli/cli_args.js';
 import { MAX_THREADS } from '../../web/lib/engine/threads.js';
 import { Generation } from '../../web/lib/generation/generate.js';
-import {
-  GENERATE_OPTIONS, MAX_FLOAT, MAX_INT, SCORE_OPTIONS, checkModelOptions, normalizeGenerateOptions, normalizeScoreOptions, parseOptionText,
-} from '../../web/lib/generation/option_table.js';
+import { checkModelOptions, normalizeGenerateOptions, normalizeScoreOptions, parseOptionText } from '../../web/lib/generation/option_checks.js';
+import { GENERATE_OPTIONS, MAX_FLOAT, MAX_INT, SCORE_OPTIONS } from '../../web/lib/generation/option_table.js';
 import { normalizeScoreOptions as scoreJsNormalizeScoreOptions } from '../../web/lib/generation/score.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { optionsFromDataset } from '../../web/widget/widget_options.js';

@@ -1,12 +1,76 @@
 // The command line of gpt2-wasm (web/cli/cli.js): node:util parseArgs (--flag value, --flag=value, -n5, -- ends the
-// options), one flag per generate() and loadModel() option, checked before anything loads. Every error is one
-// line that names the flag as it was typed (`-n: expected a positive integer, got "x"`), with the expectation
-// taken from the API's own check, so the command line and the API never disagree on what a value may be.
+// options), one flag per loadModel() option and one per generate() option, checked before anything loads. The
+// generation flags and their --help lines come from the options' table (option_table.js: each option's flag, doc,
+// range and default). Every error is one line that names the flag as it was typed (`-n: expected a positive
+// integer, got "x"`), with the expectation taken from the API's own check, so the command line and the API never
+// disagree on what a value may be.
 import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
 import { checkDevice } from '../lib/gpu/device.js';
-import { GENERATE_OPTIONS, normalizeGenerateOptions, parseOptionText, textOptionError } from '../lib/generation/option_table.js';
+import { normalizeGenerateOptions, textOptionError } from '../lib/generation/option_checks.js';
+import { GENERATE_OPTIONS, SCORE_OPTIONS as SCORE_OPTION_TABLE, defaultText } from '../lib/generation/option_table.js';
 import { parseNumber } from '../lib/generation/option_text.js';
+
+// What the command line adds to a generation flag's line of --help: how it prints, or reads, what the option gives.
+const CLI_NOTES = {
+  'kv-cache': 'with --score, fp32 gives the exact log-probabilities, int8 within a few 1e-3 nats',
+  speculative: 'lookup: drafts from the context itself (prompt lookup), the same text in fewer passes where it repeats; MODEL: '
+    + 'drafts from a smaller model of the same vocabulary (a folder or .gguf file, loaded like --model)',
+  'top-alternatives': 'one line per token instead of the text: "text", probability, then the K likeliest tokens and theirs '
+    + "(with --score: their logprobs after each token's line)",
+  stop: 'may be given several times',
+  'num-return-sequences': 'each printed after the run, under a line with its log-probability (beam search: its score)',
+};
+
+// The flags of generate()'s options, in the table's order (speculative's fields where speculative is): { name (the
+// long flag), short?, usage, option, field? (of the option's object), entry (the table's), sets? (a switch's
+// value), multiple? }
+const OPTION_FLAGS = Object.entries(GENERATE_OPTIONS).flatMap(([option, entry]) => (entry.fields
+  ? Object.entries(entry.fields).filter(([, field]) => field.flag).map(([field, fieldEntry]) => optionFlag(option, fieldEntry, field))
+  : entry.flag ? [optionFlag(option, entry)] : []));
+
+function optionFlag(option, entry, field) {
+  const { usage, sets, multiple } = typeof entry.flag === 'string' ? { usage: entry.flag } : entry.flag;
+  const [, short, name] = /^(?:-(\w), )?--([a-z-]+)/.exec(usage);
+  return { name, short, usage, option, field, entry, sets, multiple };
+}
+
+// One flag's --help line: its usage, then what it does (the table's doc, the meaning of a value at the range's
+// edge, the text form, the range where it is short, the default, and the command line's note). Of the flags of an
+// option's fields (speculative's), the first stands for the option (--speculative: its doc and default) and the
+// others say that they go with it (--max-draft-tokens).
+function optionHelp({ name, usage, option, field, entry, sets }) {
+  if (sets !== undefined) return helpLine(usage, entry.flag.doc);
+  let doc = [entry.doc, entry.note].filter(Boolean).join(', ');
+  let fallback = defaultText(option, entry);
+  let textForm = entry.textForm ? `; as text, ${entry.textForm}` : '';
+  if (field !== undefined) {
+    const lead = OPTION_FLAGS.find((flag) => flag.option === option);
+    textForm = '';
+    if (lead.field !== field) doc = `with --${lead.name}: ${doc}`;
+    else [doc, fallback] = [GENERATE_OPTIONS[option].doc, defaultText(option, GENERATE_OPTIONS[option])];
+  }
+  const short = (entry.kind === 'integer' || entry.kind === 'number') && Math.max(Math.abs(entry.min), entry.max) <= MAX_SHOWN_RANGE;
+  const range = short ? `in [${entry.min}, ${entry.max}], ` : '';
+  const note = CLI_NOTES[name] ? `; ${CLI_NOTES[name]}` : '';
+  return helpLine(usage, `${doc}${textForm} (${range}default ${fallback})${note}`);
+}
+
+// A range this small is shown in --help; larger ones (the engine's int32 and float) in the error that refuses a value.
+const MAX_SHOWN_RANGE = 1024;
+const HELP_WIDTH = 114;
+const USAGE_WIDTH = 26;
+
+// "  --flag X                   text", wrapped at HELP_WIDTH under the text's column ("1 = off" and "[1, 16]" kept
+// on one line).
+function helpLine(usage, text) {
+  const lines = [`  ${usage.padEnd(USAGE_WIDTH)}`];
+  for (const word of text.split(/(?<!=) (?!=)(?![^[]*\])/)) {
+    if (lines.at(-1).length + 1 + word.length > HELP_WIDTH) lines.push(' '.repeat(USAGE_WIDTH + 2));
+    lines.push(`${lines.pop()} ${word}`);
+  }
+  return lines.join('\n');
+}
 
 export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
        gpt2-wasm [options] -i             each line read from stdin continues the text
@@ -24,79 +88,23 @@ model:
                              webgpu: the GPU, an error where there is none (Node has WebGPU only with the
                              optional npm package webgpu installed); wasm: the CPU
 generation:
-  -n, --max-new-tokens N     tokens to generate (default 64)
-  --temperature T            0 = greedy (default 1)
-  --top-k K                  0 = off (default)
-  --top-p P                  nucleus sampling, 1 = off (default)
-  --repetition-penalty R     1 = off (default)
-  --min-p P                  drop tokens less likely than P times the likeliest one, 0 = off (default)
-  --typical-p P              locally typical sampling, 1 = off (default)
-  --no-repeat-ngram-size N   never repeat an n-gram of N tokens, 0 = off (default)
-  --presence-penalty X       subtract X from the logit of each token generated so far, 0 = off (default)
-  --frequency-penalty X      subtract X times its count so far from each token's logit, 0 = off (default)
-  --logit-bias TEXT          add BIAS to TOKEN's logit: TOKEN:BIAS, comma-separated ("50256:-inf, 13:2.5";
-                             -inf bans the token)
-  --bad-words TEXT           never generate these texts, comma-separated ("thou, thee")
-  --min-new-tokens N         no <|endoftext|> before N tokens, 0 = off (default)
-  --seed S                   same seed, same text (default random)
-  --stop TEXT                stop before TEXT (may be given several times)
-  --ignore-eos               keep generating past <|endoftext|>
-  --kv-cache int8|fp32       the KV cache's storage (default int8; with --score, fp32 gives the exact
-                             log-probabilities, int8 within a few 1e-3 nats)
-  --no-cache                 recompute every position at each step (no KV cache)
-  --speculative lookup       speculative decoding with drafts from the context itself (prompt lookup): the
-                             same text, several tokens per pass where the text repeats itself
-  --speculative MODEL        speculative decoding with drafts from a smaller model of the same vocabulary
-                             (a folder or .gguf file, loaded like --model): the same text
-  --max-draft-tokens N       with --speculative: the most tokens drafted per step, 1..16 (default 8)
-  --top-alternatives K       one line per token instead of the text: "text", probability, then the K likeliest
-                             tokens and theirs (with --score: their logprobs after each token's line)
-  --num-return-sequences N   sample N continuations of the prompt at once, 1..16 (default 1; N > 1 needs
-                             --temperature > 0 or --num-beams): each printed after the run, under a line with
-                             its log-probability (beam search: its score)
-  --num-beams N              beam search with N beams, 1..16 (default 1: off); at --temperature 0 Hugging Face's
-                             beam search, above it beam sampling; N >= --num-return-sequences
-  --length-penalty X         beam search: a hypothesis scores its log-probability / length^X (default 1)
-  --early-stopping WHEN      beam search: false (default: when no beam is likely to do better), true (at N
-                             finished hypotheses) or never (when no beam can do better)
+${OPTION_FLAGS.map(optionHelp).join('\n')}
   -h, --help                 this help
 A prompt that starts with - goes after --: gpt2-wasm -- "-prompt"`;
 
-// parseArgs name -> { short?, option (generate's) or load (loadModel's, or the model), parse? (the text and the
-// flag as typed -> the value; a text it cannot read throws, naming the flag; a generate() option's default is
-// the options' table's parser, option_table.js, as the widget's data-* attributes and the page's fields use),
-// check? (a load option's), multiple?, expected? }
+// parseArgs name -> { short?, load (loadModel's option, or the model), parse (the text -> the value), check?,
+// expected? } for the load options, and for generate()'s { short?, option, field?, parse (the table's parser: the
+// text and the flag as typed -> the value; a text it cannot read throws, naming the flag), multiple?, draftModel? }
 const VALUE_FLAGS = {
   model: { load: 'model', parse: String },
   weights: { load: 'weights', parse: String, check: checkWeights },
   threads: { load: 'threads', parse: (text) => (text === 'auto' ? text : parseNumber(text)), check: checkThreads },
   device: { load: 'device', parse: String, check: checkDevice, expected: '"auto", "webgpu" or "wasm"' },
-  'max-new-tokens': { short: 'n', option: 'maxNewTokens' },
-  temperature: { option: 'temperature' },
-  'top-k': { option: 'topK' },
-  'top-p': { option: 'topP' },
-  'repetition-penalty': { option: 'repetitionPenalty' },
-  'min-p': { option: 'minP' },
-  'typical-p': { option: 'typicalP' },
-  'no-repeat-ngram-size': { option: 'noRepeatNgramSize' },
-  'presence-penalty': { option: 'presencePenalty' },
-  'frequency-penalty': { option: 'frequencyPenalty' },
-  // the syntax the widget's data-* attributes and the page's fields share (option_text.js)
-  'logit-bias': { option: 'logitBias' },
-  'bad-words': { option: 'badWords' },
-  'min-new-tokens': { option: 'minNewTokens' },
-  seed: { option: 'seed' },
-  stop: { option: 'stop', multiple: true },
-  'kv-cache': { option: 'kvCache' },
-  'top-alternatives': { option: 'topAlternatives' },
-  'num-return-sequences': { option: 'numReturnSequences' },
-  'num-beams': { option: 'numBeams' },
-  'length-penalty': { option: 'lengthPenalty' },
-  'early-stopping': { option: 'earlyStopping' },
-  // the two fill generate's option speculative: { draft, maxDraftTokens }
-  // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
-  speculative: { option: 'speculative', field: 'draft', parse: (text) => (text === 'lookup' ? 'prompt-lookup' : text), draftModel: true },
-  'max-draft-tokens': { option: 'speculative', field: 'maxDraftTokens', parse: parseNumber },
+  ...Object.fromEntries(OPTION_FLAGS.filter((flag) => flag.sets === undefined).map(({ name, short, option, field, entry, multiple }) => [name, {
+    short, option, field, multiple, parse: entry.parse,
+    // anything but "lookup" names a draft model, which cli.js loads into the draft's place (parsed.draftModel)
+    draftModel: field === 'draft',
+  }])),
 };
 
 // parseArgs name -> what giving it sets
@@ -104,12 +112,13 @@ const SWITCHES = {
   help: { short: 'h', set: (parsed) => (parsed.help = true) },
   i: { short: 'i', set: (parsed) => (parsed.interactive = true) },
   score: { set: (parsed) => (parsed.score = true) },
-  'no-cache': { generate: true, set: (parsed) => (parsed.options.useKVCache = false) },
-  'ignore-eos': { generate: true, set: (parsed) => (parsed.options.stopAtEndOfText = false) },
+  ...Object.fromEntries(OPTION_FLAGS.filter((flag) => flag.sets !== undefined).map(({ name, option, sets }) => [name, {
+    generate: true, set: (parsed) => (parsed.options[option] = sets),
+  }])),
 };
 
 // Options --score takes besides the load options (model.score's own).
-const SCORE_OPTIONS = new Set(['topAlternatives', 'kvCache']);
+const SCORE_OPTIONS = new Set(Object.keys(SCORE_OPTION_TABLE));
 
 const PARSE_ARGS_OPTIONS = Object.fromEntries([
   ...Object.entries(VALUE_FLAGS).map(([name, { short }]) => [name, { type: 'string', ...(short && { short }) }]),
@@ -149,7 +158,7 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
   const flag = VALUE_FLAGS[name];
   if (!flag) throw new Error(`unknown option ${rawName} (a prompt that starts with - goes after --)`);
   if (value === undefined) throw new Error(`${rawName}: missing value`);
-  let parsedValue = flag.parse ? flag.parse(value, rawName) : parseOptionText(flag.option, value, rawName);
+  let parsedValue = flag.parse(value, rawName);
   if (flag.draftModel && parsedValue !== 'prompt-lookup') {
     parsed.draftModel = parsedValue;
     parsedValue = 'prompt-lookup';  // what the checks below see until the model takes its place

@@ -100,10 +100,11 @@ export type Prompt = string | TokenIds;
 /**
  * The ranges are docs/api.md's table of options (web/lib/generation/option_table.js): integers that reach the
  * engine at most 2147483647, other numbers finite with |x| <= FLT_MAX (3.4028234663852886e38); a value outside its
- * range is a RangeError naming the option, never narrowed into another.
+ * range is a RangeError naming the option, never narrowed into another. Each comment ends with the default;
+ * tests/js/option_surfaces.test.js holds the ranges and defaults here to the table.
  */
 export interface GenerateOptions {
-  /** a positive integer (below 2^53; with numBeams > 1 at most the model's context); 64 */
+  /** an integer in [1, 2^53), with numBeams > 1 at most the model's context; 64 */
   maxNewTokens?: number;
   /** in [0, FLT_MAX], 0 = greedy; 1 */
   temperature?: number;
@@ -113,11 +114,11 @@ export interface GenerateOptions {
   topP?: number;
   /** in (0, FLT_MAX], 1 = off; 1 */
   repetitionPenalty?: number;
-  /** in [0, 1]: drops tokens below minP times the likeliest one's probability; 0 = off */
+  /** in [0, 1]: drops tokens below minP times the likeliest one's probability, 0 = off; 0 */
   minP?: number;
-  /** in [0, 1]: locally typical sampling; 1 = off */
+  /** in [0, 1]: locally typical sampling, 1 = off; 1 */
   typicalP?: number;
-  /** an integer in [0, 2147483647]: bans the token that would repeat an n-gram of the window; 0 = off */
+  /** an integer in [0, 2147483647]: bans the token that would repeat an n-gram of the window, 0 = off; 0 */
   noRepeatNgramSize?: number;
   /** in [-FLT_MAX, FLT_MAX], OpenAI's: subtracted once from each token this run generated; 0 */
   presencePenalty?: number;
@@ -131,19 +132,19 @@ export interface GenerateOptions {
   minNewTokens?: number;
   /** an integer in [0, 2^53); random */
   seed?: number;
-  /** non-empty strings; generation ends before the first one in the text */
+  /** non-empty strings: generation ends before the first one in the text; [] */
   stop?: string | readonly string[];
   /** true */
   stopAtEndOfText?: boolean;
   /** true */
   useKVCache?: boolean;
-  /** 'int8' */
+  /** the KV cache's storage, 'int8' (a quarter of the bytes) or 'fp32'; 'int8' */
   kvCache?: KvCacheFormat;
   /** ends the generation with stopReason 'abort' */
   signal?: AbortSignal;
-  /** an integer in [0, the model's vocabulary]: gives each piece its probability and this many likeliest alternatives; 0 */
+  /** an integer in [0, 2147483647], at most the model's vocabulary: gives each piece its probability and this many likeliest alternatives; 0 */
   topAlternatives?: number;
-  /** speculative decoding: drafted tokens verified several per pass, the text unchanged; off when absent */
+  /** speculative decoding: drafted tokens verified several per pass, the text unchanged; off */
   speculative?: SpeculativeOptions;
   /**
    * sequences sampled from one prefill (the others fork its KV cache) and decoded together, the weights read once
@@ -244,11 +245,11 @@ export interface Generation extends AsyncIterable<Piece> {
 }
 
 export interface ScoreOptions {
-  /** an integer in [0, the model's vocabulary]; 0 */
+  /** an integer in [0, 2147483647], at most the model's vocabulary; 0 */
   topAlternatives?: number;
   /**
-   * The KV cache's storage; 'int8' (the default, as generate() uses: within a few 1e-3 nats of exact) or 'fp32'
-   * (four times the cache's memory, within 1e-4 of a float64 reference: for perplexities that compare models).
+   * The KV cache's storage: 'int8' (as generate() uses: within a few 1e-3 nats of exact) or 'fp32' (four times the
+   * cache's memory, within 1e-4 of a float64 reference: for perplexities that compare models); 'int8'
    */
   kvCache?: KvCacheFormat;
   /** stops the score between two of its passes: the promise rejects with an AbortError (a DOMException) */

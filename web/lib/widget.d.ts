@@ -16,19 +16,19 @@ declare namespace GPT2Widget {
     model?: string | URL;
     /** the text in the prompt box; '' */
     prompt?: string;
-    /** 64 */
+    /** an integer in [1, 2^53); 64 */
     maxNewTokens?: number;
-    /** 0.8 */
+    /** in [0, FLT_MAX], 0 = greedy; 0.8 */
     temperature?: number;
-    /** 40 */
+    /** an integer in [0, 2147483647], 0 = off; 40 */
     topK?: number;
-    /** 1 */
+    /** in [0, 1], 1 = off; 1 */
     topP?: number;
-    /** 1 */
+    /** in (0, FLT_MAX], 1 = off; 1 */
     repetitionPenalty?: number;
-    /** random */
+    /** an integer in [0, 2^53); random */
     seed?: number;
-    /** none */
+    /** non-empty strings: generation ends before the first one in the text; [] */
     stop?: string | readonly string[];
     /** generate once the model is loaded; false */
     autoGenerate?: boolean;
@@ -38,9 +38,9 @@ declare namespace GPT2Widget {
     theme?: 'auto' | 'light' | 'dark';
     /** where the model runs, as loadModel's device option: 'auto' (a hardware GPU, else the CPU) */
     device?: 'auto' | 'webgpu' | 'wasm';
-    /** generate's speculative option (data-speculative="lookup": prompt-lookup drafts); off when absent */
+    /** generate's speculative option (data-speculative="lookup": prompt-lookup drafts); off */
     speculative?: import('./gpt2.js').SpeculativeOptions;
-    /** 1; generate's numReturnSequences: n > 1 shows one output per sequence ("Sequence 1", …) */
+    /** in [1, 16]: n > 1 shows one output per sequence ("Sequence 1", …); 1 */
     numReturnSequences?: number;
   }
 

@@ -1,6 +1,7 @@
 // The Compare strategies view: the page's prompt run with several decoding strategies, one column each, side by
 // side, so that a learner sees what temperature, beam search, top-k, top-p, min-p and speculative decoding change
 // in the text and in the speed. Its tokens carry the output's tooltips (tooltip.js).
+import { breaksRule } from '../lib/generation/option_checks.js';
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, beamsPastContext, clearError, elements, invalidNumberMessage, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
 import { hideTooltip, wireTooltip } from './tooltip.js';
@@ -136,7 +137,7 @@ function readAllOptions() {
       .find((input) => !input.checkValidity() || (input.dataset.setting !== 'seed' && input.value === ''));
     if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
     const { speculative, ...numbers } = readSettings(column);
-    if (speculative && numbers.numBeams > 1) {
+    if (breaksRule('sequencesWithoutSpeculation', { numBeams: numbers.numBeams, speculative })) {
       return showInvalid(column.querySelector('input[data-setting="numBeams"]'), BEAMS_AND_SPECULATION);
     }
     const pastContext = beamsPastContext(numbers.numBeams, maxNewTokens.valueAsNumber);

@@ -3,6 +3,7 @@
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, beamsPastContext, clearError, elements, hasGeneratedOutput, invalidNumberMessage, labelOf, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
+import { breaksRule } from '../lib/generation/option_checks.js';
 import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
 import { hideTooltip } from './tooltip.js';
@@ -86,7 +87,9 @@ function readGenerationOptions() {
     elements.numBeams, elements.lengthPenalty];
   const invalid = numberFields.find((input) => !input.checkValidity() || (input !== elements.seed && input.value === ''));
   if (invalid) return showInvalid(invalid, invalidNumberMessage(invalid));
-  if (elements.numBeams.valueAsNumber > 1 && elements.speculative.checked) return showInvalid(elements.numBeams, BEAMS_AND_SPECULATION);
+  if (breaksRule('sequencesWithoutSpeculation', { numBeams: elements.numBeams.valueAsNumber, speculative: elements.speculative.checked })) {
+    return showInvalid(elements.numBeams, BEAMS_AND_SPECULATION);
+  }
   const pastContext = beamsPastContext(elements.numBeams.valueAsNumber, elements.maxNewTokens.valueAsNumber);
   if (pastContext) return showInvalid(elements.maxNewTokens, pastContext);
   let logitBias;

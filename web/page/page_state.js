@@ -1,6 +1,7 @@
 // What every part of the page shares: its elements, the state of the model, the load and the runs, and the
 // controls and messages that follow that state. All model and user text is inserted with textContent, never as
 // HTML.
+import { beamsPastContext as beamsPastModelContext } from '../lib/generation/option_checks.js';
 
 export const $ = (id) => document.getElementById(id);
 
@@ -128,14 +129,15 @@ export function invalidNumberMessage(input) {
 
 // Shows the error and moves to the field; -> null, the answer of the option readers that call it. A field in a
 // folded <details> (Advanced decoding, Compare strategies) is unfolded first: a hidden one cannot take the focus.
-// Beams above 1 with speculation on, in the Generate panel or a Compare column: generate() takes one or the other.
+// Beams above 1 with speculation on, in the Generate panel or a Compare column (option_checks.js's rule
+// sequencesWithoutSpeculation): generate() takes one or the other.
 export const BEAMS_AND_SPECULATION = 'Beam search and speculative decoding cannot be combined: set Beams to 1 or turn speculation off.';
 
 // Beams above 1 with more new tokens than the loaded model's context, in the Generate panel or a Compare column:
 // the beams' buffers hold one context (generate() refuses more) -> the message, or null when they fit.
 export function beamsPastContext(numBeams, maxNewTokens) {
   const nCtx = state.model?.config.n_ctx;
-  if (!(numBeams > 1 && nCtx !== undefined && maxNewTokens > nCtx)) return null;
+  if (nCtx === undefined || !beamsPastModelContext({ numBeams, maxNewTokens }, nCtx)) return null;
   return `Beam search generates at most the model's context (${nCtx} tokens): set Max new tokens to ${nCtx} or less, or Beams to 1.`;
 }
 

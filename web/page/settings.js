@@ -1,15 +1,19 @@
 // The settings: the Weights menu, and the inputs kept across visits (localStorage), the Device menu's too.
 import { $, elements, state } from './page_state.js';
-import { GENERATE_OPTIONS } from '../lib/generation/option_table.js';
+import { GENERATE_OPTIONS, optionsWith } from '../lib/generation/option_table.js';
 import { formatBytes } from '../lib/progress_text.js';
 
+// The controls of generate()'s options (the options' table's `control`: an id in public/index.html) -> the
+// option's name; page_state.js's elements name each control by its id in camelCase.
+const OPTION_OF_CONTROL = Object.fromEntries(optionsWith('control').map(([name, { control }]) => [control, name]));
+const elementName = (id) => id.replace(/-([a-z])/g, (_, letter) => letter.toUpperCase());
+
 // The number fields of generate()'s options (#top-k, or a Compare column's data-setting="topK") take the options'
-// table's ranges (option_table.js), narrowed where the page's markup offers less (a temperature up to 2): the
-// browser then refuses a value outside before generate() would. root: the document, or a Compare column's
-// template content.
+// table's ranges, narrowed where the page's markup offers less (a temperature up to 2): the browser then refuses a
+// value outside before generate() would. root: the document, or a Compare column's template content.
 export function applyOptionRanges(root) {
   for (const input of root.querySelectorAll('input[type="number"]')) {
-    const name = input.dataset.setting ?? input.id.replace(/-([a-z])/g, (_, letter) => letter.toUpperCase());
+    const name = input.dataset.setting ?? OPTION_OF_CONTROL[input.id];
     const entry = Object.hasOwn(GENERATE_OPTIONS, name) ? GENERATE_OPTIONS[name] : null;
     if (entry?.kind !== 'integer' && entry?.kind !== 'number') continue;
     if (input.min === '' || Number(input.min) < entry.min) input.min = String(entry.min);
@@ -70,10 +74,10 @@ export function showWeightsSetting() {
 
 const SETTINGS_KEY = 'gpt2-wasm.settings';
 
-// The logit bias and banned words are kept as they were typed (option_text.js reads them at Generate).
-export const PERSISTED_INPUTS = ['prompt', 'temperature', 'topK', 'topP', 'maxNewTokens', 'seed', 'minP', 'typicalP', 'presencePenalty',
-  'frequencyPenalty', 'noRepeatNgramSize', 'minNewTokens', 'numBeams', 'lengthPenalty', 'logitBias', 'badWords', 'kvCache', 'kvStorage',
-  'speculative', 'weights', 'device'];
+// The inputs kept across visits, as page_state.js's elements name them: the prompt, every option's control, the
+// Weights and Device menus. The logit bias and banned words are kept as they were typed (option_text.js reads them
+// at Generate).
+export const PERSISTED_INPUTS = ['prompt', ...Object.keys(OPTION_OF_CONTROL).map(elementName), 'weights', 'device'];
 
 export function saveSettings() {
   const settings = Object.fromEntries(PERSISTED_INPUTS.map((name) => {

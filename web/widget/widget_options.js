@@ -1,16 +1,16 @@
 // The widget's options: their data-* attributes, defaults and checks (GPT2Widget.mount's, docs/embedding.md). The
-// generation options are generate()'s, read and checked through its options' table (option_table.js), so a
-// data-* attribute takes what the command line's flag takes and is refused in the same words.
+// generation options are the options' table's with a data-* attribute (option_table.js), read and checked through
+// it, so a data-* attribute takes what the command line's flag takes and is refused in the same words.
 import { resolveAgainstPage } from '../lib/environment.js';
-import { GENERATE_OPTIONS as GENERATE_OPTION_TABLE, normalizeGenerateOptions, readOptionText, relabelOptionError } from '../lib/generation/option_table.js';
+import { normalizeGenerateOptions, readOptionText, relabelOptionError } from '../lib/generation/option_checks.js';
+import { GENERATE_OPTIONS as OPTION_TABLE, LOOKUP_TEXT, SPECULATIVE_OPTIONS, optionsWith } from '../lib/generation/option_table.js';
 import { parseBoolean } from '../lib/generation/option_text.js';
 import { DEVICES } from '../lib/gpu/device.js';
 import { modelLocation } from '../lib/loading/model_files.js';
 
 // The generation options a widget passes to Model.generate (web/lib/gpt2.js), and its defaults where they are not
 // generate()'s own (which turn each processor off).
-export const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'repetitionPenalty', 'minP', 'typicalP',
-  'noRepeatNgramSize', 'presencePenalty', 'frequencyPenalty', 'logitBias', 'badWords', 'minNewTokens', 'seed', 'stop', 'speculative', 'numReturnSequences', 'numBeams', 'lengthPenalty', 'earlyStopping'];
+export const GENERATE_OPTIONS = optionsWith('attribute').map(([name]) => name);
 const WIDGET_DEFAULTS = { temperature: 0.8, topK: 40 };
 
 // The widget's own options: name -> [parser of a data-* attribute value, default]. data-auto-generate and
@@ -30,12 +30,8 @@ const BOOLEAN_TEXT = '"true", "false" or "" (true)';
 export const BUNDLED_MODEL_PATH = 'models/tiny-shakespeare/tiny-shakespeare.Q4_0.gguf';
 export const PLACEHOLDER_SELECTOR = '[data-gpt2-widget]';
 
-// "maxNewTokens" -> "data-max-new-tokens"
-const attributeName = (name) => `data-${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
-
-// data-speculative="lookup": speculation with prompt-lookup drafts; anything else goes on as it is, for
-// generate()'s check to name
-const parseSpeculative = (value) => (value === 'lookup' ? { draft: 'prompt-lookup' } : value);
+// "autoGenerate" -> "data-auto-generate": an option's attribute (a generation option's is the table's)
+const attributeName = (name) => OPTION_TABLE[name]?.attribute ?? `data-${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 
 // Options from data-* attributes, each read and checked on its own (a throw names the attribute and quotes its
 // text); other data-* attributes (the host's own) are ignored. An empty attribute is the text "": a number or
@@ -58,14 +54,11 @@ export function optionsFromDataset(dataset) {
   return options;
 }
 
+// data-speculative="lookup": speculation with prompt-lookup drafts, the one draft source a text names that a widget
+// can use (a draft model is an object of the page's)
 function readSpeculative(text, label) {
-  const value = parseSpeculative(text);
-  try {
-    normalizeGenerateOptions({ speculative: value });
-  } catch {
-    throw new RangeError(`${label}: expected "lookup", got ${JSON.stringify(text)}`);
-  }
-  return value;
+  if (text !== LOOKUP_TEXT) throw new RangeError(`${label}: expected ${JSON.stringify(LOOKUP_TEXT)}, got ${JSON.stringify(text)}`);
+  return { draft: SPECULATIVE_OPTIONS.draft.parse(text) };
 }
 
 // -> the complete options of a widget from its data-* attributes (optionsFromDataset), checked together; a
@@ -88,7 +81,7 @@ export function completeOptions(options, defaultModelUrl) {
   for (const name of Object.keys(options)) {
     if (!OPTION_NAMES.includes(name)) throw new TypeError(`GPT2Widget.mount: unknown option "${name}" (known: ${OPTION_NAMES.join(', ')})`);
   }
-  const fallback = (name) => (name in OWN_OPTIONS ? OWN_OPTIONS[name][1] : WIDGET_DEFAULTS[name] ?? GENERATE_OPTION_TABLE[name].default);
+  const fallback = (name) => (name in OWN_OPTIONS ? OWN_OPTIONS[name][1] : WIDGET_DEFAULTS[name] ?? OPTION_TABLE[name].default);
   const complete = Object.fromEntries(OPTION_NAMES.map((name) => [name, options[name] ?? fallback(name)]));
   if (!THEMES.includes(complete.theme)) throw new RangeError(`GPT2Widget.mount: theme must be one of ${THEMES.join(', ')}`);
   if (!DEVICES.includes(complete.device)) throw new RangeError(`GPT2Widget.mount: device must be one of ${DEVICES.join(', ')}`);

@@ -1,6 +1,11 @@
 // generate()'s numBeams > 1 (runBeams): beam search and beam sampling. Plain ES module.
-import { acquireSessions, pairs, promptIds, samplingSettings, tokenText, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { yieldToEventLoop } from './event_loop.js';
+import { pairs, tokenText } from './pieces.js';
+import { promptIds } from './prompt.js';
+import { updateContextStats } from './run_stats.js';
+import { samplingSettings } from './sampling_settings.js';
 import { scoreInPasses } from './score.js';
+import { acquireSessions } from './session_pool.js';
 import { StopStringFilter } from './stop_strings.js';
 
 // Beam search with Hugging Face's semantics (engine/gpt2.h BeamSearch): deterministic at temperature 0, beam
@@ -14,10 +19,10 @@ import { StopStringFilter } from './stop_strings.js';
 // lengthPenalty), stopReason } per returned hypothesis, best first.
 export async function* runBeams({ pool, tokenizer, config }, prompt, options, stats, sequences) {
   const sessions = [];
-  let searching = false;
+  let search = null;  // the engine's beam search (EngineBeamSearch), until its results are read
   let keepLeader = true;
   try {
-    acquireSessions(pool, options, options.numBeams, sessions, { method: 'beginBeams', option: 'numBeams' });
+    acquireSessions(pool, options, options.numBeams, sessions, { method: 'beamSearch', option: 'numBeams' });
     const ids = promptIds(tokenizer, prompt);
     stats.promptTokens = ids.length;
     const settings = samplingSettings(options, tokenizer);
@@ -25,13 +30,12 @@ export async function* runBeams({ pool, tokenizer, config }, prompt, options, st
     const started = performance.now();
     const { numBeams, lengthPenalty, earlyStopping, maxNewTokens } = options;
     const eosToken = options.stopAtEndOfText ? tokenizer.eosId : -1;
-    sessions[0].beginBeams(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids);
-    searching = true;
+    search = sessions[0].beamSearch(sessions, { numBeams, lengthPenalty, earlyStopping, maxNewTokens, eosToken }, ids);
     stats.reusedTokens = sessions[0].reusedTokens;
     stats.prefillMs = performance.now() - started;
-    const { hypotheses, msPerStep, aborted: searchAborted } = await search(sessions[0], numBeams, options, stats);
-    searching = false;
-    sessions[0].endBeams();
+    const { hypotheses, msPerStep, aborted: searchAborted } = await runSearch(search, numBeams, options, stats);
+    search.dispose();
+    search = null;
     const returned = hypotheses.slice(0, options.numReturnSequences);
     const scored = [];
     let aborted = searchAborted;
@@ -59,32 +63,32 @@ export async function* runBeams({ pool, tokenizer, config }, prompt, options, st
     throw error;
   } finally {
     stats.stopReason ??= 'abort';
-    if (searching) sessions[0].endBeams();
+    search?.dispose();
     if (!keepLeader) pool.discard(sessions.shift());
     for (const session of sessions.reverse()) pool.release(session, options);
   }
 }
 
 // Runs the search's steps, a turn of the event loop between them -> { hypotheses, msPerStep, aborted }.
-async function search(leader, numBeams, options, stats) {
+async function runSearch(search, numBeams, options, stats) {
   let steps = 0;
   let decodeMs = 0;
   let aborted = false;
   for (let running = true; running;) {
     await yieldToEventLoop();
     if (options.signal?.aborted) {
-      leader.finishBeams();
+      search.finish();
       aborted = true;
       break;
     }
     const started = performance.now();
-    running = leader.stepBeams();
+    running = search.step();
     decodeMs += performance.now() - started;
     steps++;
     // every step feeds each beam one token (the last one feeds none)
     stats.decodeTokensPerSecond = (steps * numBeams * 1000) / decodeMs;
   }
-  return { hypotheses: leader.beamResults(), msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
+  return { hypotheses: search.results(), msPerStep: steps > 0 ? decodeMs / steps : 0, aborted };
 }
 
 // With topAlternatives: the model's log-probability and alternatives of each of tokens after the prompt ids, as

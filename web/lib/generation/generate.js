@@ -1,81 +1,26 @@
 // The generation loop over an engine session and a tokenizer: encode the prompt, prefill (keeping what the
-// session's window has in common with it: KV-cache reuse between calls, see SessionPool), then one step per
+// session's window has in common with it: KV-cache reuse between calls, session_pool.js), then one step per
 // token, streaming decoded text (never half a character), holding back text that may be the start of a stop
 // string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal; with `speculative`, several
 // tokens per step where drafts are verified (the same tokens, fewer passes). Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
 import { DraftPolicy } from './draft_policy.js';
 import { LookupDrafter, ModelDrafter } from './drafters.js';
-import { makePiece, promptIds, samplingSettings, updateContextStats, yieldToEventLoop } from './pieces.js';
 import { runBeams } from './beams.js';
+import { yieldToEventLoop } from './event_loop.js';
+import { checkModelOptions } from './option_checks.js';
+import { makePiece } from './pieces.js';
+import { checkPrompt, promptIds } from './prompt.js';
+import { createStats, updateContextStats } from './run_stats.js';
+import { samplingSettings } from './sampling_settings.js';
 import { runSequences } from './sequences.js';
 import { StopStringFilter } from './stop_strings.js';
-import { checkModelOptions, normalizeGenerateOptions } from './option_table.js';
 
-// The options' table and checks (option_table.js); the callers of this module import them from here.
-export { normalizeGenerateOptions };
-
-export function createStats(contextSize) {
-  return {
-    promptTokens: 0,
-    reusedTokens: 0,  // prompt tokens whose KV cache was kept from the session's previous run (not computed again)
-    generatedTokens: 0,
-    prefillMs: 0,
-    decodeTokensPerSecond: 0,
-    contextUsed: 0,
-    contextSize,
-    kvCacheBytes: 0,
-    kvCache: null,  // the cache's storage, 'int8' or 'fp32'
-    device: null,  // where the passes run, 'webgpu' or 'wasm'
-    deviceLost: null,  // why a GPU session went on on the CPU, if its device was lost
-    draftedTokens: 0,  // speculative decoding: tokens drafted and verified
-    acceptedTokens: 0,  // of those, the ones the model's own tokens matched (each a pass saved)
-    stopReason: null,  // 'eos' | 'stop' | 'length' | 'abort' | 'error' once finished
-  };
-}
-
-// Keeps one idle session per KV-cache mode and storage, the one released last, so consecutive generations
-// neither reallocate the cache nor, when a prompt starts with the tokens the last run left in its window,
-// compute those again (Session::prefill_reusing). model.score() takes its session from here too.
-export class SessionPool {
-  #model;
-  #idle = new Map();
-  #disposed = false;
-
-  constructor(engineModel) {
-    this.#model = engineModel;
-  }
-
-  // options: { useKVCache, kvCache } as normalizeGenerateOptions returns them
-  acquire({ useKVCache, kvCache }) {
-    const key = `${useKVCache} ${kvCache}`;
-    const session = this.#idle.get(key);
-    if (session) {
-      this.#idle.delete(key);
-      return session;
-    }
-    return this.#model.createSession({ useKVCache, kvCache });
-  }
-
-  release(session, { useKVCache, kvCache }) {
-    const key = `${useKVCache} ${kvCache}`;
-    if (this.#disposed) return void session.dispose();
-    this.#idle.get(key)?.dispose();  // an older run's window: the newer one is likelier to be continued
-    this.#idle.set(key, session);
-  }
-
-  // Frees a session instead of keeping it: one left in the middle of a score (score.js, beams.js), whose unfinished
-  // run holds its buffers.
-  discard(session) {
-    session.dispose();
-  }
-
-  dispose() {
-    this.#disposed = true;
-    for (const session of this.#idle.values()) session.dispose();
-    this.#idle.clear();
-  }
-}
+// What the models' modules (local_model.js, worker_model.js) take from here with the loop: the options' check, the
+// pool of sessions, the prompt's check and the stats.
+export { normalizeGenerateOptions } from './option_checks.js';
+export { SessionPool } from './session_pool.js';
+export { checkPrompt, createStats };
 
 // An async iterable of pieces { text, token, position, ms, probability?, alternatives? } with a live `stats`.
 // Generation runs as it is iterated; leaving the loop early (break) ends it with stopReason 'abort'.
@@ -149,19 +94,6 @@ async function* runGeneration({ pool, tokenizer, draftModel }, prompt, options, 
     stats.stopReason ??= 'abort';  // the consumer left the loop early
     pool.release(session, options);
   }
-}
-
-// A prompt is a text, or the token ids of one (e.g. a run's prompt ids and the tokens of its pieces, to continue
-// exactly where it stopped: re-encoding its text may give other ids, and reuse less of the cache).
-export function checkPrompt(prompt) {
-  const isIds = (Array.isArray(prompt) || ArrayBuffer.isView(prompt)) && Array.prototype.every.call(prompt, Number.isInteger);
-  if (typeof prompt !== 'string' && !isIds) {
-    throw new TypeError(`generate: prompt must be a string or an array of token ids, got ${describePrompt(prompt)}`);
-  }
-}
-
-function describePrompt(prompt) {
-  return Array.isArray(prompt) || ArrayBuffer.isView(prompt) ? 'an array with a value that is not an integer' : typeof prompt;
 }
 
 // Yields the pieces the stop filter releases; returns the stop reason.

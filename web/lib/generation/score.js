@@ -5,9 +5,10 @@
 // window has scored yet, so each of those has at least n_ctx/2 tokens of context (`gpt2 --eval` scores the same
 // way). Used by local_model.js; worker_model.js checks options here before they cross to the worker.
 import { abortError } from '../errors.js';
-import { pairs, tokenText, yieldToEventLoop } from './pieces.js';
+import { yieldToEventLoop } from './event_loop.js';
+import { pairs, tokenText } from './pieces.js';
 import { pretokenCut } from '../tokenizer/byte_pair_encoder.js';
-import { checkScoreAlternatives, checkTopAlternatives, normalizeScoreOptions as normalizeScoreOptionsOfTable } from './option_table.js';
+import { checkScoreAlternatives, checkTopAlternatives, normalizeScoreOptions as normalizeScoreOptionsOfTable } from './option_checks.js';
 
 // -> { topAlternatives, kvCache, signal } checked against the options' table (option_table.js); throws a TypeError /
 // RangeError naming the option. kvCache: the KV cache's storage, 'int8' (the default, as generate() and `gpt2

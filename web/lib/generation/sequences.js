@@ -1,5 +1,10 @@
 // generate()'s numReturnSequences > 1 (runSequences). Plain ES module.
-import { acquireSessions, makePiece, promptIds, samplingSettings, updateContextStats, yieldToEventLoop } from './pieces.js';
+import { yieldToEventLoop } from './event_loop.js';
+import { makePiece } from './pieces.js';
+import { promptIds } from './prompt.js';
+import { updateContextStats } from './run_stats.js';
+import { samplingSettings } from './sampling_settings.js';
+import { acquireSessions } from './session_pool.js';
 import { StopStringFilter } from './stop_strings.js';
 
 // numReturnSequences > 1: the prompt is prefilled once and the other sequences fork its KV cache; then each step
