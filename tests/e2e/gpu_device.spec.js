@@ -8,19 +8,20 @@ test('the device probe picks the faster device, remembers it for the adapter and
   const result = await page.evaluate(async () => {
     const { loadEngine } = await import('/js/lib/engine/engine.js');
     const { loadModelIntoEngine } = await import('/js/lib/loading/loader.js');
+    const { modelSource } = await import('/js/lib/loading/model_source.js');
     const { chooseDevice } = await import('/js/lib/gpu/device.js');
     const { openGpuModel } = await import('/js/lib/gpu/gpu_model.js');
     const { deviceChoiceKey, probeFasterDevice } = await import('/js/lib/gpu/device_probe.js');
     await caches.delete('gpt2-wasm-device-choices-v1');
     const engine = await loadEngine({ threads: 1 });
-    const { model } = await loadModelIntoEngine(engine, '/models/tiny-shakespeare/', { weights: 'fp32' });
+    const { model } = await loadModelIntoEngine(engine, modelSource('/models/tiny-shakespeare/'), { weights: 'fp32' });
     const choice = await chooseDevice('webgpu');
     const gpuModel = await openGpuModel(model, choice.gpu, choice.adapterInfo);
-    const key = deviceChoiceKey('/models/tiny-shakespeare/', 'fp32');
+    const key = deviceChoiceKey(modelSource('/models/tiny-shakespeare/'), 'fp32');
     const first = await probeFasterDevice(gpuModel, model, choice.adapterInfo, key);
     const second = await probeFasterDevice(gpuModel, model, choice.adapterInfo, key);
     const otherAdapter = await probeFasterDevice(gpuModel, model, { ...choice.adapterInfo, description: 'another adapter' }, key);
-    const otherWeights = await probeFasterDevice(gpuModel, model, choice.adapterInfo, deviceChoiceKey('/models/tiny-shakespeare/', 'int8'));
+    const otherWeights = await probeFasterDevice(gpuModel, model, choice.adapterInfo, deviceChoiceKey(modelSource('/models/tiny-shakespeare/'), 'int8'));
     const cache = await caches.open('gpt2-wasm-device-choices-v1');
     for (const request of await cache.keys()) await cache.put(request, new Response('not json'));
     const damaged = await probeFasterDevice(gpuModel, model, choice.adapterInfo, key);
@@ -56,11 +57,12 @@ test('auto follows the choice remembered for the adapter and model: on the GPU, 
     const { loadEngine } = await import('/js/lib/engine/engine.js');
     const { describeAdapter } = await import('/js/lib/gpu/device.js');
     const { deviceChoiceKey, rememberChoice } = await import('/js/lib/gpu/device_probe.js');
+    const { modelSource } = await import('/js/lib/loading/model_source.js');
     await caches.delete('gpt2-wasm-device-choices-v1');
     const url = '/models/tiny-shakespeare/';
     const adapterInfo = describeAdapter(await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }));
-    await rememberChoice(adapterInfo, deviceChoiceKey(url, 'fp32'), { device: 'webgpu', gpuMs: 1, wasmMs: 2 });
-    await rememberChoice(adapterInfo, deviceChoiceKey(url, 'int8'), { device: 'wasm', gpuMs: 3, wasmMs: 2 });
+    await rememberChoice(adapterInfo, deviceChoiceKey(modelSource(url), 'fp32'), { device: 'webgpu', gpuMs: 1, wasmMs: 2 });
+    await rememberChoice(adapterInfo, deviceChoiceKey(modelSource(url), 'int8'), { device: 'wasm', gpuMs: 3, wasmMs: 2 });
     const engine = await loadEngine({ threads: 1 });
     const tokens = async (model) => {
       const ids = [];

@@ -249,8 +249,9 @@ test('auto whose GPU refuses a model as it streams loads it on the CPU instead, 
     const { loadModel } = await import('/js/lib/gpt2.js');
     const { describeAdapter } = await import('/js/lib/gpu/device.js');
     const { deviceChoiceKey, rememberChoice } = await import('/js/lib/gpu/device_probe.js');
+    const { modelSource } = await import('/js/lib/loading/model_source.js');
     const adapterInfo = describeAdapter(await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }));
-    await rememberChoice(adapterInfo, deviceChoiceKey(source, 'fp32'), { device: 'webgpu', gpuMs: 1, wasmMs: 2 });
+    await rememberChoice(adapterInfo, deviceChoiceKey(modelSource(source), 'fp32'), { device: 'webgpu', gpuMs: 1, wasmMs: 2 });
     const scopes = [];
     const pushErrorScope = GPUDevice.prototype.pushErrorScope;
     GPUDevice.prototype.pushErrorScope = function (filter) {
@@ -273,10 +274,11 @@ async function logitsOnPage(page, modelUrl, format) {
   return page.evaluate(async ({ url, weights }) => {
     const { loadEngine } = await import('/js/lib/engine/engine.js');
     const { loadModelIntoEngine } = await import('/js/lib/loading/loader.js');
+    const { modelSource } = await import('/js/lib/loading/model_source.js');
     const { chooseDevice } = await import('/js/lib/gpu/device.js');
     const { openGpuModel } = await import('/js/lib/gpu/gpu_model.js');
     const engine = await loadEngine({ threads: 1 });
-    const { model, tokenizer } = await loadModelIntoEngine(engine, url, { weights });
+    const { model, tokenizer } = await loadModelIntoEngine(engine, modelSource(url), { weights });
     const choice = await chooseDevice('webgpu');
     const gpuModel = await openGpuModel(model, choice.gpu, choice.adapterInfo);
     const gpu = gpuModel.createSession();
@@ -338,10 +340,11 @@ async function blockModelOnPage(page, modelUrl, { prompt, steps, kernels = [['se
   return page.evaluate(async ({ url, text, count, kernelSets, referenceLogits }) => {
     const { loadEngine } = await import('/js/lib/engine/engine.js');
     const { loadModelIntoEngine } = await import('/js/lib/loading/loader.js');
+    const { modelSource } = await import('/js/lib/loading/model_source.js');
     const { chooseDevice } = await import('/js/lib/gpu/device.js');
     const { openGpuModel } = await import('/js/lib/gpu/gpu_model.js');
     const engine = await loadEngine({ threads: 1 });
-    const { model, tokenizer } = await loadModelIntoEngine(engine, url, {});
+    const { model, tokenizer } = await loadModelIntoEngine(engine, modelSource(url), {});
     const gpus = [];
     for (const [kind, kindSteps = count] of kernelSets) {
       const choice = await chooseDevice('webgpu');
@@ -462,17 +465,18 @@ for (const [name, url, weights] of [['the bundled model', BUNDLED, 'fp32'], ['th
     const result = await page.evaluate(async ({ modelUrl, format, prompt }) => {
       const { loadEngine } = await import('/js/lib/engine/engine.js');
       const { loadModelIntoEngine } = await import('/js/lib/loading/loader.js');
+      const { modelSource } = await import('/js/lib/loading/model_source.js');
       const { chooseDevice } = await import('/js/lib/gpu/device.js');
       const { openGpuModel, startWeightUpload } = await import('/js/lib/gpu/gpu_model.js');
       const engine = await loadEngine({ threads: 1 });
       const memory = [engine.heapBytes()];
       const streamedChoice = await chooseDevice('webgpu');
       const upload = startWeightUpload(streamedChoice.gpu);
-      const loaded = await loadModelIntoEngine(engine, modelUrl, { weights: format, onMatrixRows: (rows) => upload.receive(rows) });
+      const loaded = await loadModelIntoEngine(engine, modelSource(modelUrl), { weights: format, onMatrixRows: (rows) => upload.receive(rows) });
       memory.push(engine.heapBytes());
       const heapWeightsStreamed = loaded.model.weightBytes;
       const streamed = await openGpuModel(loaded.model, streamedChoice.gpu, streamedChoice.adapterInfo, modelUrl, upload);
-      const { model: heapModel } = await loadModelIntoEngine(engine, modelUrl, { weights: format });
+      const { model: heapModel } = await loadModelIntoEngine(engine, modelSource(modelUrl), { weights: format });
       memory.push(engine.heapBytes());
       const heapChoice = await chooseDevice('webgpu');
       const fromHeap = await openGpuModel(heapModel, heapChoice.gpu, heapChoice.adapterInfo, modelUrl);

@@ -320,13 +320,13 @@ describe('device', () => {
 
 describe('model sources', () => {
   test('a Hugging Face repository id is its folder on the Hub, owner/name/FILE.gguf that file; paths and URLs stay', () => {
-    expect(resolveModelSource('openai-community/gpt2').href).toBe('https://huggingface.co/openai-community/gpt2/resolve/main/');
-    expect(resolveModelSource('owner/repo.name/Model-Q4_0.gguf').href).toBe('https://huggingface.co/owner/repo.name/resolve/main/Model-Q4_0.gguf');
-    expect(resolveModelSource('owner/name', 'http://127.0.0.1:9/').href).toBe('http://127.0.0.1:9/owner/name/resolve/main/');
-    expect(resolveModelSource('https://example.com/m/').href).toBe('https://example.com/m/');
-    expect(resolveModelSource('tests/fixtures')).toBe('tests/fixtures');  // an existing folder, not a Hub id
-    expect(resolveModelSource('./owner/name')).toBe('./owner/name');
-    expect(resolveModelSource('/models/gpt2')).toBe('/models/gpt2');
+    expect(resolveModelSource('openai-community/gpt2')).toEqual({ kind: 'url', url: 'https://huggingface.co/openai-community/gpt2/resolve/main/' });
+    expect(resolveModelSource('owner/repo.name/Model-Q4_0.gguf')).toEqual({ kind: 'url', url: 'https://huggingface.co/owner/repo.name/resolve/main/Model-Q4_0.gguf' });
+    expect(resolveModelSource('owner/name', 'http://127.0.0.1:9/')).toEqual({ kind: 'url', url: 'http://127.0.0.1:9/owner/name/resolve/main/' });
+    expect(resolveModelSource('https://example.com/m/')).toEqual({ kind: 'url', url: 'https://example.com/m/' });
+    expect(resolveModelSource('tests/fixtures')).toEqual({ kind: 'path', path: 'tests/fixtures' });  // an existing folder, not a Hub id
+    expect(resolveModelSource('./owner/name')).toEqual({ kind: 'path', path: './owner/name' });
+    expect(resolveModelSource('/models/gpt2')).toEqual({ kind: 'path', path: '/models/gpt2' });
   });
 
   test('the cache folder is $GPT2_WASM_CACHE_DIR, else the platform\'s', () => {

@@ -121,15 +121,15 @@ describe('the disk cache keeps to its folder', () => {
     const { code, stderr } = await run(['--model', 'owner/name/..\\pwned.gguf', ...GENERATE], env);
     expect(code).toBe(1);
     expect(stderr).toBe(`gpt2-wasm: ${server.base}/hub/owner/name/resolve/main/..%5Cpwned.gguf: the file name "..\\\\pwned.gguf" cannot be kept in the cache (it holds a path separator)\n`);
-    expect(String(resolveModelSource('o/n/a?b#c.gguf', 'https://hub.example'))).toBe('https://hub.example/o/n/resolve/main/a%3Fb%23c.gguf');
+    expect(resolveModelSource('o/n/a?b#c.gguf', 'https://hub.example')).toEqual({ kind: 'url', url: 'https://hub.example/o/n/resolve/main/a%3Fb%23c.gguf' });
   });
 
   test('a Hub id follows the Hub\'s rule for names; anything else is a local path', () => {
     const hub = 'https://hub.example';
-    expect(String(resolveModelSource('openai-community/gpt2', hub))).toBe('https://hub.example/openai-community/gpt2/resolve/main/');
-    expect(String(resolveModelSource('a.b_c/d-e', hub))).toBe('https://hub.example/a.b_c/d-e/resolve/main/');
+    expect(resolveModelSource('openai-community/gpt2', hub)).toEqual({ kind: 'url', url: 'https://hub.example/openai-community/gpt2/resolve/main/' });
+    expect(resolveModelSource('a.b_c/d-e', hub)).toEqual({ kind: 'url', url: 'https://hub.example/a.b_c/d-e/resolve/main/' });
     for (const text of ['../escape', 'owner/..', './name', 'a--b/c', 'a..b/c', '-a/b', 'a/b.', `${'a'.repeat(97)}/b`]) {
-      expect(resolveModelSource(text, hub)).toBe(text);
+      expect(resolveModelSource(text, hub)).toEqual({ kind: 'path', path: text });
     }
   });
 

@@ -10,6 +10,7 @@ import { jest } from '@jest/globals';
 import { Crc32 } from '../../web/lib/loading/crc32.js';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { useFakeCaches } from './fake_caches.js';
 import { sendRange, sendSlow, startFileServer } from './file_server.js';
 
@@ -90,7 +91,7 @@ beforeAll(async () => {
   engine = await loadEngine();
   server = await startFileServer(files, routes);
   okRoute = newRoute('ok');
-  const { model } = await loadModelIntoEngine(engine, `${server.baseUrl}/${okRoute}/`, { withTokenizer: false });
+  const { model } = await loadModelIntoEngine(engine, modelSource(`${server.baseUrl}/${okRoute}/`), { withTokenizer: false });
   cleanIds = greedyIds(model);
   model.dispose();
 });
@@ -111,7 +112,7 @@ function greedyIds(model) {
 
 // Loads the route's model (token ids only) and checks it generates what the model of a clean download does.
 async function expectCleanModel(route, options = {}) {
-  const { model } = await loadModelIntoEngine(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options });
+  const { model } = await loadModelIntoEngine(engine, modelSource(`${server.baseUrl}/${route}/`), { withTokenizer: false, ...options });
   try {
     expect(greedyIds(model)).toEqual(cleanIds);
   } finally {
@@ -122,7 +123,7 @@ async function expectCleanModel(route, options = {}) {
 // -> the rejection of loading the route's model, checking that nothing of it stayed in the wasm heap.
 async function loadError(route, options = {}) {
   const before = engine.heapUsedBytes();
-  const error = await loadModelIntoEngine(engine, `${server.baseUrl}/${route}/`, { withTokenizer: false, ...options })
+  const error = await loadModelIntoEngine(engine, modelSource(`${server.baseUrl}/${route}/`), { withTokenizer: false, ...options })
     .then(() => null, (e) => e);
   expect(error).not.toBeNull();
   expect(engine.heapUsedBytes()).toBe(before);

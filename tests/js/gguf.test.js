@@ -11,6 +11,7 @@ import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModel } from '../../web/lib/gpt2.js';
 import { ModelLoadError } from '../../web/lib/errors.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
@@ -67,7 +68,7 @@ async function greedyText(source, options) {
 // Rejection with the given error, checking afterwards that nothing stayed in the heap.
 async function expectLoadError(source, check, options) {
   const before = engine.heapUsedBytes();
-  const error = await loadModelIntoEngine(engine, source, options).then(() => null, (e) => e);
+  const error = await loadModelIntoEngine(engine, modelSource(source), options).then(() => null, (e) => e);
   expect(error).not.toBeNull();
   check(error);
   expect(engine.heapUsedBytes()).toBe(before);
@@ -231,13 +232,13 @@ describe('GGUF with a Cache API (an in-memory stand-in for the browser\'s)', () 
 
   test('a loaded file is cached and loads again without a request; a corrupt cached copy is downloaded again', async () => {
     const url = hubUrl('ok');
-    (await loadModelIntoEngine(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, modelSource(url))).model.dispose();
     expect(Buffer.from(stored.get(url)).equals(bytes.f32)).toBe(true);
     const requests = server.requestCount();
-    (await loadModelIntoEngine(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, modelSource(url))).model.dispose();
     expect(server.requestCount()).toBe(requests);
     stored.set(url, bytes.safetensors);
-    (await loadModelIntoEngine(engine, url)).model.dispose();
+    (await loadModelIntoEngine(engine, modelSource(url))).model.dispose();
     expect(server.requestCount()).toBe(requests + 1);
     expect(Buffer.from(stored.get(url)).equals(bytes.f32)).toBe(true);
   });

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { ModelLoadError } from '../../web/lib/errors.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { send, sendCut, sendSlow, startFileServer, status } from './file_server.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
@@ -47,7 +48,7 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 function load(source, options = {}) {
-  return loadModelIntoEngine(engine, source, { withTokenizer: false, ...options });
+  return loadModelIntoEngine(engine, modelSource(source), { withTokenizer: false, ...options });
 }
 
 async function expectLoads(source, options) {
@@ -175,7 +176,7 @@ describe('loader with a Cache API (an in-memory stand-in for the browser\'s)', (
   });
 
   test('a completed load is cached and the next load makes no requests', async () => {
-    const { model, tokenizer } = await loadModelIntoEngine(engine, `${baseUrl}/ok/`, { withTokenizer: true });
+    const { model, tokenizer } = await loadModelIntoEngine(engine, modelSource(`${baseUrl}/ok/`), { withTokenizer: true });
     model.dispose();
     expect(tokenizer.vocabSize).toBe(384);
     expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');
@@ -248,14 +249,14 @@ describe('loader from local sources', () => {
 
 describe('the tokenizer the loader builds', () => {
   test('a bad tokenizer is reported before the weights are downloaded', async () => {
-    const error = await loadModelIntoEngine(engine, `${baseUrl}/badvocab/`).catch((e) => e);
+    const error = await loadModelIntoEngine(engine, modelSource(`${baseUrl}/badvocab/`)).catch((e) => e);
     expect(error).toMatchObject({ name: 'ModelLoadError', file: 'vocab.json + merges.txt', kind: 'invalid' });
     expect(server.requests().map(({ path }) => path).filter((path) => path.startsWith('/badvocab/')))
       .toEqual(['/badvocab/config.json', '/badvocab/vocab.json', '/badvocab/merges.txt']);
   });
 
   test('vocab.json and merges.txt make the tokenizer; a larger vocabulary than the model\'s, or a bad one, is named', async () => {
-    const { model, tokenizer } = await loadModelIntoEngine(engine, `${baseUrl}/ok/`);
+    const { model, tokenizer } = await loadModelIntoEngine(engine, modelSource(`${baseUrl}/ok/`));
     model.dispose();
     expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');
     const gpt2 = fileURLToPath(new URL('../fixtures/gpt2-vocab/', import.meta.url));

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { ModelLoadError } from '../../web/lib/errors.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const BUNDLED = fileURLToPath(new URL('../../public/models/tiny-shakespeare/', import.meta.url));
@@ -243,12 +244,12 @@ describe('loadModelIntoEngine from streams', () => {
       },
     };
   }
-  // loader.js recognizes Blobs with instanceof: give the stand-in Blob's prototype.
+  // source_files.js recognizes Blobs with instanceof: give the stand-in Blob's prototype.
   const asBlob = (object) => Object.setPrototypeOf(object, Blob.prototype);
 
   test('a local file streamed in small pieces loads, with progress', async () => {
     const events = [];
-    const { model } = await loadModelIntoEngine(engine, { config: configJson, weights: asBlob(chunkedBlob(weights, 'random')) },
+    const { model } = await loadModelIntoEngine(engine, modelSource({ config: configJson, weights: asBlob(chunkedBlob(weights, 'random')) }),
       { withTokenizer: false, onProgress: (event) => events.push(event) });
     expect(run(model).ids).toEqual(greedy.generated.slice(0, 12));
     model.dispose();
@@ -258,14 +259,14 @@ describe('loadModelIntoEngine from streams', () => {
   test('a read error mid-file is a network error; an abort mid-file is an AbortError; nothing stays allocated', async () => {
     const before = engine.heapUsedBytes();
     const failing = asBlob(chunkedBlob(weights, 'random', { failAfter: 200000 }));
-    const error = await loadModelIntoEngine(engine, { config: configJson, weights: failing }, { withTokenizer: false }).catch((e) => e);
+    const error = await loadModelIntoEngine(engine, modelSource({ config: configJson, weights: failing }), { withTokenizer: false }).catch((e) => e);
     expect(error).toBeInstanceOf(ModelLoadError);
     expect(error).toMatchObject({ file: 'model.safetensors', kind: 'network' });
     expect(error.message).toMatch(/disk unplugged/);
 
     const controller = new AbortController();
     const cancelled = asBlob(chunkedBlob(weights, 'random', { abortAfter: 100000, abort: () => controller.abort() }));
-    const aborted = await loadModelIntoEngine(engine, { config: configJson, weights: cancelled },
+    const aborted = await loadModelIntoEngine(engine, modelSource({ config: configJson, weights: cancelled }),
       { withTokenizer: false, signal: controller.signal }).catch((e) => e);
     expect(aborted.name).toBe('AbortError');
     expect(engine.heapUsedBytes()).toBe(before);

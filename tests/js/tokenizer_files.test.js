@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { createTokenizer, createTokenizerFromVocabulary } from '../../web/lib/tokenizer.js';
 import { send, startFileServer } from './file_server.js';
 
@@ -227,7 +228,7 @@ describe('the size bounds of the text files, through loadModelIntoEngine', () =>
   });
 
   async function loadError(source, options) {
-    const error = await loadModelIntoEngine(engine, source, options).then(() => null, (e) => e);
+    const error = await loadModelIntoEngine(engine, modelSource(source), options).then(() => null, (e) => e);
     expect(error).not.toBeNull();
     return error;
   }
@@ -290,7 +291,7 @@ describe('the size bounds of the text files, through loadModelIntoEngine', () =>
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
     test('a vocab.json of several chunks keeps each chunk\'s bytes', async () => {
-      const { model, tokenizer } = await loadModelIntoEngine(engine, dir);
+      const { model, tokenizer } = await loadModelIntoEngine(engine, modelSource(dir));
       model.dispose();
       expect(tokenizer.vocabSize).toBe(384);
       expect(tokenizer.decode(tokenizer.encode('ROMEO: the end'))).toBe('ROMEO: the end');

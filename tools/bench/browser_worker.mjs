@@ -9,6 +9,7 @@
 import { loadEngine } from '/public/js/lib/engine/engine.js';
 import { simdSupport } from '/public/js/lib/engine/simd_support.js';
 import { loadModelIntoEngine } from '/public/js/lib/loading/loader.js';
+import { modelSource } from '/public/js/lib/loading/model_source.js';
 import { deleteCachedModel } from '/public/js/lib/loading/model_cache.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
@@ -16,7 +17,7 @@ import { openGpuDriver } from './gpu_driver.mjs';
 
 // format: fp32 or int8 for a folder; a GGUF file's weights are its own types.
 async function loadModelFrom(engine, modelUrl, format) {
-  const loaded = await loadModelIntoEngine(engine, modelUrl, { withTokenizer: false, ...(modelUrl.endsWith('.gguf') ? {} : { weights: format }) });
+  const loaded = await loadModelIntoEngine(engine, modelSource(modelUrl), { withTokenizer: false, ...(modelUrl.endsWith('.gguf') ? {} : { weights: format }) });
   await deleteCachedModel(modelUrl);
   return loaded;
 }

@@ -9,13 +9,14 @@
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { simdSupport } from '../../web/lib/engine/simd_support.js';
 import { loadModelIntoEngine } from '../../web/lib/loading/loader.js';
+import { modelSource } from '../../web/lib/loading/model_source.js';
 import { measureModel } from './measure.mjs';
 import { createWasmDriver } from './wasm_driver.mjs';
 
 const [source, weights, planJson, threads = '1', simd = simdSupport()] = process.argv.slice(2);
 const start = performance.now();
 const engine = await loadEngine({ threads: Number(threads), simd });
-const { model } = await loadModelIntoEngine(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
+const { model } = await loadModelIntoEngine(engine, modelSource(source), { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
 const loadMs = performance.now() - start;
 console.error(`model loaded in ${(loadMs / 1000).toFixed(1)} s`);
 const plan = JSON.parse(planJson);

@@ -42,13 +42,14 @@ async function measure(dir, source, weights, planJson) {
   const gpu = await dawn(dir);
   const { loadEngine } = await import('../../web/lib/engine/engine.js');
   const { loadModelIntoEngine } = await import('../../web/lib/loading/loader.js');
+  const { modelSource } = await import('../../web/lib/loading/model_source.js');
   const { chooseDevice } = await import('../../web/lib/gpu/device.js');
   const { openGpuModel } = await import('../../web/lib/gpu/gpu_model.js');
   const { unsupportedWeights } = await import('../../web/lib/gpu/gpu_weights.js');
   const { measureModel } = await import('./measure.mjs');
   const start = performance.now();
   const engine = await loadEngine({ threads: 1 });
-  const { model } = await loadModelIntoEngine(engine, source, { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
+  const { model } = await loadModelIntoEngine(engine, modelSource(source), { withTokenizer: false, ...(source.endsWith('.gguf') ? {} : { weights }) });
   const opened = await openGpuDriver(engine, model, { chooseDevice, openGpuModel, unsupportedWeights }, gpu);
   if (opened.unsupported) {
     model.dispose();

@@ -33,7 +33,7 @@ browser_lane() {
   fi
   # the suites that load no engine (the tokenizer, options, types, the server, the opcode renumbering) test the same
   # code in either build: they run once, in the engine lane
-  local engine_free='tests/js/(tokenizer|tokenizer_fuzz|types|option_text|option_table|architecture_doc|include_layers|widget_options|model_registry|serve|gpu_weights|relaxed_opcodes)\.test\.js$'
+  local engine_free='tests/js/(tokenizer|tokenizer_fuzz|types|model_source|option_text|option_table|option_surfaces|architecture_doc|include_layers|widget_options|model_registry|serve|gpu_weights|relaxed_opcodes)\.test\.js$'
   GPT2_WASM_SIMD=relaxed node "${relaxed_flags[@]}" --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=1 \
     --testPathIgnorePatterns "$engine_free" || status=1
   return "$status"

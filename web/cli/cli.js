@@ -123,7 +123,7 @@ function defaultModel() {
 // so the next run downloads it again.
 async function loadCliModel(text, load) {
   const source = resolveModelSource(text ?? defaultModel());
-  if (!(source instanceof URL)) return loadModel(source, { threads: 1, ...load });
+  if (source.kind === 'path') return loadModel(source.path, { threads: 1, ...load });
   const onProgress = process.stderr.isTTY ? progressBar(process.stderr) : undefined;
   const cached = await cachedModel(source, { onProgress });
   try {
@@ -131,7 +131,7 @@ async function loadCliModel(text, load) {
   } catch (error) {
     if (error.kind !== 'invalid') throw error;
     await cached.evict();
-    throw new Error(`${source.href}: ${error.message} (removed from the cache)`, { cause: error });
+    throw new Error(`${source.url}: ${error.message} (removed from the cache)`, { cause: error });
   }
 }
 

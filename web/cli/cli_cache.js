@@ -14,6 +14,7 @@ import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { DownloadRestart, startDownload } from '../lib/loading/download.js';
 import { textFileByteBound } from '../lib/loading/file_sinks.js';
 import { HUGGING_FACE_HUB, MODEL_FILES, hubFileUrl, modelFileUrls } from '../lib/loading/model_files.js';
+import { pathSource, urlSource } from '../lib/loading/model_source.js';
 
 // A Hugging Face repository id, by the Hub's own rule for owner and name: letters, digits, '-', '_' and '.', not
 // starting or ending with '-' or '.', no '--' or '..', at most 96 characters; then optionally a .gguf file in it.
@@ -37,13 +38,14 @@ export function cacheDirectory(env = process.env, platform = process.platform, h
   return join(env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(home, '.cache'), 'gpt2-wasm');
 }
 
-// --model's text -> a local path, or the URL it names: an existing path wins over a Hub id of the same spelling.
-// hub: the Hub's address ($HF_ENDPOINT, as Hugging Face's own tools read it).
+// --model's text -> the model source it names (model_source.js): a local path, or a URL (a Hub id's is its folder
+// or file on the Hub); an existing path wins over a Hub id of the same spelling. hub: the Hub's address
+// ($HF_ENDPOINT, as Hugging Face's own tools read it).
 export function resolveModelSource(text, hub = process.env.HF_ENDPOINT || HUGGING_FACE_HUB) {
-  if (/^https?:\/\//i.test(text)) return new URL(text);
-  if (existsSync(text) || !HUB_ID.test(text)) return text;
+  if (/^https?:\/\//i.test(text)) return urlSource(new URL(text).href);
+  if (existsSync(text) || !HUB_ID.test(text)) return pathSource(text);
   const [owner, name, file = ''] = text.split('/');
-  return new URL(hubFileUrl(`${owner}/${name}`, encodeURIComponent(file), hubBase(hub)));
+  return urlSource(new URL(hubFileUrl(`${owner}/${name}`, encodeURIComponent(file), hubBase(hub))).href);
 }
 
 // $HF_ENDPOINT as a base URL ending in '/'; it must be an http(s) URL with no query or fragment.
@@ -60,10 +62,11 @@ function hubBase(hub) {
   return url.href.replace(/\/*$/, '/');
 }
 
-// A URL (from resolveModelSource) -> { path, evict() }: the folder or .gguf file on disk, downloading the files
-// the cache lacks; evict() removes the model from the cache (its files turned out invalid).
+// A URL's model source (from resolveModelSource) -> { path, evict() }: the folder or .gguf file on disk,
+// downloading the files the cache lacks; evict() removes the model from the cache (its files turned out invalid).
 // onProgress({ file, loaded, total (bytes or null), done }) while a file downloads.
-export async function cachedModel(url, { cacheDir = cacheDirectory(), onProgress } = {}) {
+export async function cachedModel(source, { cacheDir = cacheDirectory(), onProgress } = {}) {
+  const url = new URL(source.url);
   const folder = join(cacheDir, 'models', entryName(url));
   const evict = () => rm(folder, { recursive: true, force: true });
   const { format, urls } = modelFileUrls(url);

@@ -7,7 +7,8 @@
 //
 // source: a base URL of a model folder (config.json, model.safetensors, vocab.json, merges.txt), or the URL of a
 // GGUF file (its path ends in .gguf), absolute or relative to the page; in Node a folder or .gguf file path; or
-// local files: the folder's files, or one GGUF File/Blob/ArrayBuffer (see loader.js). In browser pages the model
+// local files: the folder's files, or one GGUF File/Blob/ArrayBuffer. loadModel decides once which of these it got
+// (loading/model_source.js), and the rest of the library takes that typed source. In browser pages the model
 // lives in a Web Worker (useWorker defaults to true where `window` exists), elsewhere in this thread; both
 // kinds of Model have the same interface.
 //
@@ -24,6 +25,7 @@ import { DEFAULT_THREADS, checkThreads } from './engine/threads.js';
 import { IS_PAGE } from './environment.js';
 import { checkDevice } from './gpu/device.js';
 import { ModelLoadError } from './errors.js';
+import { modelSource } from './loading/model_source.js';
 import { loadModelInThisThread } from './models/local_model.js';
 import { WorkerClient } from './worker/worker_client.js';
 import { loadModelInWorker } from './worker/worker_model.js';
@@ -73,8 +75,9 @@ export async function loadModel(source, options = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('loadModel: onProgress must be a function');
   checkThreads(threads);
   checkDevice(device);
-  if (worker || useWorker) return loadModelInWorker(source, { onProgress, signal, worker, weights, threads, device });
-  return loadModelInThisThread(source, { onProgress, signal, weights, threads, device });
+  const typed = modelSource(source);
+  if (worker || useWorker) return loadModelInWorker(typed, { onProgress, signal, worker, weights, threads, device });
+  return loadModelInThisThread(typed, { onProgress, signal, weights, threads, device });
 }
 
 const LOAD_OPTIONS = ['onProgress', 'signal', 'useWorker', 'worker', 'weights', 'threads', 'device'];

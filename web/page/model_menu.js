@@ -42,7 +42,7 @@ export function onLocalFilesChosen() {
   }
   const weights = files.find((file) => isGgufName(file.name)) ?? files.find((file) => file.name.endsWith('.safetensors'));
   const label = `Local files${weights ? ` (${weights.name}, ${formatBytes(weights.size)})` : ''}`;
-  // One file alone cannot be a folder's: it is loaded as a GGUF file (see model_sources.js).
+  // One file alone cannot be a folder's: it is loaded as a GGUF file (see source_files.js).
   const gguf = files.length === 1 || files.some((file) => isGgufName(file.name));
   const choice = { value: LOADED_LOCAL_VALUE, label, source: files, gguf };
   state.localChoice = choice;

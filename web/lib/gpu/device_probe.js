@@ -2,6 +2,7 @@
 // models can be slower on a GPU, whose every pass costs a submit and a readback), measured once with a few steps
 // of each and remembered per adapter and model in the Cache API, so that later loads pay nothing (and one
 // remembered for the GPU streams the weights straight there).
+import { sourceIdentity } from '../loading/model_source.js';
 
 const CHOICES_CACHE = 'gpt2-wasm-device-choices-v1';
 // Cache API keys are http(s) requests: a name that is never fetched.
@@ -10,18 +11,10 @@ const PROMPT = [0, 1, 2, 3];  // ids every vocabulary has
 const WARM_UP_STEPS = 1;
 const TIMED_STEPS = 4;
 
-// What the device probe remembers its choice under: the model's source (a URL, Hub id or path; local files and
-// in-memory parts by name, size and date) and the weights asked for.
+// What the device probe remembers its choice under: the model's source (model_source.js: its URL or path; local
+// files and in-memory parts by name, size and date) and the weights asked for.
 export function deviceChoiceKey(source, weights) {
-  if (typeof source === 'string' || source instanceof URL) return JSON.stringify([String(source), weights]);
-  const describe = (part) => [part?.name ?? null, part?.size ?? part?.byteLength ?? part?.length ?? null, part?.lastModified ?? null];
-  const isPart = (value) => ArrayBuffer.isView(value) || value instanceof ArrayBuffer ||
-    (typeof Blob !== 'undefined' && value instanceof Blob);
-  let parts;
-  if (isPart(source)) parts = [['model', ...describe(source)]];
-  else if (source?.length !== undefined) parts = Array.from(source, (file) => ['file', ...describe(file)]);  // an array or FileList
-  else parts = Object.entries(source ?? {}).map(([key, part]) => [key, ...describe(part)]);  // { config, weights, vocab, merges }
-  return JSON.stringify([parts, weights]);
+  return JSON.stringify([sourceIdentity(source), weights]);
 }
 
 // The choice remembered for the model modelKey names (deviceChoiceKey) on adapterInfo's adapter: { device, gpuMs, wasmMs, remembered: true }, or null before

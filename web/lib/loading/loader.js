@@ -1,18 +1,18 @@
 // Loads a model, a folder in the Hugging Face layout (config.json, model.safetensors, vocab.json, merges.txt) or
-// one GGUF file (weights, hyper-parameters and tokenizer), from a URL, from local File/Blob/ArrayBuffer objects,
-// or (Node) from a path (model_sources.js), and creates the engine model and the tokenizer from it. The weights
-// stream chunk by chunk into the engine's loader (file_sinks.js), which converts each tensor as it arrives: the
-// file is never held whole, in JS or in the wasm heap. Downloads resume after a dropped connection
-// (download.js). In browsers, downloads are copied into the Cache API as they stream (model_cache.js), and the
-// copies are completed only once the model has loaded; nothing incomplete or invalid is ever stored, and a
-// cached copy damaged since is found out before it is used. Plain ES module.
+// one GGUF file (weights, hyper-parameters and tokenizer), from a model source (model_source.js: a URL, local
+// File/Blob/ArrayBuffer objects, or a Node path) whose files source_files.js opens, and creates the engine model
+// and the tokenizer from it. The weights stream chunk by chunk into the engine's loader (file_sinks.js), which
+// converts each tensor as it arrives: the file is never held whole, in JS or in the wasm heap. Downloads resume
+// after a dropped connection (download.js). In browsers, downloads are copied into the Cache API as they stream
+// (model_cache.js), and the copies are completed only once the model has loaded; nothing incomplete or invalid
+// is ever stored, and a cached copy damaged since is found out before it is used. Plain ES module.
 import { DownloadRestart } from './download.js';
 import { BytesSink, WeightsSink } from './file_sinks.js';
 import { DamagedCopyError, ModelLoadError, throwIfAborted } from '../errors.js';
 import { checkNotHtml, describe } from './load_errors.js';
 import { commitCacheCopies } from './model_cache.js';
 import { MODEL_FILES } from './model_files.js';
-import { openModelFiles } from './model_sources.js';
+import { openModelFiles } from './source_files.js';
 import { createTokenizer, createTokenizerFromVocabulary } from '../tokenizer.js';
 
 const PROGRESS_INTERVAL_MS = 100;
@@ -22,9 +22,7 @@ const SPEED_WINDOW_MS = 5000;
 const SPEED_MIN_SPAN_MS = 500;
 
 // -> { model: EngineModel, tokenizer (tokenizer.js) | null }
-// source: a base URL (string or URL) of a folder or the URL of a .gguf file, a Node folder or file path,
-// { config, weights, vocab, merges } of File/Blob/ArrayBuffer/typed arrays, one File/Blob/ArrayBuffer/typed
-// array alone (a GGUF file), or an array/FileList of Files matched by name (the folder's, or one .gguf).
+// source: a model source, as modelSource (model_source.js) makes it of what loadModel takes.
 // withTokenizer: false skips the tokenizer (models used with token ids only: no vocab.json and merges.txt).
 // weights: 'fp32' or 'int8' (WasmEngine.createModelLoader, which checks it before model.safetensors is opened);
 // a GGUF file runs in its own types, so 'int8' is refused for it (TypeError) before anything is read.
@@ -127,7 +125,7 @@ function buildTokenizer(tokenizerFile, build) {
 // ---- reading one file into memory (text files) or into the engine's loader (weights) ----
 
 // file: { name, open({ signal, onRetry, retryDelayMs }) -> { total (bytes or null), chunks, cancel(), cacheCopy,
-// fromCache } } (model_sources.js). createSink(total): where the bytes go ({ write(chunk), length, finish() ->
+// fromCache } } (source_files.js). createSink(total): where the bytes go ({ write(chunk), length, finish() ->
 // result, discard() }), made anew when a download starts the file over (DownloadRestart): the engine's loader
 // cannot go back, so it is discarded with the bytes it had.
 async function readModelFile(file, context, createSink) {

@@ -5,6 +5,7 @@
 import { Crc32 } from './crc32.js';
 import { DamagedCopyError } from '../errors.js';
 import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
+import { isStringOrUrl } from './model_source.js';
 
 export const CACHE_NAME = 'gpt2-wasm-models-v1';
 
@@ -31,7 +32,7 @@ function digestUrl(url) {
   return digest.href;
 }
 
-// -> the body of url's cached copy (see model_sources.js), { total, chunks, cancel, fromCache: true }, whose
+// -> the body of url's cached copy (see source_files.js), { total, chunks, cancel, fromCache: true }, whose
 // chunks end in a ModelLoadError 'invalid' if they are not the length and CRC-32 stored with it (checked before
 // the last chunk's read returns, so before the file is used); or null when url is not cached, or is cached
 // without a readable digest (by an older version, or by a commit cut short), which is then evicted.
@@ -220,7 +221,7 @@ function storedModel(source, stored) {
 // in memory), and loading it again downloads them. source: its URL as loadModel takes it (relative to the
 // page) or as listCachedModels gives it. -> Promise of whether anything was removed (false without a Cache API).
 export async function deleteCachedModel(source) {
-  if (typeof source !== 'string' && !(source instanceof URL)) {
+  if (!isStringOrUrl(source)) {
     throw new TypeError(`deleteCachedModel: the source must be a model's URL (a string or URL), got ${String(source)}`);
   }
   if (!await openCache()) return false;

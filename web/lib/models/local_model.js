@@ -5,6 +5,7 @@ import { loadEngine } from '../engine/engine.js';
 import { DEFAULT_THREADS, resolveThreads } from '../engine/threads.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
 import { loadModelIntoEngine } from '../loading/loader.js';
+import { sourceName } from '../loading/model_source.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
 import { DescribedModel, describeModel } from './model_description.js';
 import { chooseDevice } from '../gpu/device.js';
@@ -15,7 +16,7 @@ import { unsupportedWeights } from '../gpu/gpu_weights.js';
 // A model bound for the GPU ('webgpu', or 'auto' where the GPU was measured faster for it at an earlier load)
 // streams its matrices there as the file loads, so that the heap never holds them; otherwise the heap takes the
 // whole model, which the first load's probe also runs on the CPU. Under 'auto', a model remembered as faster on
-// the CPU goes straight to the CPU, without an upload.
+// the CPU goes straight to the CPU, without an upload. source: a model source (model_source.js).
 export async function loadModelInThisThread(source, { onProgress, signal, weights = 'fp32', threads = DEFAULT_THREADS, device = 'auto' } = {}) {
   let choice = await chooseDevice(device);  // first: a 'webgpu' that cannot be fails before the download
   const modelKey = deviceChoiceKey(source, weights);
@@ -96,14 +97,6 @@ function matrixRowsTo(upload) {
       throw new Error(`${GPU_REFUSAL}${error.message}`, { cause: error });
     }
   };
-}
-
-
-// How an error names the model: its URL or Hub id, or its files' names.
-function sourceName(source) {
-  if (typeof source === 'string' || source instanceof URL) return String(source);
-  const files = Array.isArray(source) ? source : Array.from(source?.length !== undefined ? source : [source]);
-  return files.map((file) => file?.name ?? 'a file').join(', ');
 }
 
 // The models of this thread as a draft model reaches them (speculative: { draft: model }): model -> { pool, config }.

@@ -6,22 +6,21 @@ import { loadAbortedError } from '../errors.js';
 import { DescribedModel } from '../models/model_description.js';
 import { ModelRegistry } from '../models/model_registry.js';
 import { checkScoreText, normalizeScoreOptions, scoreAbortedError } from '../generation/score.js';
-import { resolveModelUrl } from '../loading/model_files.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
 const registry = new ModelRegistry();  // the models of the default worker
 
 // -> a Model in worker (a WorkerClient of the caller's) or, without one, in the page's default worker, which
-// ends with its last model; models of the default worker are shared through the registry.
+// ends with its last model; models of the default worker are shared through the registry. source: a model source
+// (model_source.js), plain data that the worker receives as it is.
 export async function loadModelInWorker(source, { onProgress, signal, worker, weights, threads, device }) {
   if (typeof Worker === 'undefined') throw new Error('loadModel: useWorker needs Web Workers (a browser)');
-  const portable = portableSource(source);
-  const load = (loadSignal, loadProgress) => loadModelIn(worker ?? usableDefaultWorker(), portable,
+  const load = (loadSignal, loadProgress) => loadModelIn(worker ?? usableDefaultWorker(), source,
     { onProgress: loadProgress, signal: loadSignal, weights, threads, device });
   if (worker) return load(signal, onProgress);
   // Only a URL names a model; other sources (files) are loaded for their caller alone.
-  const key = typeof portable === 'string' ? JSON.stringify([portable, weights, threads, device]) : null;
+  const key = source.kind === 'url' ? JSON.stringify([source.url, weights, threads, device]) : null;
   return registry.acquire(key, load, { onProgress, signal });
 }
 
@@ -45,15 +44,6 @@ async function loadModelIn(worker, source, { onProgress, signal, weights, thread
     throw loadAbortedError();
   }
   return model;
-}
-
-// The worker runs at a Blob URL, so relative URLs are resolved here; a FileList becomes an array.
-function portableSource(source) {
-  if (typeof source === 'string' || source instanceof URL) {
-    return resolveModelUrl(source).href;
-  }
-  if (typeof FileList !== 'undefined' && source instanceof FileList) return Array.from(source);
-  return source;
 }
 
 // After an engine crash, a WorkerModel loads itself again in the new worker (from the Cache API for a URL, from

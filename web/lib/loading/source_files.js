@@ -1,34 +1,30 @@
-// Where a model's files come from. A source gives either a folder in the Hugging Face layout,
-// { format: 'safetensors', config, weights, vocab, merges }, or one GGUF file, { format: 'gguf', model }, of file
-// openers ({ name, open({ signal, onRetry, retryDelayMs }) -> { total (bytes or null), chunks:
+// A model source's files (model_source.js), opened by its kind. The files are either a folder in the Hugging Face
+// layout, { format: 'safetensors', config, weights, vocab, merges }, or one GGUF file, { format: 'gguf', model }, of
+// file openers ({ name, open({ signal, onRetry, retryDelayMs }) -> { total (bytes or null), chunks:
 // AsyncIterable<Uint8Array | DownloadRestart>, cancel(), cacheCopy?, fromCache? } }), plus evict() for cached
-// URLs. Sources: a base URL or a .gguf URL (downloaded by download.js, which resumes broken connections, through
-// the Cache API in browsers); local File/Blob/ArrayBuffer objects ({ config, weights, vocab, merges }, or one
-// object alone: a GGUF file); an array or FileList of Files (the folder's files, or one GGUF file: named .gguf,
-// or starting with its magic); or (Node) a folder or file path. Only downloads retry.
-import { MODEL_FILES, isGgufName, modelFileUrls, resolveModelUrl } from './model_files.js';
+// URLs. A URL's files are downloaded by download.js, which resumes broken connections, through the Cache API in
+// browsers; local objects are read as they are; a list of files is matched by name (the folder's files, or one
+// GGUF file: named .gguf, or starting with its magic); a Node path is read from disk. Only downloads retry.
+import { MODEL_FILES, isGgufName, modelFileUrls } from './model_files.js';
 import { CacheCopy, evictFromCache, openCache, openCachedFile, requestPersistentStorage } from './model_cache.js';
+import { byKind } from './model_source.js';
 import { startDownload } from './download.js';
-import { IS_NODE, importNodeBuiltin } from '../environment.js';
+import { importNodeBuiltin } from '../environment.js';
 import { ModelLoadError } from '../errors.js';
 
 const NODE_READ_CHUNK_BYTES = 4 << 20;
 const UNNAMED_GGUF = 'model.gguf';
 const GGUF_MAGIC = 'GGUF';  // a GGUF file's first 4 bytes
 
+// -> Promise of the files of source (model_source.js): see above.
 export async function openModelFiles(source) {
-  if (typeof source === 'string' || source instanceof URL) {
-    const text = String(source);
-    if (/^https?:/i.test(text) || !IS_NODE) return openUrl(resolveModelUrl(text));
-    return openNodePath(text.startsWith('file:') ? (await importNodeBuiltin('url')).fileURLToPath(text) : text);
-  }
-  if (isFileList(source)) {
-    const list = Array.from(source);
-    return openNamedFiles(list, await startsLikeGguf(list));
-  }
-  if (isFileObject(source)) return { format: 'gguf', model: localFile(source, source.name ?? UNNAMED_GGUF) };
-  if (source && typeof source === 'object') return openLocalObjects(source);
-  throw new TypeError(`loadModel: unsupported model source ${String(source)} (a URL, a folder path or files)`);
+  return byKind(source, {
+    url: ({ url }) => openUrl(new URL(url)),
+    path: async ({ path }) => openNodePath(path.startsWith('file:') ? (await importNodeBuiltin('url')).fileURLToPath(path) : path),
+    files: async ({ files }) => openNamedFiles(files, await startsLikeGguf(files)),
+    parts: ({ parts }) => openLocalObjects(parts),
+    file: ({ file }) => ({ format: 'gguf', model: localFile(file, file.name ?? UNNAMED_GGUF) }),
+  });
 }
 
 // A URL whose path ends in .gguf is that file; any other, a folder.
@@ -50,10 +46,6 @@ function fileNameOf(url) {
   }
 }
 
-function isFileList(source) {
-  return Array.isArray(source) || (typeof FileList !== 'undefined' && source instanceof FileList);
-}
-
 // Whether a list of files is one GGUF file: named .gguf, or a Blob whose first bytes are GGUF's magic.
 async function startsLikeGguf(list) {
   if (list.length !== 1) return false;
@@ -61,11 +53,6 @@ async function startsLikeGguf(list) {
   if (isGgufName(file?.name)) return true;
   if (typeof Blob === 'undefined' || !(file instanceof Blob)) return false;
   return new TextDecoder().decode(await file.slice(0, GGUF_MAGIC.length).arrayBuffer()) === GGUF_MAGIC;
-}
-
-// One File, Blob, ArrayBuffer or typed array: the bytes of one file.
-function isFileObject(source) {
-  return (typeof Blob !== 'undefined' && source instanceof Blob) || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
 }
 
 // Taken from the Cache API when a checked copy is there (model_cache.js), else downloaded, and then copied
