@@ -1,5 +1,5 @@
 // Speculative decoding through the public API (generate's `speculative` option) on the wasm engine in Node: the
-// tokens are those of a run without it, bit for bit (engine/gpt2.h Session::step_draft verifies drafts in one
+// tokens are those of a run without it, bit for bit (engine/decoding/speculation.h Speculation::step verifies drafts in one
 // batched pass with step()'s logits and the sampler's own draws), for greedy and 50 seeds, both KV caches, one and
 // two threads, across a window slide, with stop strings, Continue's reuse, Stop and the pieces' distributions; and
 // prompt lookup does draft, and keep, tokens where the text repeats itself; and how the draft length adapts.

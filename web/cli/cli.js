@@ -101,7 +101,7 @@ async function interact(model, options) {
   }
 }
 
-async function printScores(model, text, { topAlternatives = 0, kvCache }) {
+async function printScores(model, text, { topAlternatives, kvCache }) {
   const { tokens, totalLogprob, perplexity } = await model.score(text, { topAlternatives, kvCache });
   for (const token of tokens) {
     const alternatives = formatAlternatives(token.alternatives, 'logprob');

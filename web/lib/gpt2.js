@@ -47,7 +47,7 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // continue a run exactly where it stopped, give its prompt's ids (encode()) and its pieces' tokens, since a
 // model may generate a text in other tokens than its tokenizer would make of it (e.g. "\n", "\n" where the
 // tokenizer makes one "\n\n"): a text prompt is encoded as a fresh one, and reuses only as far as the ids agree.
-// score(text, { topAlternatives = 0, kvCache = 'int8', signal }) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
+// score(text, { topAlternatives, kvCache, signal }) (SCORE_OPTIONS in generation/option_table.js) -> Promise of { tokens: [{ token, text, logprob, rank, alternatives:
 // [{ token, text, logprob }] }], totalLogprob, perplexity }: each token of the text (after <|endoftext|>) with
 // its natural-log probability given the text before it, its rank among all tokens (1 = the likeliest) and the
 // topAlternatives likeliest tokens; perplexity = exp(-totalLogprob / tokens.length); an empty text has no

@@ -220,7 +220,7 @@ export class EngineSession extends EngineObject {
   }
 
   // Log-probabilities of ids[1..] (at least 2 ids; all of them cross into the engine), each given the ids
-  // before it, in windows of n_ctx with stride n_ctx/2 (engine/gpt2.h Session::score): { logprobs: number[],
+  // before it, in windows of n_ctx with stride n_ctx/2 (engine/decoding/scorer.h Scorer::score): { logprobs: number[],
   // ranks: number[] (1 = the likeliest token), alternatives: [[token, logprob, token, logprob, ...] (topK
   // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
   // window scored.
@@ -261,7 +261,7 @@ export class EngineSession extends EngineObject {
     return this.sample();
   }
 
-  // Speculative decoding (engine/gpt2.h Session::step_draft): feeds id and verifies the drafted ids in one batched
+  // Speculative decoding (engine/decoding/speculation.h Speculation::step): feeds id and verifies the drafted ids in one batched
   // pass -> the sampled tokens, the accepted drafts and then the model's own (at least one), as step() one at a
   // time would give them.
   stepDraft(id, draft) {
@@ -275,13 +275,13 @@ export class EngineSession extends EngineObject {
     return this.checkedCall((session) => session.sample(), (token) => token < 0);
   }
 
-  // Makes this session continue from other's window, with a copy of its KV cache (Session::fork_from).
+  // Makes this session continue from other's window, with a copy of its KV cache (Sequences::fork).
   forkFrom(other) {
     this.checkedCall((session) => other.call((from) => session.forkFrom(from)), (forked) => !forked);
   }
 
   // Feeds ids[i] to sessions[i] (sessions[0] this one) in one batched pass -> the token each samples next, as each
-  // one's step() would (Session::step_sequences).
+  // one's step() would (Sequences::step).
   stepSequences(sessions, ids) {
     if (sessions[0] !== this) throw new Error('stepSequences: this session must come first');
     ids.forEach(checkTokenId);
@@ -301,7 +301,7 @@ export class EngineSession extends EngineObject {
       new module.BeamSearch(handles, numBeams, lengthPenalty, stopping, maxNewTokens, eosToken, Array.from(ids))));
   }
 
-  // Prompt lookup's draft after id (Session::lookup_draft): at most maxDraft ids, [] when the context gives none.
+  // Prompt lookup's draft after id (Speculation::lookup_draft): at most maxDraft ids, [] when the context gives none.
   lookupDraft(id, maxDraft) {
     checkTokenId(id);
     return this.call((session) => session.lookupDraft(id, maxDraft));

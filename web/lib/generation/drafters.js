@@ -1,5 +1,5 @@
 // Where speculative decoding's drafts come from (generate.js's Decoding): prompt lookup, n-grams of the context
-// (the engine's Session::lookup_draft), or a draft model, a smaller model of the same vocabulary decoding greedily
+// (the engine's Speculation::lookup_draft), or a draft model, a smaller model of the same vocabulary decoding greedily
 // in a session of its own that follows the target's text. Each is told every token the run gives (push) and asked
 // for up to `length` tokens to follow the last one (draft). Plain ES module.
 

@@ -138,7 +138,7 @@ export const GENERATE_OPTIONS = deepFreeze({
     doc: 'speculative decoding: drafted tokens verified several per pass, the text unchanged', attribute: 'data-speculative',
     control: 'speculative',
   }),
-  // sequences sampled from one prefill, decoded together (engine/gpt2.h Session::step_sequences)
+  // sequences sampled from one prefill, decoded together (engine/decoding/sequences.h Sequences::step)
   numReturnSequences: integer(1, MAX_SEQUENCES, {
     default: 1, also: 'at most numBeams with beams',
     doc: 'sequences sampled from one prefill and decoded together', flag: '--num-return-sequences N', attribute: 'data-num-return-sequences',

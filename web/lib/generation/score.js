@@ -1,5 +1,5 @@
 // Scoring a text (model.score): the log-probability and rank of each of its tokens given the tokens before it,
-// with the likeliest alternatives, from the engine's batched passes (Session::score in engine/gpt2.h). A text
+// with the likeliest alternatives, from the engine's batched passes (Scorer::score in engine/decoding/scorer.h). A text
 // longer than the context is scored in overlapping windows of n_ctx tokens with a stride of n_ctx/2: the first
 // window scores its tokens 1..n_ctx-1, each next one starts n_ctx/2 tokens later and scores only the tokens no
 // window has scored yet, so each of those has at least n_ctx/2 tokens of context (`gpt2 --eval` scores the same

@@ -85,7 +85,7 @@ export class GpuSession {
   }
 
   // EngineSession.score with each pass on the GPU: the engine keeps the windows and scores the rows of logits
-  // each pass reads back (Session::begin_score). The window is then the last window scored, its cache on the GPU.
+  // each pass reads back (Scorer::begin). The window is then the last window scored, its cache on the GPU.
   // Once signal aborts, it rejects with score()'s AbortError between two passes.
   async score(ids, topK = 0, signal = undefined) {
     this.#recording.beginScore(ids, topK);
