@@ -177,6 +177,7 @@ gpt2::HostSession* make_session(const gpt2::HostModel& model, bool use_kv_cache,
 }
 val session_error(const gpt2::HostSession& s) { return js_error(s.error()); }
 bool set_sampling(gpt2::HostSession& s, const Sampling& sampling) { return s.set_sampling(sampling); }
+int prefill(gpt2::HostSession& s, const val& ids, bool reuse) { return s.prefill(JsArray(ids), reuse); }
 bool feed_prompt(gpt2::HostSession& s, const val& ids, bool reuse) { return s.feed_prompt(JsArray(ids), reuse); }
 bool run_on_cpu(gpt2::HostSession& s, const gpt2::HostModel& cpu) { return s.run_on_cpu(cpu.shared()); }
 
@@ -195,6 +196,7 @@ val all_logits(gpt2::HostSession& s) {
     return rows ? heap_view(rows * s.n_vocab(), s.session().recorded_all_logits()) : val::null();
 }
 
+bool score(gpt2::HostSession& s, const val& ids, double top_k) { return s.score(JsArray(ids), top_k); }
 bool begin_score(gpt2::HostSession& s, const val& ids, double top_k) { return s.begin_score(JsArray(ids), top_k); }
 // -> { logprobs, ranks, alternatives: [[token, logprob, ...] per scored id] }
 val score_result(gpt2::HostSession& s) {
@@ -340,13 +342,13 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
     class_<H> session("Session");
     session.constructor(&make_session, emscripten::allow_raw_pointers());
     functions(session, "ok", &H::ok, "error", &session_error, "setSampling", &set_sampling, "sample", &H::sample,
-              "feedPrompt", &feed_prompt, "feedStep", &H::feed_step, "reset", &H::reset, "nCached", &H::n_cached,
-              "reusedTokens", &H::reused_tokens, "kvCache", &H::kv_cache, "kvCacheBytes", &H::kv_cache_bytes,
-              "batchRows", &H::batch_rows, "commands", &commands, "window", &window, "hostLogits", &host_logits,
-              "allLogits", &all_logits, "runOnCpu", &run_on_cpu, "beginScore", &begin_score, "feedScorePass",
-              &H::feed_score_pass, "scoreFedPass", &H::score_fed_pass, "scoreResult", &score_result, "distribution",
-              &distribution, "stepDraft", &step_draft, "lookupDraft", &lookup_draft, "forkFrom", &H::fork_from,
-              "stepSequences", &step_sequences);
+              "prefill", &prefill, "step", &H::step, "score", &score, "feedPrompt", &feed_prompt, "feedStep",
+              &H::feed_step, "reset", &H::reset, "nCached", &H::n_cached, "reusedTokens", &H::reused_tokens, "kvCache",
+              &H::kv_cache, "kvCacheBytes", &H::kv_cache_bytes, "batchRows", &H::batch_rows, "commands", &commands,
+              "window", &window, "hostLogits", &host_logits, "allLogits", &all_logits, "runOnCpu", &run_on_cpu,
+              "beginScore", &begin_score, "feedScorePass", &H::feed_score_pass, "scoreFedPass", &H::score_fed_pass,
+              "scoreResult", &score_result, "distribution", &distribution, "stepDraft", &step_draft, "lookupDraft",
+              &lookup_draft, "forkFrom", &H::fork_from, "stepSequences", &step_sequences);
 #ifdef GPT2_WASM_TESTING
     session.function("logits", &logits);
 #endif

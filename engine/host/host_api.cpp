@@ -100,6 +100,16 @@ bool HostSession::set_sampling(const HostSampling& sampling) {
                                                                : report(error);
 }
 
+int HostSession::prefill(const HostArray& ids, bool reuse) {
+    if (!read_ids(ids)) return -1;
+    return reuse ? session_->prefill_reusing(ids_.get(), n_ids_) : session_->prefill(ids_.get(), n_ids_);
+}
+
+int HostSession::step(double id) {
+    int32_t token = 0;
+    return read_id(id, "", &token) ? session_->step(token) : -1;
+}
+
 bool HostSession::feed_prompt(const HostArray& ids, bool reuse) {
     return read_ids(ids) && session_->feed_prompt(ids_.get(), n_ids_, reuse);
 }
@@ -113,7 +123,19 @@ bool HostSession::run_on_cpu(std::shared_ptr<const Model> cpu_model) {
     return run_recorded_pass_on_cpu(session_.get(), cpu_model, &cpu_host_);
 }
 
+bool HostSession::score(const HostArray& ids, double top_k) {
+    HostScoreRun& run = run_;
+    return prepare_score(ids, top_k) &&
+           scorer_->score(run.ids.get(), run.n, run.top_k, run.scores.get(), run.alternatives.get());
+}
+
 bool HostSession::begin_score(const HostArray& ids, double top_k) {
+    HostScoreRun& run = run_;
+    return prepare_score(ids, top_k) &&
+           scorer_->begin(run.ids.get(), run.n, run.top_k, run.scores.get(), run.alternatives.get());
+}
+
+bool HostSession::prepare_score(const HostArray& ids, double top_k) {
     HostScoreRun& run = run_;
     run = HostScoreRun{};
     HostError error{ErrorKind::input, ""};
@@ -132,7 +154,7 @@ bool HostSession::begin_score(const HostArray& ids, double top_k) {
         const uint64_t bytes = (n_scored + n_alternatives) * sizeof(TokenScore);
         return report({ErrorKind::memory, out_of_memory_message(bytes, "the scores")});
     }
-    return scorer_->begin(run.ids.get(), run.n, run.top_k, run.scores.get(), run.alternatives.get());
+    return true;
 }
 
 bool HostSession::distribution(double token, double top_k, double row, HostDistribution* out) {

@@ -112,13 +112,17 @@ class HostSession {
     bool score_fed_pass() { return scorer_->score_fed_pass(); }
 
     bool set_sampling(const HostSampling& sampling);
+    // Session::prefill, or prefill_reusing (reuse), and Session::step -> the sampled token, or -1 and error()
+    int prefill(const HostArray& ids, bool reuse);
+    int step(double id);
     bool feed_prompt(const HostArray& ids, bool reuse);
     bool feed_step(double id);
     // The recorded pass on the CPU (run_recorded_pass_on_cpu) with cpu_model's weights.
     bool run_on_cpu(std::shared_ptr<const Model> cpu_model);
 
-    // A score run, pass by pass (Scorer::begin): ids and top_k checked as Scorer::check does before score_run()'s
-    // storage is allocated; end_score() frees it.
+    // A score run, whole (Scorer::score) or pass by pass (Scorer::begin): ids and top_k checked as Scorer::check
+    // does before score_run()'s storage is allocated; end_score() frees it.
+    bool score(const HostArray& ids, double top_k);
     bool begin_score(const HostArray& ids, double top_k);
     const HostScoreRun& score_run() const { return run_; }
     void end_score() { run_ = HostScoreRun{}; }
@@ -138,6 +142,7 @@ class HostSession {
 
    private:
     bool report(const HostError& error);
+    bool prepare_score(const HostArray& ids, double top_k);  // into run_
     bool read_id(double id, const std::string& prefix, int32_t* out);
     bool read_ids(const HostArray& ids);  // into ids_
 

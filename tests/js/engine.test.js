@@ -277,6 +277,21 @@ describe('wasm engine errors', () => {
     expectStillUsable();
   });
 
+  test('a recording session refuses prefill, step and score: its host runs the forward pass', () => {
+    const refusal = (call) => `${call}: a recording session is fed by feed_step() and feed_prompt(), and its host runs the forward pass`;
+    withModel((model) =>
+      withSession(model, { recording: true, kvCache: 'fp32' }, (session) => {
+        expect(() => session.prefill(greedy.prompt)).toThrow(refusal('prefill'));
+        expect(() => session.prefillReusing(greedy.prompt)).toThrow(refusal('prefill_reusing'));
+        expect(() => session.step(1)).toThrow(refusal('step'));
+        expect(() => session.score(greedy.prompt)).toThrow(refusal('score'));
+        session.feedPrompt(greedy.prompt, false);  // what the host calls instead
+        expect(session.nCached).toBe(greedy.prompt.length);
+      }),
+    );
+    expectStillUsable();
+  });
+
   test('use after dispose throws instead of touching freed memory', () => {
     const model = engine.createModel(configJson, weights);
     const session = model.createSession();

@@ -181,16 +181,19 @@ export class EngineSession extends EngineObject {
   // newest n_ctx ids cross into the engine, which keeps no more of a longer prompt: a prompt of any length costs
   // the wasm heap at most n_ctx ids.
   prefill(ids) {
-    this.feedPrompt(ids, false);
-    return this.sample();
+    return this.#prefill(ids, false);
   }
 
   // prefill() that keeps the longest common prefix of the session's window and the newest n_ctx ids in the
   // cache (at most all but the last id) and feeds only the rest: the same next token as prefill(ids).
   // reusedTokens then says how many positions were kept (0 for a session without a KV cache).
   prefillReusing(ids) {
-    this.feedPrompt(ids, true);
-    return this.sample();
+    return this.#prefill(ids, true);
+  }
+
+  #prefill(ids, reuse) {
+    const window = this.#newestWindow(ids, reuse ? 'prefillReusing' : 'prefill');
+    return this.checkedCall((session) => session.prefill(window, reuse), (token) => token < 0);
   }
 
   // The halves of prefill/prefillReusing (reuse) and step, as the engine's session is fed: a recording session's host
@@ -225,8 +228,8 @@ export class EngineSession extends EngineObject {
   // pairs, likeliest first) per scored id] }; topK at most vocabSize. The session's window is then the last
   // window scored.
   score(ids, topK = 0) {
-    this.beginScore(ids, topK);
-    while (this.feedScorePass()) this.scoreFedPass();
+    const k = checkScoreArguments(ids, topK);
+    this.checkedCall((session) => session.score(ids, k), (scored) => !scored);
     return this.scoreResult();
   }
 
@@ -257,8 +260,8 @@ export class EngineSession extends EngineObject {
 
   // Feeds one token and returns the sampled next token id.
   step(id) {
-    this.feedStep(id);
-    return this.sample();
+    checkTokenId(id);
+    return this.checkedCall((session) => session.step(id), (token) => token < 0);
   }
 
   // Speculative decoding (engine/decoding/speculation.h Speculation::step): feeds id and verifies the drafted ids in one batched
