@@ -331,6 +331,7 @@ class Session {
     void set_window(int n, int generated);
     int n_generated() const { return n_generated_; }
     int sample_from(const float* logits);          // sample() from a row of logits other than logits()
+    Sampler& sampler() { return *sampler_; }       // sample()'s, e.g. to trace it (Sampler::set_trace)
     bool check_ids(const int32_t* ids, size_t n);  // false and error() (input) for an id outside the vocabulary
     // true and error() (input) for a recording session, which method cannot serve (its passes run at its host)
     bool refuse_recording(const char* method);

@@ -196,6 +196,18 @@ val all_logits(gpt2::HostSession& s) {
     return rows ? heap_view(rows * s.n_vocab(), s.session().recorded_all_logits()) : val::null();
 }
 
+bool inspect(gpt2::HostSession& s, const val& positions, const val& layers, const val& heads, double top_k, bool lens) {
+    return s.inspect(JsArray(positions), JsArray(layers), JsArray(heads), top_k, lens);
+}
+int inspect_prompt(gpt2::HostSession& s, const val& ids, bool reuse) { return s.inspect_prompt(JsArray(ids), reuse); }
+// -> { name: a view of the heap, or a number } (HostSession::inspection_views), valid until the next call
+val inspection(const gpt2::HostSession& s) {
+    val out = val::object();
+    for (const gpt2::HostView& v : s.inspection_views())
+        out.set(v.name, v.floats ? heap_view(v.n, v.floats) : v.ints ? heap_view(v.n, v.ints) : val(v.number));
+    return out;
+}
+
 bool score(gpt2::HostSession& s, const val& ids, double top_k) { return s.score(JsArray(ids), top_k); }
 bool begin_score(gpt2::HostSession& s, const val& ids, double top_k) { return s.begin_score(JsArray(ids), top_k); }
 // -> { logprobs, ranks, alternatives: [[token, logprob, ...] per scored id] }
@@ -349,6 +361,8 @@ EMSCRIPTEN_BINDINGS(gpt2_wasm) {
               "beginScore", &begin_score, "feedScorePass", &H::feed_score_pass, "scoreFedPass", &H::score_fed_pass,
               "scoreResult", &score_result, "distribution", &distribution, "stepDraft", &step_draft, "lookupDraft",
               &lookup_draft, "forkFrom", &H::fork_from, "stepSequences", &step_sequences);
+    functions(session, "inspect", &inspect, "inspectPrompt", &inspect_prompt, "inspectStep", &H::inspect_step,
+              "inspection", &inspection, "endInspection", &H::end_inspection);
 #ifdef GPT2_WASM_TESTING
     session.function("logits", &logits);
 #endif

@@ -157,6 +157,72 @@ bool HostSession::prepare_score(const HostArray& ids, double top_k) {
     return true;
 }
 
+bool HostSession::inspect(const HostArray& positions, const HostArray& layers, const HostArray& heads, double top_k,
+                          bool logit_lens) {
+    const Config& c = model_->config();
+    InspectionRequest request;
+    HostError error;
+    if (!host_int32s(positions, "inspect: positions", size_t(c.n_ctx), &request.positions, &error) ||
+        !host_int32s(layers, "inspect: layers", size_t(c.n_layer), &request.layers, &error) ||
+        !host_int32s(heads, "inspect: heads", size_t(c.n_head), &request.heads, &error))
+        return report(error);
+    if (!is_int32(top_k)) return report({ErrorKind::input, "inspect: topK " + js_number(top_k) + " is not an integer"});
+    request.top_k = int(top_k);
+    request.logit_lens = logit_lens;
+    if (!inspector_) inspector_.reset(new (std::nothrow) Inspector(*session_));
+    if (!inspector_) return report({ErrorKind::memory, out_of_memory_message(sizeof(Inspector), "the inspection")});
+    return inspector_->configure(request);
+}
+
+int HostSession::uninspected() {
+    report({ErrorKind::input, "inspect: no inspection was asked for"});
+    return -1;
+}
+
+int HostSession::inspect_prompt(const HostArray& ids, bool reuse) {
+    if (!inspector_) return uninspected();
+    return read_ids(ids) && inspector_->feed_prompt(ids_.get(), n_ids_, reuse) ? inspector_->sample() : -1;
+}
+
+int HostSession::inspect_step(double id) {
+    if (!inspector_) return uninspected();
+    int32_t token = 0;
+    return read_id(id, "", &token) && inspector_->feed_step(token) ? inspector_->sample() : -1;
+}
+
+std::vector<HostView> HostSession::inspection_views() const {
+    if (!inspector_) return {};
+    const Inspector& in = *inspector_;
+    const InspectionRequest& r = in.request();
+    const Config& c = model_->config();
+    const size_t P = size_t(in.n_positions()), L = r.layers.size(), H = r.heads.size(), K = size_t(r.top_k),
+                 hs = size_t(c.n_embd / c.n_head), S = SamplerTrace::kStages;
+    const SamplerTrace& t = in.trace();
+    static_assert(sizeof(CacheEvent) == 3 * sizeof(int32_t), "an event is read as 3 int32s");
+    return {
+        {"positions", P, nullptr, in.positions(), 0},
+        {"rowStride", 0, nullptr, nullptr, double(in.row_stride())},
+        {"attention", P * L * H * size_t(in.row_stride()), in.attention(), nullptr, 0},
+        {"lensTokens", P * L * K, nullptr, in.lens_tokens(), 0},
+        {"lensLogits", P * L * K, in.lens_logits(), nullptr, 0},
+        {"lensProbabilities", P * L * K, in.lens_probabilities(), nullptr, 0},
+        {"blocks", P * L * 3, in.blocks(), nullptr, 0},
+        {"qkvNorms", P * L * H * 3, in.qkv_norms(), nullptr, 0},
+        {"kvRows", P * L * H * 2 * hs, in.kv_rows(), nullptr, 0},
+        {"events", size_t(in.n_events()) * 3, nullptr, reinterpret_cast<const int32_t*>(in.events()), 0},
+        {"nCached", 0, nullptr, nullptr, double(session_->n_cached())},
+        {"kvCacheBytes", 0, nullptr, nullptr, double(session_->kv_cache_bytes())},
+        {"stageRan", S, nullptr, t.ran, 0},
+        {"stageCandidates", S, nullptr, t.candidates, 0},
+        {"stageTopCount", S, nullptr, t.n_top, 0},
+        {"stageTop", S * K, nullptr, t.top, 0},
+        {"stageValues", S * K, t.values, nullptr, 0},
+        {"token", 0, nullptr, nullptr, double(t.token)},
+        {"probability", 0, nullptr, nullptr, double(t.probability)},
+        {"draw", 0, nullptr, nullptr, double(t.draw)},
+    };
+}
+
 bool HostSession::distribution(double token, double top_k, double row, HostDistribution* out) {
     const float* logits = session_->n_cached() == 0 ? nullptr
                           : row < 0.0               ? session_->logits()
@@ -254,16 +320,18 @@ std::string host_constants_json() {
            json_number("maxDraftTokens", Speculation::kMaxDraftTokens) + "," +
            json_number("maxThreads", ThreadPool::kMaxThreads) + "," +
            json_number("maxScoreAlternatives", Scorer::kMaxScoreAlternatives) + "," + json_number("maxInt", kMaxInt) +
-           "," + json_number("maxFloat", kMaxFloat) + "},\"enums\":{" +
-           json_names("errorKinds", error_kind_name, ErrorKind::input) + "," +
+           "," + json_number("maxFloat", kMaxFloat) + "," + json_number("maxInspectTopK", Inspector::kMaxTopK) +
+           "},\"enums\":{" + json_names("errorKinds", error_kind_name, ErrorKind::input) + "," +
            json_names("weightFormats", weight_format_name, WeightFormat::q6_k) + "," +
            json_names("kvCacheFormats", kv_cache_format_name, KvCacheFormat::int8) + "," +
-           json_names("earlyStopping", early_stopping_name, EarlyStopping::never) + "},\"weightNames\":{" +
-           json_names("modelMatrices", w.model_matrices) + "," + json_names("layerMatrices", w.layer_matrices) + "," +
-           json_names("modelVectors", w.model_vectors) + "," + json_names("layerVectors", w.layer_vectors) +
-           "},\"gpuCommands\":{" + json_number("ints", kGpuCommandInts) + "," + json_names("ops", kGpuOpNames) + "," +
-           json_names("activations", kActivationNames) + "," + json_names("matrices", kMatrixNames) + "," +
-           json_names("norms", kNormNames) + "," + json_names("epilogues", kEpilogueNames) + "}}";
+           json_names("earlyStopping", early_stopping_name, EarlyStopping::never) + "," +
+           json_names("cacheEvents", kCacheEventNames) + "," + json_names("samplerStages", kSamplerStageNames) +
+           "},\"weightNames\":{" + json_names("modelMatrices", w.model_matrices) + "," +
+           json_names("layerMatrices", w.layer_matrices) + "," + json_names("modelVectors", w.model_vectors) + "," +
+           json_names("layerVectors", w.layer_vectors) + "},\"gpuCommands\":{" + json_number("ints", kGpuCommandInts) +
+           "," + json_names("ops", kGpuOpNames) + "," + json_names("activations", kActivationNames) + "," +
+           json_names("matrices", kMatrixNames) + "," + json_names("norms", kNormNames) + "," +
+           json_names("epilogues", kEpilogueNames) + "}}";
 }
 
 }  // namespace gpt2

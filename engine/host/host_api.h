@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "decoding/beam_search.h"
 #include "decoding/scorer.h"
@@ -15,6 +16,7 @@
 #include "decoding/speculation.h"
 #include "gpt2.h"
 #include "host/host_numbers.h"
+#include "inspection/inspector.h"
 #include "kernels/linear.h"
 #include "model/forward.h"
 
@@ -89,6 +91,15 @@ struct HostDistribution {
     int top_k = 0;
 };
 
+// One named array of a result as a host reads it in place (floats or ints, n values), or a number (n 0, both null).
+struct HostView {
+    const char* name;
+    size_t n;
+    const float* floats;
+    const int32_t* ints;
+    double number;
+};
+
 // A Session with its decoding modes (engine/decoding/) and the buffers a host's calls fill. Its errors are the
 // session's, or the constructor's when there is no session (ok() false).
 class HostSession {
@@ -135,6 +146,16 @@ class HostSession {
     int step_draft(double id, const HostArray& draft, int32_t* out);
     // Speculation::lookup_draft of at most max_draft (and kMaxDraftTokens) ids; 0 for an id that is not a token id
     int lookup_draft(double id, double max_draft, int32_t* draft) const;
+    // An inspection (Inspector): the request from the host's lists and top_k ("inspect: layers 1.5 is not an
+    // integer in the int32 range"); then Inspector::feed_prompt or feed_step and sample -> the token, or -1 and
+    // error(); inspection_views() the results of the last call, by the names the JS API reads (host_api.cpp).
+    bool inspect(const HostArray& positions, const HostArray& layers, const HostArray& heads, double top_k,
+                 bool logit_lens);
+    int inspect_prompt(const HostArray& ids, bool reuse);
+    int inspect_step(double id);
+    std::vector<HostView> inspection_views() const;
+    void end_inspection() { inspector_.reset(); }  // frees its results
+
     bool fork_from(const HostSession& other) { return Sequences::fork(*session_, *other.session_) >= 0; }
     // Sequences::step of sessions[0..n) (this one first, at most kMaxSequences read; n as the host counted them),
     // each fed ids[i] -> out
@@ -145,6 +166,7 @@ class HostSession {
     bool prepare_score(const HostArray& ids, double top_k);  // into run_
     bool read_id(double id, const std::string& prefix, int32_t* out);
     bool read_ids(const HostArray& ids);  // into ids_
+    int uninspected();                    // -1 and the error of an inspect_ call before inspect()
 
     std::shared_ptr<const Model> model_;  // kept alive as long as the session
     std::unique_ptr<Session> session_;
@@ -152,10 +174,11 @@ class HostSession {
     size_t n_vocab_ = 0;
     std::optional<Speculation> speculation_;
     std::optional<Scorer> scorer_;
-    Sequences sequences_;             // step_sequences's pass, led by this session
-    CpuHost cpu_host_;                // run_on_cpu's weights and run state
-    HostScoreRun run_;                // begin_score to end_score
-    std::unique_ptr<int32_t[]> ids_;  // (n_ids_) the ids of the last call that took some
+    Sequences sequences_;                   // step_sequences's pass, led by this session
+    CpuHost cpu_host_;                      // run_on_cpu's weights and run state
+    std::unique_ptr<Inspector> inspector_;  // from inspect() to end_inspection()
+    HostScoreRun run_;                      // begin_score to end_score
+    std::unique_ptr<int32_t[]> ids_;        // (n_ids_) the ids of the last call that took some
     size_t n_ids_ = 0;
 };
 
@@ -167,8 +190,9 @@ std::unique_ptr<BeamSearch> host_beam_search(HostSession* const* sessions, int n
                                              HostError* error);
 
 // The engine's constants as one JSON object, so that a host restates none of them: limits { maxSequences,
-// maxDraftTokens, maxThreads, maxScoreAlternatives, maxInt, maxFloat }; enums { errorKinds, weightFormats,
-// kvCacheFormats, earlyStopping }, each value's name at its code (errorKinds[0] is none, ""); weightNames
+// maxDraftTokens, maxThreads, maxScoreAlternatives, maxInt, maxFloat, maxInspectTopK }; enums
+// { errorKinds, weightFormats, kvCacheFormats, earlyStopping, cacheEvents, samplerStages }, each value's name at its
+// code (errorKinds[0] is none, ""); weightNames
 // { modelMatrices, layerMatrices, modelVectors, layerVectors } (model/weights.h); gpuCommands { ints, ops,
 // activations, matrices, norms, epilogues }, a command's int32s and each code's name (model/forward_ops.h).
 std::string host_constants_json();

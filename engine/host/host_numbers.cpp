@@ -126,6 +126,26 @@ bool host_token_ids(const HostArray& array, size_t n_vocab, std::unique_ptr<int3
     return true;
 }
 
+bool host_int32s(const HostArray& array, const std::string& what, size_t max_length, std::vector<int32_t>* out,
+                 HostError* error) {
+    const double length = array.length();
+    if (is_count(length) && length > double(max_length))
+        return fail(error, ErrorKind::input,
+                    what + " has " + js_number(length) + " entries, more than " + std::to_string(max_length));
+    std::unique_ptr<double[]> numbers;
+    size_t n = 0;
+    if (!read_numbers(array, what.c_str(), &numbers, &n, error)) return false;
+    if (!reserve(out, n)) return fail(error, ErrorKind::memory, out_of_memory_message(uint64_t(n) * 4, what));
+    out->clear();
+    for (size_t i = 0; i < n; i++) {
+        if (!is_int32(numbers[i]))
+            return fail(error, ErrorKind::input,
+                        what + " " + js_number(numbers[i]) + " is not an integer in the int32 range");
+        out->push_back(int32_t(numbers[i]));
+    }
+    return true;
+}
+
 bool host_sampling_settings(const HostSampling& host, SamplingSettings* out, HostError* error) {
     auto refuse = [&](ErrorKind kind, const std::string& message) {
         return fail(error, kind, kind == ErrorKind::memory ? message : "setSampling: " + message);

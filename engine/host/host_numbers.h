@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpt2.h"
 
@@ -95,6 +96,12 @@ const char* early_stopping_name(EarlyStopping early_stopping);
 // early_stopping_name, anything else for heuristic. false and *error (ErrorKind::input) for the first refused.
 bool host_beam_settings(double num_beams, double length_penalty, const std::string& early_stopping,
                         double max_new_tokens, double eos_token, BeamSettings* out, std::string* error);
+
+// The integers of a host's list (an inspection's positions, layers or heads) into *out: at most max_length of them,
+// each an exact int32; false and *error: array_length_refusal's message, "{what} has N entries, more than M", "{what}
+// 1.5 is not an integer in the int32 range" (input), or out of memory.
+bool host_int32s(const HostArray& array, const std::string& what, size_t max_length, std::vector<int32_t>* out,
+                 HostError* error);
 
 // A number of alternatives per token: an exact integer in [0, n_vocab] into *out; false and *error ("method: top_k X
 // out of range [0, n_vocab]") otherwise.

@@ -140,20 +140,29 @@ int argmax(const float* x, int n) {
     return int(std::find(x, x + n, max) - x);
 }
 
-void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
-                    float* scores) {
+void attention_probabilities(float* scores, const float* q, const float* keys, int n_keys, int head_size) {
     attention_scores(scores, q, keys, n_keys, head_size, 1.0f / std::sqrt(float(head_size)));
     softmax(scores, n_keys);
+}
+
+void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
+                    float* scores) {
+    attention_probabilities(scores, q, keys, n_keys, head_size);
     attention_values(out, scores, values, n_keys, head_size);
 }
 
-void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
-                       int16_t* query_q, int16_t* weights_q) {
+void attention_probabilities_q8(float* scores, const float* q, const Int8KvRows& cache, int n_keys, int head_size,
+                                int16_t* query_q) {
     float q_scale;
     quantize_activations(query_q, &q_scale, q, 1, head_size);
     attention_scores_q8(scores, query_q, q_scale * (1.0f / std::sqrt(float(head_size))), cache.keys, cache.key_scale,
                         n_keys, head_size);
     softmax(scores, n_keys);
+}
+
+void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
+                       int16_t* query_q, int16_t* weights_q) {
+    attention_probabilities_q8(scores, q, cache, n_keys, head_size, query_q);
     for (int j = 0; j < n_keys; j++) scores[j] *= cache.value_scale[j];
     attention_values_q8(out, scores, cache.values, n_keys, head_size, weights_q);
 }

@@ -40,6 +40,10 @@ int argmax(const float* x, int n);
 // head_size). scores is scratch (n_keys).
 void attention_head(float* out, const float* q, const float* keys, const float* values, int n_keys, int head_size,
                     float* scores);
+// Its first half: scores = the attention probabilities softmax(q . keys[j] / sqrt(head_size)), j < n_keys. In the
+// same scores buffer (the softmax's sums depend on its alignment) they are the ones attention_head weighs the values
+// with, bit for bit: what an inspection reads (engine/inspection/).
+void attention_probabilities(float* scores, const float* q, const float* keys, int n_keys, int head_size);
 
 // One head's rows in the int8 KV cache (KvCacheFormat::int8), quantized by kernels.h's quantize_cache_row (the
 // forward pass writes them through the same pointers).
@@ -55,5 +59,9 @@ struct Int8KvRows {
 // scales, quantized into weights_q (scratch, n_keys + 1), summed over the int8 values (attention_values_q8).
 void attention_head_q8(float* out, const float* q, const Int8KvRows& cache, int n_keys, int head_size, float* scores,
                        int16_t* query_q, int16_t* weights_q);
+// Its first half, as attention_probabilities: the probabilities attention_head_q8 computes before it scales them
+// by the value rows' scales.
+void attention_probabilities_q8(float* scores, const float* q, const Int8KvRows& cache, int n_keys, int head_size,
+                                int16_t* query_q);
 
 }  // namespace gpt2

@@ -366,6 +366,32 @@ class CpuOps : public ForwardOps {
     }
 };
 
+// CpuOps with an observer (RunState::observer) told after each layer's attention and after each residual add.
+class ObservedOps final : public CpuOps {
+   public:
+    ObservedOps(const Model& model, RunState* s, float* all_logits)
+        : CpuOps(model, s, all_logits), model_(model), observer_(s->observer) {}
+
+    void embed(const int32_t* tokens, int n, int pos0) override {
+        pos0_ = pos0;
+        CpuOps::embed(tokens, n, pos0);
+    }
+    void attention(int layer, int n, int pos0) override {
+        CpuOps::attention(layer, n, pos0);
+        observer_->attention_done(model_, s_, layer, n, pos0);
+    }
+    void linear(int layer, Matrix matrix, Activation out, Activation in, Epilogue epilogue, int row0, int n) override {
+        CpuOps::linear(layer, matrix, out, in, epilogue, row0, n);
+        if (epilogue != Epilogue::add) return;
+        observer_->block_done(model_, s_, layer, matrix == Matrix::attn_proj ? Block::attention : Block::mlp, n, pos0_);
+    }
+
+   private:
+    const Model& model_;
+    ForwardObserver* const observer_;
+    int pos0_ = 0;  // the chunk's, from embed()
+};
+
 // Rows as several sequences (forward_sequences): row i is one token of sequence i at position positions[i], whose
 // keys and values live in caches[i]; the matrices run on all rows at once in the activations' run state, as CpuOps.
 class SequenceOps final : public CpuOps {
@@ -486,6 +512,9 @@ void forward(const Model& model, RunState* s, const int32_t* tokens, int n, int 
         if (s->recording) {
             CommandRecorder ops(s, all_logits ? t0 : -1);
             forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);
+        } else if (s->observer) {
+            ObservedOps ops(model, s, all_logits ? all_logits + size_t(t0) * V : nullptr);
+            forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);
         } else {
             CpuOps ops(model, s, all_logits ? all_logits + size_t(t0) * V : nullptr);
             forward_batch(ops, c, tokens + t0, chunk, pos0 + t0, logits);
@@ -502,6 +531,42 @@ void forward_body(const Model& model, RunState* s, const int32_t* tokens, int n,
 void forward_logits(const Model& model, RunState* s, int row0, int n, float* all_logits) {
     CpuOps ops(model, s, all_logits);
     head(ops, row0, n);
+}
+
+void attention_row_probabilities(const Config& c, RunState* s, int layer, int head, int row, int pos, float* out) {
+    const int C = c.n_embd, hs = C / c.n_head;
+    const float* q = s->qkv + size_t(row) * 3 * C + size_t(head) * hs;
+    float* scores = s->scores + size_t(head) * s->scores_stride;  // the row attention_part used for this head
+    if (s->kv_format == KvCacheFormat::fp32) {
+        attention_probabilities(scores, q, s->key_cache + head_row(c, layer, head) * hs, pos + 1, hs);
+    } else {
+        attention_probabilities_q8(scores, q, int8_head(*s, c, layer, head), pos + 1, hs, s->query_q + head * hs);
+    }
+    std::memcpy(out, scores, sizeof(float) * size_t(pos + 1));
+}
+
+void residual_logits(const Model& model, RunState* s, int row, float* logits) {
+    const Config& c = model.config();
+    const size_t at = size_t(row) * c.n_embd;
+    layernorm_rows(s->xb + at, s->x + at, model.weights().ln_f, 1, c.n_embd, c.layer_norm_epsilon);
+    matmul(model.thread_pool(), s, logits, s->xb + at, model.weights().lm_head(), 1);
+}
+
+void kv_cache_rows(const Config& c, const RunState& s, int layer, int head, int pos, float* key, float* value) {
+    const size_t hs = size_t(c.n_embd / c.n_head), p = size_t(pos);
+    if (s.kv_format == KvCacheFormat::fp32) {
+        const size_t at = (head_row(c, layer, head) + p) * hs;
+        std::memcpy(key, s.key_cache + at, sizeof(float) * hs);
+        std::memcpy(value, s.value_cache + at, sizeof(float) * hs);
+        return;
+    }
+    const Int8KvRows rows = int8_head(s, c, layer, head);
+    const int8_t* keys = rows.keys + p * hs;
+    const int8_t* values = rows.values + (p / 2) * 2 * hs + p % 2;  // slot p % 2 of pair p / 2
+    for (size_t i = 0; i < hs; i++) {
+        key[i] = float(keys[i]) * rows.key_scale[p];
+        value[i] = float(values[2 * i]) * rows.value_scale[p];
+    }
 }
 
 void copy_kv_cache(const Config& c, const RunState& from, RunState* to, int first, int n) {

@@ -11,6 +11,8 @@
 
 namespace gpt2 {
 
+class ForwardObserver;
+
 // Everything is sized at creation, so neither a prefill nor a step allocates. The activation buffers hold
 // n_batch token rows: a longer prefill runs in chunks of n_batch tokens (each row's arithmetic does not depend
 // on its chunk, so the result is the same bit for bit), which keeps the steady-state memory close to weights +
@@ -52,6 +54,10 @@ struct RunState {
     int command_capacity = 0;              // enough for a forward over n_ctx tokens
     float* recorded_all_logits = nullptr;  // where the last recorded pass's logits rows go (its all_logits), or null
 
+    // An inspection reading the passes as they run (engine/inspection/), or null: forward() then runs no more than
+    // the pass.
+    ForwardObserver* observer = nullptr;
+
     void* memory = nullptr;  // one block holding all of the above, laid out by one list (forward.cpp)
     size_t bytes = 0;
     size_t kv_cache_bytes = 0;
@@ -85,6 +91,39 @@ void forward(const Model& model, RunState* state, const int32_t* tokens, int n, 
 // call that feeds, any rows, in any order. Not for recording run states.
 void forward_body(const Model& model, RunState* state, const int32_t* tokens, int n, int pos0);
 void forward_logits(const Model& model, RunState* state, int row0, int n, float* all_logits);
+
+// The two blocks of a layer, each of which adds its output to the residual stream.
+enum class Block : int32_t { attention, mlp };
+
+// What forward() lets an observer (RunState::observer; not for recording run states) read between the operations of
+// a chunk of n tokens at positions pos0..pos0 + n - 1, row t being position pos0 + t. The run state's scratch
+// (scores, xb, xq) is the observer's during a call; the rest it only reads.
+class ForwardObserver {
+   public:
+    // After layer's attention: s->qkv rows [0, n) hold the chunk's queries, keys and values, the cache their keys
+    // and values (attention_row_probabilities, kv_cache_rows).
+    virtual void attention_done(const Model& model, RunState* s, int layer, int n, int pos0) = 0;
+    // After block's output was added to the residual stream: s->proj rows [0, n) hold what was added, s->x rows the
+    // stream after it (residual_logits).
+    virtual void block_done(const Model& model, RunState* s, int layer, Block block, int n, int pos0) = 0;
+
+   protected:
+    ~ForwardObserver() = default;
+};
+
+// The attention probabilities (pos + 1 of them, into out) of chunk row `row`, at position pos, in head `head` of
+// layer `layer`: bit for bit the ones the pass weighed the values with, computed again from the row's query and the
+// cache (kernels/ops.h attention_probabilities) in the head's own scores row. Valid in attention_done.
+void attention_row_probabilities(const Config& c, RunState* s, int layer, int head, int row, int pos, float* out);
+
+// The logit lens: the final layernorm and the LM head on the residual stream's row `row` (s->x), into logits
+// (n_vocab), through the calls the head makes (so after the last layer these are the pass's own logits, bit for
+// bit). Uses xb's row `row` and xq as scratch: valid in block_done.
+void residual_logits(const Model& model, RunState* s, int row, float* logits);
+
+// Head `head`'s key and value rows (head_size values each) of layer `layer` at position pos of the cache, as the
+// attention reads them: fp32 as stored, int8 dequantized (q * scale).
+void kv_cache_rows(const Config& c, const RunState& s, int layer, int head, int pos, float* key, float* value);
 
 // Copies positions [first, first + n) of from's KV cache into to's (both run states of one config and KV-cache
 // format, not recording; 0 <= first, first + n <= n_ctx).

@@ -150,11 +150,13 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
         return kNonFiniteLogits;
     }
     std::memcpy(scores_, logits, sizeof(float) * V);
+    if (trace_) trace(SamplerTrace::logits, true, 0, true);
     for (const LogitBias& b : settings_.logit_bias) {
         const float before = scores_[b.token];
         // a -inf bias bans the token: its -inf is kept
         scores_[b.token] = b.bias == -INFINITY ? -INFINITY : adjusted(before + b.bias, before, double(before) + b.bias);
     }
+    if (trace_) trace(SamplerTrace::logit_bias, !settings_.logit_bias.empty(), 0, true);
 
     // CTRL repetition penalty, once per distinct token in the window
     const float penalty = settings_.repetition_penalty;
@@ -169,6 +171,7 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
         }
         for (int i = 0; i < n_window; i++) in_window_[window[i]] = 0;
     }
+    if (trace_) trace(SamplerTrace::repetition_penalty, penalty != 1.0f, 0, true);
 
     // OpenAI's presence and frequency penalties over the generated tokens: c * frequency + (c > 0) * presence
     if (settings_.presence_penalty != 0.0f || settings_.frequency_penalty != 0.0f) {
@@ -184,10 +187,18 @@ int Sampler::process(const float* logits, const int32_t* window, int n_window, i
             counts_[id] = 0;
         }
     }
+    if (trace_) {
+        const bool on = settings_.presence_penalty != 0.0f || settings_.frequency_penalty != 0.0f;
+        trace(SamplerTrace::presence_frequency_penalty, on, 0, true);
+    }
 
     ban_repeated_ngrams(window, n_window);
+    if (trace_) trace(SamplerTrace::no_repeat_ngram, settings_.no_repeat_ngram_size > 0, 0, true);
     ban_bad_words(window, n_window);
-    if (n_generated < settings_.min_new_tokens && settings_.eos_token >= 0) scores_[settings_.eos_token] = -INFINITY;
+    if (trace_) trace(SamplerTrace::bad_words, !settings_.bad_words.empty(), 0, true);
+    const bool hold_eos = n_generated < settings_.min_new_tokens && settings_.eos_token >= 0;
+    if (hold_eos) scores_[settings_.eos_token] = -INFINITY;
+    if (trace_) trace(SamplerTrace::min_new_tokens, hold_eos, 0, true);
     return 0;
 }
 
@@ -232,10 +243,12 @@ int Sampler::warp(std::string* error) {
         if (error) *error = kAllBannedMessage;
         return kAllBanned;
     }
-    if (settings_.top_k > 0 && settings_.top_k < n) {
+    const bool top_k = settings_.top_k > 0 && settings_.top_k < n;
+    if (top_k) {
         std::partial_sort(candidates_, candidates_ + settings_.top_k, candidates_ + n, more_likely);
         n = settings_.top_k;
     }
+    if (trace_) trace(SamplerTrace::top_k, top_k, n, false);
 
     // softmax over the candidates at the given temperature (scores_ becomes probabilities)
     float max = scores_[candidates_[0]];
@@ -243,9 +256,11 @@ int Sampler::warp(std::string* error) {
     // every token a candidate (no top-k, none banned) is candidates_[i] == i: scores_ itself
     const float sum = exp_at(scores_, n == n_vocab_ ? nullptr : candidates_, n, max, settings_.temperature);
     for (int i = 0; i < n; i++) scores_[candidates_[i]] /= sum;
+    if (trace_) trace(SamplerTrace::temperature, true, n, false);
 
     mass_ = 1.0f;
-    if (settings_.top_p < 1.0f && n > 1) {
+    const bool top_p = settings_.top_p < 1.0f && n > 1;
+    if (top_p) {
         // A token below (1 - top_p) / (n - 1) can never be in the nucleus (everything from it on sums to less
         // than 1 - top_p), so drop those before sorting (as llama2.c does).
         // The most likely token is always kept (with top_p near 0 the cutoff can exceed its probability).
@@ -271,8 +286,11 @@ int Sampler::warp(std::string* error) {
         mass_ = 0.0f;
         for (int i = 0; i < n; i++) mass_ += scores_[candidates_[i]];
     }
+    if (trace_) trace(SamplerTrace::top_p, top_p, n, false);
     if (settings_.min_p > 0.0f) n = keep_min_p(n);
+    if (trace_) trace(SamplerTrace::min_p, settings_.min_p > 0.0f, n, false);
     if (settings_.typical_p < 1.0f) n = keep_typical(n);
+    if (trace_) trace(SamplerTrace::typical_p, settings_.typical_p < 1.0f, n, false);
     return n;
 }
 
@@ -329,17 +347,71 @@ int Sampler::keep_typical(int n) {
 int Sampler::sample(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error) {
     const int processed = process(logits, window, n_window, n_generated, error);
     if (processed < 0) return processed;
-    if (settings_.temperature == 0.0f) return argmax(error);
+    if (settings_.temperature == 0.0f) {
+        const int best = argmax(error);
+        if (trace_ && best >= 0) {
+            candidates_[0] = best;
+            trace(SamplerTrace::greedy, true, 1, false);
+            scores_[best] = 1.0f;  // one-hot: what greedy draws from
+            trace(SamplerTrace::distribution, true, 1, false);
+            trace_drawn(best, 1.0f, 0.0f);
+        }
+        return best;
+    }
     const int n = warp(error);
     if (n < 0) return n;
+    if (trace_) trace(SamplerTrace::distribution, true, n, false, mass_);
     // inverse CDF over the candidates in their (deterministic) order
-    const float r = rng_.next_float() * mass_;
+    const float u = rng_.next_float(), r = u * mass_;
+    int32_t drawn = candidates_[n - 1];  // rounding: r landed at the very end
     float cumulative = 0.0f;
     for (int i = 0; i < n; i++) {
         cumulative += scores_[candidates_[i]];
-        if (r < cumulative) return candidates_[i];
+        if (r < cumulative) {
+            drawn = candidates_[i];
+            break;
+        }
     }
-    return candidates_[n - 1];  // rounding: r landed at the very end
+    if (trace_) trace_drawn(drawn, scores_[drawn] / mass_, u);
+    return drawn;
+}
+
+void Sampler::trace(SamplerTrace::Stage stage, bool on, int n, bool all_tokens, float divisor) {
+    SamplerTrace& t = *trace_;
+    if (stage == SamplerTrace::logits) {  // a new sample(): no stage has run yet
+        std::fill(t.ran, t.ran + SamplerTrace::kStages, 0);
+        t.token = -1;
+    }
+    t.ran[stage] = on;
+    if (!on) return;
+    const int top_n = t.top_n;
+    int32_t* top = t.top + size_t(stage) * size_t(top_n);
+    const float* scores = scores_;
+    auto before = [scores](int32_t a, int32_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; };
+    int count = 0, kept = 0;
+    auto consider = [&](int32_t id) {  // insertion into the sorted top; candidates come in any order
+        count++;
+        if (kept == top_n && !before(id, top[kept - 1])) return;
+        int i = kept < top_n ? kept++ : kept - 1;
+        for (; i > 0 && before(id, top[i - 1]); i--) top[i] = top[i - 1];
+        top[i] = id;
+    };
+    if (all_tokens) {
+        for (int id = 0; id < n_vocab_; id++)
+            if (scores_[id] != -INFINITY) consider(id);
+    } else {
+        for (int i = 0; i < n; i++) consider(candidates_[i]);
+    }
+    t.candidates[stage] = count;
+    t.n_top[stage] = kept;
+    float* values = t.values + size_t(stage) * size_t(top_n);
+    for (int i = 0; i < kept; i++) values[i] = scores_[top[i]] / divisor;
+}
+
+void Sampler::trace_drawn(int32_t token, float probability, float draw) {
+    trace_->token = token;
+    trace_->probability = probability;
+    trace_->draw = draw;
 }
 
 int Sampler::distribution(const float* logits, const int32_t* window, int n_window, int n_generated,

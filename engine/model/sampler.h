@@ -28,6 +28,57 @@ class Rng {
 // (0: greedy)") otherwise.
 bool check_sampling(const SamplingSettings& s, int n_vocab, std::string* error);
 
+// One sample() stage by stage, for an inspection (engine/inspection/): what the sampler set to trace it
+// (Sampler::set_trace) writes, and without one does not compute. The owner sizes the arrays (top_n >= 1).
+struct SamplerTrace {
+    // The stages in the order sample() runs them (SamplingSettings): the raw logits, the processors, then greedy's
+    // argmax or the warpers over the candidates, and the distribution drawn from.
+    enum Stage : int32_t {
+        logits,
+        logit_bias,
+        repetition_penalty,
+        presence_frequency_penalty,
+        no_repeat_ngram,
+        bad_words,
+        min_new_tokens,
+        greedy,
+        top_k,
+        temperature,
+        top_p,
+        min_p,
+        typical_p,
+        distribution
+    };
+    static constexpr int kStages = distribution + 1;
+    int top_n = 0;
+    int32_t ran[kStages] = {};         // 1: the stage ran (its setting is on), 0: skipped, the rest of it unwritten
+    int32_t candidates[kStages] = {};  // tokens still possible after the stage (not banned, not cut)
+    int32_t n_top[kStages] = {};       // entries of the stage in top / values, min(top_n, candidates)
+    int32_t* top = nullptr;            // (kStages, top_n) the stage's likeliest tokens, likeliest first (id on ties)
+    float* values = nullptr;           // (kStages, top_n) theirs: scores (logits after the processors) up to top_k,
+                                       // probabilities from temperature on, renormalized in distribution
+    int32_t token = -1;                // what sample() returned
+    float probability = 0.0f;          // the token's in the distribution (greedy: 1)
+    float draw = 0.0f;                 // sampled: the uniform number in [0, 1) whose inverse CDF is the token
+};
+
+// The stages' names, in value order, as the JS API spells them (a processor or warper by its option's name).
+inline constexpr const char* kSamplerStageNames[] = {"logits",
+                                                     "logitBias",
+                                                     "repetitionPenalty",
+                                                     "presenceFrequencyPenalty",
+                                                     "noRepeatNgramSize",
+                                                     "badWords",
+                                                     "minNewTokens",
+                                                     "greedy",
+                                                     "topK",
+                                                     "temperature",
+                                                     "topP",
+                                                     "minP",
+                                                     "typicalP",
+                                                     "distribution"};
+static_assert(sizeof(kSamplerStageNames) / sizeof(char*) == SamplerTrace::kStages, "a name for every stage");
+
 class Sampler {
    public:
     Sampler() = default;
@@ -59,6 +110,9 @@ class Sampler {
     int beam_scores(const float* logits, const int32_t* window, int n_window, int n_generated, float* out,
                     std::string* error);
 
+    // sample() writes each stage to trace from now on (null: none, the default); trace must outlive that.
+    void set_trace(SamplerTrace* trace) { trace_ = trace; }
+
    private:
     // The processors, logits -> scores_ (banned tokens at -inf); kNonFiniteLogits or 0.
     int process(const float* logits, const int32_t* window, int n_window, int n_generated, std::string* error);
@@ -70,6 +124,10 @@ class Sampler {
     int warp(std::string* error);
     int keep_min_p(int n);
     int keep_typical(int n);
+    // trace_'s stage: on (ran), the best of candidates_[0, n) (null candidates: the tokens not at -inf in scores_),
+    // valued as scores_ / divisor
+    void trace(SamplerTrace::Stage stage, bool on, int n, bool all_tokens, float divisor = 1.0f);
+    void trace_drawn(int32_t token, float probability, float draw);  // trace_'s token and why
 
     int n_vocab_ = 0;
     SamplingSettings settings_;
@@ -80,6 +138,7 @@ class Sampler {
     int32_t* counts_ = nullptr;      // (n_vocab) occurrences among the generated tokens, zero between calls
     uint8_t* in_window_ = nullptr;   // (n_vocab) marks of one call (tokens penalized; beam_scores' kept), zero between
     float mass_ = 1.0f;              // the candidates' probability after warp()
+    SamplerTrace* trace_ = nullptr;  // set_trace's
 };
 
 }  // namespace gpt2

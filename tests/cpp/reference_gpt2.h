@@ -29,8 +29,15 @@ class Reference {
         }
     }
 
-    // logits of every position (n, n_vocab)
-    std::vector<double> logits(const std::vector<int32_t>& ids) const {
+    // What the inspection tests compare with: the attention probabilities of every layer and head, and the residual
+    // stream after every layer.
+    struct Inside {
+        std::vector<std::vector<double>> attention;  // [layer * n_head + head] (n, n): row t holds t + 1 values
+        std::vector<std::vector<double>> residual;   // [layer] (n, n_embd)
+    };
+
+    // logits of every position (n, n_vocab); inside, when not null, receives the intermediates above
+    std::vector<double> logits(const std::vector<int32_t>& ids, Inside* inside = nullptr) const {
         const size_t n = ids.size(), C = size_t(s_.n_embd), H = size_t(s_.n_head), hs = C / H;
         const std::vector<double>& wte = p("wte.weight");
         const std::vector<double>& wpe = p("wpe.weight");
@@ -41,7 +48,8 @@ class Reference {
             const std::string h = "h." + std::to_string(l) + ".";
             auto a = linear(layernorm(x, h + "ln_1"), h + "attn.c_attn", C, 3 * C);
             std::vector<double> att(n * C, 0.0);
-            for (size_t head = 0; head < H; head++)
+            for (size_t head = 0; head < H; head++) {
+                std::vector<double> probabilities(n * n, 0.0);
                 for (size_t t = 0; t < n; t++) {
                     std::vector<double> w(t + 1);
                     double max = -1e300, sum = 0;
@@ -53,16 +61,28 @@ class Reference {
                         max = std::max(max, w[j]);
                     }
                     for (double& v : w) sum += (v = std::exp(v - max));
-                    for (size_t j = 0; j <= t; j++)
+                    for (size_t j = 0; j <= t; j++) {
+                        probabilities[t * n + j] = w[j] / sum;
                         for (size_t i = 0; i < hs; i++)
                             att[t * C + head * hs + i] += w[j] / sum * a[j * 3 * C + 2 * C + head * hs + i];
+                    }
                 }
+                if (inside) inside->attention.push_back(std::move(probabilities));
+            }
             add(&x, linear(att, h + "attn.c_proj", C, C));
             auto f = linear(layernorm(x, h + "ln_2"), h + "mlp.c_fc", C, 4 * C);
             for (double& v : f)
                 v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
             add(&x, linear(f, h + "mlp.c_proj", 4 * C, C));
+            if (inside) inside->residual.push_back(x);
         }
+        return head(x);
+    }
+
+    // The final layernorm and the LM head (tied wte) on residual rows (n, n_embd): their logits (n, n_vocab).
+    std::vector<double> head(const std::vector<double>& x) const {
+        const size_t C = size_t(s_.n_embd), n = x.size() / C;
+        const std::vector<double>& wte = p("wte.weight");
         auto xf = layernorm(x, "ln_f");
         std::vector<double> out(n * size_t(s_.n_vocab));
         for (size_t t = 0; t < n; t++)

@@ -14,6 +14,7 @@
 #include "decoding/sequences.h"
 #include "decoding/speculation.h"
 #include "gpt2.h"
+#include "inspection/inspector.h"
 #include "test_util.h"
 
 namespace {
@@ -95,6 +96,37 @@ TEST(Session, NoMallocPerTokenWithThreads) {
                 EXPECT_EQ(g_engine_mallocs - before, 0)
                     << (cache ? "cached, " : "uncached, ") << gpt2::kv_cache_format_name(kv) << " KV cache";
             }
+    }
+}
+
+// Inspection allocates its results once per request (Inspector::configure); the inspected passes and draws then
+// allocate nothing either, across a window slide.
+TEST(Session, NoMallocPerInspectedToken) {
+    gpt2_test::ModelSpec spec;
+    spec.n_ctx = 16;
+    auto model = gpt2_test::make_model(spec, gpt2::WeightFormat::int8);
+    ASSERT_TRUE(model);
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+        std::string error;
+        auto session = gpt2::Session::create(*model, true, kv, &error);
+        ASSERT_TRUE(session) << error;
+        gpt2::SamplingSettings settings;
+        settings.top_k = 10;
+        settings.top_p = 0.9f;
+        settings.repetition_penalty = 1.2f;
+        session->set_sampling(settings);
+        gpt2::Inspector inspector(*session);
+        ASSERT_TRUE(inspector.configure({{}, {0, 1}, {0, 1, 2, 3}, 8})) << session->error();
+        const int32_t prompt[5] = {1, 2, 3, 4, 5};
+        const long before = g_engine_mallocs;
+        ASSERT_TRUE(inspector.feed_prompt(prompt, 5, true));
+        int next = inspector.sample();
+        for (int i = 0; i < 40 && next >= 0; i++) {
+            ASSERT_TRUE(inspector.feed_step(next)) << session->error();
+            next = inspector.sample();
+        }
+        EXPECT_GE(next, 0) << session->error();
+        EXPECT_EQ(g_engine_mallocs - before, 0) << gpt2::kv_cache_format_name(kv) << " KV cache";
     }
 }
 

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "decoding/scorer.h"
-#include "formats/safetensors.h"
 #include "gpt2.h"
 #include "reference_gpt2.h"
 #include "test_util.h"
@@ -93,26 +92,6 @@ std::vector<double> log_softmax(const double* row, size_t n) {
 }
 
 std::vector<double> widen(const float* row, size_t n) { return std::vector<double>(row, row + n); }
-
-// The bundled model's tensors as F32 TensorSpecs, for the float64 reference.
-std::vector<TensorSpec> read_reference_tensors(const std::string& path, int n_layer) {
-    const std::vector<uint8_t> file = read_file(path);
-    uint64_t header_len = 0;
-    std::string error;
-    gpt2::SafetensorsHeader header;
-    EXPECT_TRUE(gpt2::parse_safetensors_length(file.data(), file.size(), file.size(), &header_len, &error)) << error;
-    const uint64_t data_at = gpt2::kSafetensorsLengthBytes + header_len;
-    EXPECT_TRUE(gpt2::parse_safetensors_header(file.data() + gpt2::kSafetensorsLengthBytes, size_t(header_len),
-                                               file.size() - data_at, n_layer, &header, &error))
-        << error;
-    std::vector<TensorSpec> tensors;
-    for (const gpt2::TensorInfo& info : header.tensors) {
-        std::vector<float> values(info.n_elements);
-        gpt2::decode_elements(info.dtype, file.data() + data_at + info.begin, info.n_elements, values.data());
-        tensors.push_back({info.name, "F32", info.shape, float_bytes(values)});
-    }
-    return tensors;
-}
 
 }  // namespace
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "formats/safetensors.h"
+
 namespace gpt2_test {
 
 std::vector<uint8_t> safetensors_from_header(const std::string& header_json, const std::vector<uint8_t>& data) {
@@ -322,6 +324,25 @@ GgufFile tiny_gguf() {
         {"blk.0.ffn_down.weight", {256, 1}, 14, patterned_bytes(210, 5)},    // Q6_K
     };
     return file;
+}
+
+std::vector<TensorSpec> read_reference_tensors(const std::string& path, int n_layer) {
+    const std::vector<uint8_t> file = read_file(path);
+    uint64_t header_len = 0;
+    std::string error;
+    gpt2::SafetensorsHeader header;
+    EXPECT_TRUE(gpt2::parse_safetensors_length(file.data(), file.size(), file.size(), &header_len, &error)) << error;
+    const uint64_t data_at = gpt2::kSafetensorsLengthBytes + header_len;
+    EXPECT_TRUE(gpt2::parse_safetensors_header(file.data() + gpt2::kSafetensorsLengthBytes, size_t(header_len),
+                                               file.size() - data_at, n_layer, &header, &error))
+        << error;
+    std::vector<TensorSpec> tensors;
+    for (const gpt2::TensorInfo& info : header.tensors) {
+        std::vector<float> values(info.n_elements);
+        gpt2::decode_elements(info.dtype, file.data() + data_at + info.begin, info.n_elements, values.data());
+        tensors.push_back({info.name, "F32", info.shape, float_bytes(values)});
+    }
+    return tensors;
 }
 
 }  // namespace gpt2_test

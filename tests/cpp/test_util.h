@@ -57,6 +57,9 @@ uint32_t float_bits(float f);
 // Same length and the same bits in every element (NaNs and signed zeros included).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 std::vector<uint8_t> read_file(const std::string& path);
+// A safetensors file's tensors as F32 TensorSpecs without a name prefix, for the float64 reference
+// (reference_gpt2.h), e.g. the bundled model's.
+std::vector<TensorSpec> read_reference_tensors(const std::string& path, int n_layer);
 
 // GGUF v3 files written field by field (little-endian), for the GGUF reader's tests.
 struct GgufKeyValue {

@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { loadEngine } from '../../web/lib/engine/engine.js';
 import { CONSTANTS_MODULE, constantsModule } from '../../tools/dev/write_engine_constants.mjs';
 import { MAX_THREADS } from '../../web/lib/engine/threads.js';
-import { GENERATE_OPTIONS, MAX_DRAFT_TOKENS, MAX_FLOAT, MAX_INT, MAX_SCORE_ALTERNATIVES, MAX_SEQUENCES } from '../../web/lib/generation/option_table.js';
+import {
+  GENERATE_OPTIONS, MAX_DRAFT_TOKENS, MAX_FLOAT, MAX_INSPECT_TOP_K, MAX_INT, MAX_SCORE_ALTERNATIVES, MAX_SEQUENCES,
+} from '../../web/lib/generation/option_table.js';
 
 const TINY = fileURLToPath(new URL('../fixtures/tiny-random/', import.meta.url));
 const configJson = readFileSync(`${TINY}config.json`, 'utf8');
@@ -62,6 +64,7 @@ test('constants().limits states the engine\'s bounds', () => {
     maxScoreAlternatives: 4194304,
     maxInt: 2147483647,
     maxFloat: 3.4028234663852886e38,
+    maxInspectTopK: 64,
   });
 });
 
@@ -84,6 +87,7 @@ test('the option table bounds the options by the engine\'s own limits', () => {
     maxScoreAlternatives: MAX_SCORE_ALTERNATIVES,
     maxInt: MAX_INT,
     maxFloat: MAX_FLOAT,
+    maxInspectTopK: MAX_INSPECT_TOP_K,
   }).toEqual(engine.constants.limits);
 });
 

@@ -1,6 +1,7 @@
 // The engine's folders are layers that include one way: formats/ may include model/ and kernels/, model/ may include
 // kernels/, kernels/ neither; decoding/ (the decoding modes over a session) sits beside formats/ on model/ and
-// kernels/, and nothing below it includes it; host/ (the engine in a host's values) sits on all of them and only
+// kernels/, and nothing below it includes it; inspection/ (looking inside a session's passes) sits on decoding/, model/
+// and kernels/, and nothing but host/ includes it; host/ (the engine in a host's values) sits on all of them and only
 // wasm/ and tests include it; the top-level headers (gpt2.h), which every layer includes, include none of them; and
 // nothing of engine/ or wasm/ includes tools/ (wasm/ sits on the whole engine, engine/ under wasm/). Every include of
 // every source file under engine/ and wasm/ is resolved as the compiler does (the including file's folder, then the
@@ -18,18 +19,19 @@ const INCLUDE = /^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)/;
 
 // The layer of a repository-relative path, or null for a path outside engine/, wasm/ and tools/.
 function layerOf(path) {
-  const match = /^(engine\/(?:kernels|model|formats|decoding|host)|engine|wasm|tools)\//.exec(path);
+  const match = /^(engine\/(?:kernels|model|formats|decoding|inspection|host)|engine|wasm|tools)\//.exec(path);
   if (!match) return null;
   return match[1] === 'engine' && path.slice('engine/'.length).includes('/') ? 'engine/?' : match[1];
 }
 
 // The layers each layer may not include (engine: the top-level headers, gpt2.h).
 const FORBIDDEN = {
-  engine: ['engine/kernels', 'engine/model', 'engine/formats', 'engine/decoding', 'engine/host', 'wasm', 'tools'],
-  'engine/kernels': ['engine/model', 'engine/formats', 'engine/decoding', 'engine/host', 'wasm', 'tools'],
-  'engine/model': ['engine/formats', 'engine/decoding', 'engine/host', 'wasm', 'tools'],
-  'engine/formats': ['engine/decoding', 'engine/host', 'wasm', 'tools'],
-  'engine/decoding': ['engine/formats', 'engine/host', 'wasm', 'tools'],
+  engine: ['engine/kernels', 'engine/model', 'engine/formats', 'engine/decoding', 'engine/inspection', 'engine/host', 'wasm', 'tools'],
+  'engine/kernels': ['engine/model', 'engine/formats', 'engine/decoding', 'engine/inspection', 'engine/host', 'wasm', 'tools'],
+  'engine/model': ['engine/formats', 'engine/decoding', 'engine/inspection', 'engine/host', 'wasm', 'tools'],
+  'engine/formats': ['engine/decoding', 'engine/inspection', 'engine/host', 'wasm', 'tools'],
+  'engine/decoding': ['engine/formats', 'engine/inspection', 'engine/host', 'wasm', 'tools'],
+  'engine/inspection': ['engine/formats', 'engine/host', 'wasm', 'tools'],
   'engine/host': ['wasm', 'tools'],
   wasm: ['tools'],
 };

@@ -11,7 +11,8 @@ export const LIMITS = deepFreeze({
   "maxThreads": 16,
   "maxScoreAlternatives": 4194304,
   "maxInt": 2147483647,
-  "maxFloat": 3.4028234663852886e+38
+  "maxFloat": 3.4028234663852886e+38,
+  "maxInspectTopK": 64
 });
 
 export const ENUMS = deepFreeze({
@@ -43,6 +44,29 @@ export const ENUMS = deepFreeze({
     "heuristic",
     "done",
     "never"
+  ],
+  "cacheEvents": [
+    "cleared",
+    "kept",
+    "rolledBack",
+    "slid",
+    "written"
+  ],
+  "samplerStages": [
+    "logits",
+    "logitBias",
+    "repetitionPenalty",
+    "presenceFrequencyPenalty",
+    "noRepeatNgramSize",
+    "badWords",
+    "minNewTokens",
+    "greedy",
+    "topK",
+    "temperature",
+    "topP",
+    "minP",
+    "typicalP",
+    "distribution"
   ]
 });
 
