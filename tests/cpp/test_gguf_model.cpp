@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "formats/json.h"
 #include "gpt2.h"
+#include "inspection/inspector.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -364,3 +365,30 @@ TEST(GgufModel, AFileEndingEarlyIsAFileErrorAndNothingIsLeaked) {
 }
 
 }  // namespace
+
+// Inspection reads a GGUF model's passes as any other's: each block type's matrices run in the pass it observes, and
+// the logit lens goes through the file's own output matrix (Q6_K here), so its last layer is the pass's logits.
+TEST(GgufModel, AnInspectedPassOfEveryTensorTypeGivesItsOwnLogitsAndAttentionRowsOfOne) {
+    const Fixture& f = fixture();
+    std::string error;
+    auto model = load_gguf(f.file, f.file.size(), 1, &error);
+    ASSERT_TRUE(model) << error;
+    const gpt2::Config& c = model->config();
+    for (gpt2::KvCacheFormat kv : {gpt2::KvCacheFormat::fp32, gpt2::KvCacheFormat::int8}) {
+        auto session = gpt2::Session::create(*model, true, kv, &error);
+        ASSERT_TRUE(session) << error;
+        gpt2::Inspector inspector(*session);
+        std::vector<int32_t> layers(size_t(c.n_layer)), heads(size_t(c.n_head));
+        for (int l = 0; l < c.n_layer; l++) layers[size_t(l)] = l;
+        for (int h = 0; h < c.n_head; h++) heads[size_t(h)] = h;
+        ASSERT_TRUE(inspector.configure({{}, layers, heads, 5})) << session->error();
+        ASSERT_TRUE(inspector.feed_prompt(f.prompt.data(), f.prompt.size(), false)) << session->error();
+        EXPECT_EQ(std::memcmp(inspector.last_lens_logits(), session->logits(), sizeof(float) * size_t(c.n_vocab)), 0);
+        const int n_keys = inspector.positions()[0] + 1;
+        for (size_t row = 0; row < layers.size() * heads.size(); row++) {
+            double sum = 0;
+            for (int j = 0; j < n_keys; j++) sum += inspector.attention()[row * size_t(inspector.row_stride()) + j];
+            EXPECT_NEAR(sum, 1.0, 1e-5) << row;
+        }
+    }
+}

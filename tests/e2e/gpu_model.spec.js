@@ -181,6 +181,41 @@ test('score() on the GPU gives the CPU engine\'s log-probabilities, ranks and al
   ]);
 });
 
+test('inspect() and generate()\'s inspect on a GPU model run on the CPU engine, say so, and give the CPU model\'s numbers bit for bit', async ({ page }) => {
+  await page.goto('/');
+  const result = await page.evaluate(async (url) => {
+    const { loadModel } = await import('/js/lib/gpt2.js');
+    const both = {};
+    for (const device of ['webgpu', 'wasm']) {
+      const model = await loadModel(url, { device, useWorker: false });
+      const inspected = await model.inspect('ROMEO: But soft', { positions: [1, 4], kvCache: 'fp32' });
+      const pieces = [];
+      for await (const piece of model.generate('ROMEO:', { temperature: 0, maxNewTokens: 3, inspect: { heads: [0] } })) pieces.push(piece);
+      both[device] = {
+        modelDevice: model.device, device: inspected.device, note: inspected.note ?? null,
+        attention: inspected.attention.flat(2).map((row) => Array.from(row)),
+        lens: inspected.logitLens.flat(2).map((e) => [e.id, e.logit]),
+        kv: inspected.kv.rows.flat(2).map((r) => Array.from(r.key)),
+        tokens: pieces.map((p) => p.token), pieceDevice: pieces[0].inspection.device,
+        sampled: pieces.map((p) => p.inspection.sampler.token),
+      };
+      model.dispose();
+    }
+    return both;
+  }, BUNDLED);
+  const { webgpu: gpu, wasm } = result;
+  expect(gpu.modelDevice).toBe('webgpu');
+  expect(gpu.device).toBe('wasm');
+  expect(gpu.note).toBe("a GPU pass gives logits only: this inspection ran the model's weights on the CPU engine");
+  expect(wasm.note).toBeNull();
+  expect(gpu.attention).toEqual(wasm.attention);
+  expect(gpu.lens).toEqual(wasm.lens);
+  expect(gpu.kv).toEqual(wasm.kv);
+  expect(gpu.tokens).toEqual(wasm.tokens);
+  expect(gpu.sampled).toEqual(gpu.tokens);
+  expect(gpu.pieceDevice).toBe('wasm');
+});
+
 // Page side: a random fp32 GPT-2 as local files ({ config, weights, vocab, merges }: config.json and a safetensors
 // file built here, the tokenizer given) with n_embd 6, which the GPU's vec4 kernels cannot take
 // (unsupportedWeights).

@@ -100,6 +100,54 @@ describe('output', () => {
     const text = lines.map((line) => JSON.parse(line.split('\t')[0])).join('');
     expect(`${text}\n`).toBe((await cli(args)).stdout);
   });
+
+  // --inspect's output as model.inspect gives its numbers: the logit lens's top 5 at the last position per layer,
+  // then per layer the 3 positions of the highest attention averaged over the heads.
+  async function apiInspection(text, { kvCache, ...load }) {
+    const model = await loadModel(BUNDLED, load);
+    try {
+      const { tokens, positions: [last], layers, heads, logitLens, attention } = await model.inspect(text, { topK: 5, kvCache });
+      const quoted = (at) => JSON.stringify(tokens[at].text);
+      const lens = layers.map((layer, l) => `layer ${layer}${logitLens[l][0].map((e) => `\t${JSON.stringify(e.text)}\t${e.probability.toFixed(4)}`).join('')}\n`);
+      const attended = layers.map((layer, l) => {
+        const mean = [];
+        for (let at = 0; at <= last; at++) {
+          let sum = 0;
+          for (let h = 0; h < heads.length; h++) sum += attention[l][h][0][at];
+          mean.push({ at, weight: sum / heads.length });
+        }
+        const top = mean.sort((a, b) => b.weight - a.weight || a.at - b.at).slice(0, 3);
+        return `layer ${layer}${top.map(({ at, weight }) => `\t${at} ${quoted(at)}\t${weight.toFixed(4)}`).join('')}\n`;
+      });
+      return [`logit lens at position ${last}, ${quoted(last)}: the 5 likeliest next tokens after each layer\n`, ...lens,
+        `attention at position ${last}, ${quoted(last)}: the 3 positions it attends to most, averaged over the 4 heads\n`, ...attended].join('');
+    } finally {
+      model.dispose();
+    }
+  }
+
+  test.each([
+    [[], {}],
+    [['--kv-cache', 'fp32'], { kvCache: 'fp32' }],
+    [['--weights', 'int8', '--kv-cache=int8'], { weights: 'int8', kvCache: 'int8' }],
+  ])('--inspect %j prints each layer\'s logit lens and most attended positions at the last token, as model.inspect gives them',
+    async (args, options) => {
+      const text = 'ROMEO: Good morrow, cousin';
+      const { stdout } = await cli(['--inspect', ...args, text]);
+      const lines = stdout.split('\n');
+      // the bundled model's 4 layers, twice, under their two heading lines
+      expect(lines).toHaveLength(11);
+      expect(lines[0]).toBe('logit lens at position 7, " cousin": the 5 likeliest next tokens after each layer');
+      lines.slice(1, 5).forEach((line, l) => expect(line).toMatch(new RegExp(`^layer ${l}(\t"[^\t]*"\t[01]\\.\\d{4}){5}$`)));
+      expect(lines[5]).toBe('attention at position 7, " cousin": the 3 positions it attends to most, averaged over the 4 heads');
+      lines.slice(6, 10).forEach((line, l) => expect(line).toMatch(new RegExp(`^layer ${l}(\t[0-7] "[^\t]*"\t[01]\\.\\d{4}){3}$`)));
+      expect(stdout).toBe(await apiInspection(text, options));
+    });
+
+  test('--inspect of a one-token text: its only position takes all the attention', async () => {
+    const { stdout } = await cli(['--inspect', 'R']);
+    expect(stdout.split('\n').slice(6, 10)).toEqual([0, 1, 2, 3].map((l) => `layer ${l}\t0 "R"\t1.0000`));
+  });
 });
 
 // The API's run.sequences for the bundled model, the prompt and generate() options.
@@ -246,6 +294,12 @@ describe('flags', () => {
     [['-i', 'p'], '-i reads the text from stdin: give no prompt'],
     [['-i', '--score'], '-i and --score cannot be combined'],
     [['--score', '-n', '5', '--ignore-eos', 'p'], '--score takes no generation options, got -n, --ignore-eos'],
+    [['--inspect', '-n', '5', '--top-k', '3', '--kv-cache', 'fp32', 'p'], '--inspect takes no generation options, got -n, --top-k'],
+    [['--inspect', '--top-alternatives', '2', '--no-cache', 'p'], '--inspect takes no generation options, got --top-alternatives, --no-cache'],
+    [['--inspect', '--kv-cache', 'f16', 'p'], '--kv-cache: expected "int8" or "fp32", got "f16"'],
+    [['--score', '--inspect', 'p'], '--score and --inspect cannot be combined'],
+    [['-i', '--inspect'], '-i and --inspect cannot be combined'],
+    [['--inspect'], 'missing text (gpt2-wasm --help for the usage)'],
     [['-n', '5'], 'missing prompt (gpt2-wasm --help for the usage)'],
     [['--num-return-sequences', '3', '--top-alternatives', '2', 'p'], '--top-alternatives and --num-return-sequences > 1 cannot be combined'],
     [['-i', '--num-return-sequences', '2'], '-i and --num-return-sequences > 1 cannot be combined'],

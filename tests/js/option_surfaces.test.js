@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, test } from '@jest/globals';
 import { USAGE, parseCliArguments } from '../../web/cli/cli_args.js';
 import { breaksRule, normalizeGenerateOptions } from '../../web/lib/generation/option_checks.js';
-import { GENERATE_OPTIONS, MAX_FLOAT, SCORE_OPTIONS, SPECULATIVE_OPTIONS, defaultText, optionsWith } from '../../web/lib/generation/option_table.js';
+import { GENERATE_OPTIONS, INSPECT_GENERATION_OPTIONS, INSPECT_OPTIONS, MAX_FLOAT, SCORE_OPTIONS, SPECULATIVE_OPTIONS, defaultText, optionsWith }
+  from '../../web/lib/generation/option_table.js';
 import { GENERATE_OPTIONS as WIDGET_OPTIONS, completeOptions, optionsFromDataset } from '../../web/widget/widget_options.js';
 
 const read = (path) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
@@ -29,6 +30,9 @@ const typeScriptValue = (value) => (typeof value === 'string' ? `'${value}'` : J
 
 // A default as a .d.ts comment ends with it: "; 64", "; 'int8'", "; random" (the seed), "; off" (speculative).
 const typeScriptDefault = (name, value) => (value === undefined ? defaultText(name, {}) : typeScriptValue(value));
+
+// An inspection's list (positions, layers, heads) has no value for a default: its doc says it, "(default: all)".
+const listDefault = ({ doc }) => /\(default: ([^;)]+)/.exec(doc)[1];
 
 describe('the table', () => {
   test('every option has a one-line doc, and a widget attribute is its data-* name (element.dataset names it as the option)', () => {
@@ -72,10 +76,12 @@ describe('the command line', () => {
     }
   });
 
-  test('--help lines fit 114 columns, and --score takes the options score() takes', () => {
+  test('--help lines fit 114 columns, --score takes the options score() takes, and --inspect those inspect() shares with generate()', () => {
     for (const line of USAGE.split('\n')) expect(line.length).toBeLessThanOrEqual(114);
     expect(parseCliArguments(['--score', '--kv-cache', 'fp32', '--top-alternatives', '3', 'x']).options).toEqual({ kvCache: 'fp32', topAlternatives: 3 });
     expect(Object.keys(SCORE_OPTIONS)).toEqual(['topAlternatives', 'kvCache', 'signal']);
+    expect(parseCliArguments(['--inspect', '--kv-cache', 'fp32', 'x']).options).toEqual({ kvCache: 'fp32' });
+    expect(Object.keys(INSPECT_OPTIONS).filter((name) => INSPECT_OPTIONS[name] === GENERATE_OPTIONS[name])).toEqual(['kvCache']);
   });
 });
 
@@ -173,6 +179,14 @@ describe('the .d.ts comments name each option\'s range and default', () => {
     expectDocumented(name, SCORE_OPTIONS[name], comments(gpt2, 'ScoreOptions')[name]);
   });
 
+  // InspectOptions extends InspectGenerationOptions (generate's inspect): a list's comment ends with its doc's default
+  test.each(Object.entries(INSPECT_OPTIONS))('InspectOptions.%s', (name, entry) => {
+    const comment = { ...comments(gpt2, 'InspectGenerationOptions'), ...comments(gpt2, 'InspectOptions') }[name];
+    if (entry.integers) expect([name, comment]).toEqual([name, expect.stringMatching(new RegExp(`; ${escapeRegExp(listDefault(entry))}( \\(.*\\))?$`))]);
+    else expectDocumented(name, entry, comment);
+    expect([name, Object.hasOwn(INSPECT_GENERATION_OPTIONS, name)]).toEqual([name, Object.hasOwn(comments(gpt2, 'InspectGenerationOptions'), name)]);
+  });
+
   test('widget.d.ts: MountOptions has every generation option of the widget; one it restates has the widget\'s default', () => {
     const widget = read('web/lib/widget.d.ts');
     const own = comments(widget, 'MountOptions');
@@ -197,6 +211,20 @@ describe('the docs\' tables', () => {
       const words = rangeWords(entry, '3.4e38');
       if (words) expect([name, range]).toEqual([name, expect.stringContaining(words)]);
       for (const said of [entry.note, entry.also].filter(Boolean)) expect([name, range]).toEqual([name, expect.stringContaining(said)]);
+      for (const value of entry.kind === 'choice' ? entry.values : []) expect([name, range]).toEqual([name, expect.stringContaining(String(value))]);
+    }
+  });
+
+  test('docs/api.md: each inspect option\'s row names its range and its default', () => {
+    const section = /## Inspection\n([\s\S]*?)\n## /.exec(read('docs/api.md'))[1];
+    const table = new Map(rows(section).map(([name, ...cells]) => [name, cells]));
+    expect([...table.keys()]).toEqual(Object.keys(INSPECT_OPTIONS));
+    for (const [name, entry] of Object.entries(INSPECT_OPTIONS)) {
+      const [range, fallback] = table.get(name);
+      const expected = entry.integers ? listDefault(entry) : typeScriptDefault(name, entry.default).replaceAll("'", '');
+      expect([name, fallback.replaceAll("'", '')]).toEqual([name, expected]);
+      const words = rangeWords(entry, '3.4e38');
+      if (words) expect([name, range]).toEqual([name, expect.stringContaining(words)]);
       for (const value of entry.kind === 'choice' ? entry.values : []) expect([name, range]).toEqual([name, expect.stringContaining(String(value))]);
     }
   });

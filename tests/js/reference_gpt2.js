@@ -46,9 +46,11 @@ export class ReferenceGpt2 {
     this.#p = readTensors(`${folder}model.safetensors`);
   }
 
-  // -> the log-softmax of the logits at each position: an array of n Float64Arrays of n_vocab
-  logprobs(ids) {
-    const { n_embd: C, n_head: H, n_layer: L, vocab_size: V } = this.#config;
+  // -> the log-softmax of the logits at each position: an array of n Float64Arrays of n_vocab. inside, when given,
+  // receives the intermediates the inspection tests compare with: attention[layer * n_head + head] (n, n: row t holds
+  // t + 1 probabilities) and residual[layer] (n, n_embd), the stream after the layer.
+  logprobs(ids, inside = null) {
+    const { n_embd: C, n_head: H, n_layer: L } = this.#config;
     const hs = C / H;
     const n = ids.length;
     const wte = this.#param('wte.weight');
@@ -60,6 +62,7 @@ export class ReferenceGpt2 {
       const a = this.#linear(this.#layerNorm(x, `${h}ln_1`), `${h}attn.c_attn`, C, 3 * C);
       const attention = new Float64Array(n * C);
       for (let head = 0; head < H; head++) {
+        const probabilities = new Float64Array(n * n);
         for (let t = 0; t < n; t++) {
           const w = new Float64Array(t + 1);
           let max = -Infinity;
@@ -72,15 +75,26 @@ export class ReferenceGpt2 {
           let sum = 0;
           for (let j = 0; j <= t; j++) sum += (w[j] = Math.exp(w[j] - max));
           for (let j = 0; j <= t; j++) {
+            probabilities[t * n + j] = w[j] / sum;
             for (let i = 0; i < hs; i++) attention[t * C + head * hs + i] += (w[j] / sum) * a[j * 3 * C + 2 * C + head * hs + i];
           }
         }
+        inside?.attention.push(probabilities);
       }
       x = added(x, this.#linear(attention, `${h}attn.c_proj`, C, C));
       const f = this.#linear(this.#layerNorm(x, `${h}ln_2`), `${h}mlp.c_fc`, C, 4 * C);
       for (let i = 0; i < f.length; i++) f[i] = 0.5 * f[i] * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (f[i] + 0.044715 * f[i] ** 3)));
       x = added(x, this.#linear(f, `${h}mlp.c_proj`, 4 * C, C));
+      inside?.residual.push(x);
     }
+    return this.headLogprobs(x);
+  }
+
+  // The final layernorm and the LM head (tied wte) on residual rows (n, n_embd) -> their log-softmax rows.
+  headLogprobs(x) {
+    const { n_embd: C, vocab_size: V } = this.#config;
+    const n = x.length / C;
+    const wte = this.#param('wte.weight');
     const xf = this.#layerNorm(x, 'ln_f');
     const rows = [];
     for (let t = 0; t < n; t++) {

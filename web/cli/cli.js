@@ -7,7 +7,10 @@
 // break; an empty line adds nothing) and the text is continued, so the model's KV cache is reused between lines
 // (the stats line says how many prompt tokens were). --score: one line per token of the text, `"token
 // text"<TAB>logprob<TAB>rank` (rank 1 = the model's likeliest token), then `total <sum of logprobs>
-// perplexity <perplexity>` (model.score). --top-alternatives K: generation prints one line per token instead
+// perplexity <perplexity>` (model.score). --inspect: the text's last position looked inside (model.inspect): a line
+// naming it, then per layer `layer L` and the logit lens's likeliest next tokens, `<TAB>"text"<TAB>probability` each;
+// a line naming the heads, then per layer `layer L` and the positions the last one attends to most (attention
+// averaged over the heads), `<TAB>P "text"<TAB>weight` each. --top-alternatives K: generation prints one line per token instead
 // of the text, `"token text"<TAB>probability`, and each line (of both modes) ends with the K likeliest tokens,
 // `<TAB>"text"<TAB>probability or logprob` each. --num-return-sequences N > 1: the N sequences are printed after
 // the run, each under a `--- sequence i (log-probability S, stop: REASON) ---` line. Without --model, a checkout
@@ -21,7 +24,7 @@
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { USAGE, parseCliArguments } from './cli_args.js';
+import { INSPECT_TOP_ATTENDED, INSPECT_TOP_K, USAGE, parseCliArguments } from './cli_args.js';
 import { cacheDirectory, cachedModel, resolveModelSource } from './cli_cache.js';
 import { textWriter } from './cli_output.js';
 import { progressBar } from './cli_progress.js';
@@ -110,6 +113,31 @@ async function printScores(model, text, { topAlternatives, kvCache }) {
   writeOut(`total ${totalLogprob.toFixed(4)} perplexity ${perplexity.toFixed(4)}\n`);
 }
 
+// --inspect: the text's last position inside every layer, from one inspected prefill of the text's window.
+async function printInspection(model, text, { kvCache }) {
+  const result = await model.inspect(text, { topK: INSPECT_TOP_K, kvCache });
+  if (result.note) writeError(`gpt2-wasm: ${result.note}\n`);
+  const [position] = result.positions;
+  const named = `position ${position}, ${JSON.stringify(result.tokens[position].text)}`;
+  writeOut(`logit lens at ${named}: the ${INSPECT_TOP_K} likeliest next tokens after each layer\n`);
+  for (const [l, layer] of result.layers.entries()) {
+    writeOut(`layer ${layer}${formatAlternatives(result.logitLens[l][0], 'probability')}\n`);
+  }
+  writeOut(`attention at ${named}: the ${INSPECT_TOP_ATTENDED} positions it attends to most, averaged over the ` +
+    `${result.heads.length} heads\n`);
+  for (const [l, layer] of result.layers.entries()) {
+    const attended = mostAttended(result.attention[l].map((rows) => rows[0]), INSPECT_TOP_ATTENDED);
+    writeOut(`layer ${layer}${attended.map(({ at, weight }) => `\t${at} ${JSON.stringify(result.tokens[at].text)}\t${weight.toFixed(4)}`).join('')}\n`);
+  }
+}
+
+// rows: one attention row per head over the same positions -> the count positions of the highest mean weight,
+// highest first (the earlier position first on a tie): [{ at, weight }].
+function mostAttended(rows, count) {
+  const mean = Array.from(rows[0], (_, at) => ({ at, weight: rows.reduce((sum, row) => sum + row[at], 0) / rows.length }));
+  return mean.sort((a, b) => b.weight - a.weight || a.at - b.at).slice(0, count);
+}
+
 // The model when --model is not given: the bundled one where it exists (a checkout of the repository), else
 // the Hub's GPT-2 (an installed package).
 function defaultModel() {
@@ -144,6 +172,7 @@ async function main(args) {
   const options = draft ? { ...parsed.options, speculative: { ...parsed.options.speculative, draft } } : parsed.options;
   try {
     if (parsed.score) await printScores(model, parsed.prompt, options);
+    else if (parsed.inspect) await printInspection(model, parsed.prompt, options);
     else if (parsed.interactive) await interact(model, options);
     else await continueText(model, parsed.prompt, options);
   } finally {

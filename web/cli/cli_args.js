@@ -8,12 +8,13 @@ import { parseArgs } from 'node:util';
 import { checkThreads } from '../lib/engine/threads.js';
 import { checkDevice } from '../lib/gpu/device.js';
 import { normalizeGenerateOptions, textOptionError } from '../lib/generation/option_checks.js';
-import { GENERATE_OPTIONS, SCORE_OPTIONS as SCORE_OPTION_TABLE, defaultText } from '../lib/generation/option_table.js';
+import { GENERATE_OPTIONS, INSPECT_OPTIONS, SCORE_OPTIONS, defaultText } from '../lib/generation/option_table.js';
 import { parseNumber } from '../lib/generation/option_text.js';
 
 // What the command line adds to a generation flag's line of --help: how it prints, or reads, what the option gives.
 const CLI_NOTES = {
-  'kv-cache': 'with --score, fp32 gives the exact log-probabilities, int8 within a few 1e-3 nats',
+  'kv-cache': 'with --score, fp32 gives the exact log-probabilities, int8 within a few 1e-3 nats; with --inspect, the '
+    + 'cache the inspected pass writes and reads',
   speculative: 'lookup: drafts from the context itself (prompt lookup), the same text in fewer passes where it repeats; MODEL: '
     + 'drafts from a smaller model of the same vocabulary (a folder or .gguf file, loaded like --model)',
   'top-alternatives': 'one line per token instead of the text: "text", probability, then the K likeliest tokens and theirs '
@@ -72,9 +73,16 @@ function helpLine(usage, text) {
   return lines.join('\n');
 }
 
-export const USAGE = `usage: gpt2-wasm [options] "prompt"       generate a continuation of the prompt
-       gpt2-wasm [options] -i             each line read from stdin continues the text
-       gpt2-wasm [options] --score "text" each token's logprob and rank, then the perplexity
+// What --inspect prints at the text's last token: the logit lens's likeliest tokens per layer, and the positions
+// with the most attention (averaged over the heads) per layer.
+export const INSPECT_TOP_K = 5;
+export const INSPECT_TOP_ATTENDED = 3;
+
+export const USAGE = `usage: gpt2-wasm [options] "prompt"         generate a continuation of the prompt
+       gpt2-wasm [options] -i               each line read from stdin continues the text
+       gpt2-wasm [options] --score "text"   each token's logprob and rank, then the perplexity
+       gpt2-wasm [options] --inspect "text" at the text's last token, per layer: the logit lens's ${INSPECT_TOP_K} likeliest
+                                            next tokens, and the ${INSPECT_TOP_ATTENDED} positions its attention weighs most
 
 model:
   --model M                  a folder or .gguf path, an http(s) URL of a folder or .gguf file, a Hugging Face
@@ -107,18 +115,20 @@ const VALUE_FLAGS = {
   }])),
 };
 
+// The modes that run another call than generate(), each taking the generation flags whose options are that call's
+// own (the same table entries): --score, score()'s topAlternatives and kvCache; --inspect, inspect()'s kvCache (its
+// topK is the logit lens's, not the sampler's --top-k).
+const MODE_OPTIONS = { score: SCORE_OPTIONS, inspect: INSPECT_OPTIONS };
+
 // parseArgs name -> what giving it sets
 const SWITCHES = {
   help: { short: 'h', set: (parsed) => (parsed.help = true) },
   i: { short: 'i', set: (parsed) => (parsed.interactive = true) },
-  score: { set: (parsed) => (parsed.score = true) },
+  ...Object.fromEntries(Object.keys(MODE_OPTIONS).map((mode) => [mode, { set: (parsed) => (parsed[mode] = true) }])),
   ...Object.fromEntries(OPTION_FLAGS.filter((flag) => flag.sets !== undefined).map(({ name, option, sets }) => [name, {
-    generate: true, set: (parsed) => (parsed.options[option] = sets),
+    option, set: (parsed) => (parsed.options[option] = sets),
   }])),
 };
-
-// Options --score takes besides the load options (model.score's own).
-const SCORE_OPTIONS = new Set(Object.keys(SCORE_OPTION_TABLE));
 
 const PARSE_ARGS_OPTIONS = Object.fromEntries([
   ...Object.entries(VALUE_FLAGS).map(([name, { short }]) => [name, { type: 'string', ...(short && { short }) }]),
@@ -130,11 +140,11 @@ function checkWeights(weights) {
 }
 
 // -> { help } | { model (null: the default), load: { weights?, threads?, device? }, options (generate's), prompt (null
-// with -i), interactive, score }
+// with -i), interactive, score, inspect }
 export function parseCliArguments(args) {
   const { tokens } = parseArgs({ args, options: PARSE_ARGS_OPTIONS, allowPositionals: true, strict: false, tokens: true });
-  const parsed = { model: null, load: {}, options: {}, prompt: null, interactive: false, score: false };
-  const generateFlags = [];  // as typed, for --score's complaint
+  const parsed = { model: null, load: {}, options: {}, prompt: null, interactive: false, score: false, inspect: false };
+  const generateFlags = [];  // { rawName (as typed), option }, for the complaint of a mode that does not take them
   for (const token of tokens) {
     if (token.kind === 'positional') addPrompt(parsed, token.value);
     else if (token.kind === 'option') applyOption(parsed, token, generateFlags);
@@ -152,7 +162,7 @@ function addPrompt(parsed, text) {
 function applyOption(parsed, { name, rawName, value }, generateFlags) {
   if (name in SWITCHES) {
     if (value !== undefined) throw new Error(`${rawName}: takes no value, got ${JSON.stringify(value)}`);
-    if (SWITCHES[name].generate) generateFlags.push(rawName);
+    if (SWITCHES[name].option) generateFlags.push({ rawName, option: SWITCHES[name].option });
     return void SWITCHES[name].set(parsed);
   }
   const flag = VALUE_FLAGS[name];
@@ -168,7 +178,7 @@ function applyOption(parsed, { name, rawName, value }, generateFlags) {
     checked(rawName, value, () => flag.check(parsedValue), flag.expected);
     parsed.load[flag.load] = parsedValue;
   } else {
-    if (!SCORE_OPTIONS.has(flag.option)) generateFlags.push(rawName);
+    generateFlags.push({ rawName, option: flag.option });
     const optionValue = flag.multiple ? [...(parsed.options[flag.option] ?? []), parsedValue]
       : flag.field ? { ...parsed.options[flag.option], [flag.field]: parsedValue } : parsedValue;
     checked(rawName, value, () => normalizeGenerateOptions({ [flag.option]: optionValue }), GENERATE_OPTIONS[flag.option].textExpected);
@@ -186,9 +196,11 @@ function checked(rawName, typed, check, expected) {
   }
 }
 
-function checkMode({ interactive, score, prompt, options }, generateFlags) {
+function checkMode(parsed, generateFlags) {
+  const { interactive, score, inspect, prompt, options } = parsed;
   if (options.speculative && options.speculative.draft === undefined) throw new Error('--max-draft-tokens needs --speculative');
-  if (interactive && score) throw new Error('-i and --score cannot be combined');
+  const modes = [interactive && '-i', score && '--score', inspect && '--inspect'].filter(Boolean);
+  if (modes.length > 1) throw new Error(`${modes[0]} and ${modes[1]} cannot be combined`);
   if (options.numReturnSequences > 1) {
     // one line per token of several sequences at once would interleave them past reading
     if (options.topAlternatives > 0) throw new Error('--top-alternatives and --num-return-sequences > 1 cannot be combined');
@@ -197,8 +209,11 @@ function checkMode({ interactive, score, prompt, options }, generateFlags) {
   }
   checkTogether(options);
   if (interactive && prompt !== null) throw new Error('-i reads the text from stdin: give no prompt');
-  if (score && generateFlags.length > 0) throw new Error(`--score takes no generation options, got ${generateFlags.join(', ')}`);
-  if (!interactive && prompt === null) throw new Error(`missing ${score ? 'text' : 'prompt'} (gpt2-wasm --help for the usage)`);
+  for (const mode of Object.keys(MODE_OPTIONS).filter((name) => parsed[name])) {
+    const refused = generateFlags.filter(({ option }) => MODE_OPTIONS[mode][option] !== GENERATE_OPTIONS[option]);
+    if (refused.length > 0) throw new Error(`--${mode} takes no generation options, got ${refused.map(({ rawName }) => rawName).join(', ')}`);
+  }
+  if (!interactive && prompt === null) throw new Error(`missing ${score || inspect ? 'text' : 'prompt'} (gpt2-wasm --help for the usage)`);
 }
 
 // The generation options' checks that span several flags (--num-return-sequences against --num-beams, ...), with

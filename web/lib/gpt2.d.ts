@@ -165,6 +165,131 @@ export interface GenerateOptions {
    * heuristic); true, at once; 'never', none can (with lengthPenalty > 0, scored at maxNewTokens); false
    */
   earlyStopping?: boolean | 'never';
+  /**
+   * each new token's inspection (what the pass that drew it computed, and how the sampler drew it) as its piece's
+   * `inspection`; one token per step: not with speculative, numBeams or numReturnSequences > 1. On a GPU model the
+   * run goes on the CPU engine (the GPU's passes show only logits); true for the defaults; off
+   */
+  inspect?: boolean | InspectGenerationOptions;
+}
+
+/** What an inspection looks at. The lists are ascending without repeats, within the model's layers and heads. */
+export interface InspectGenerationOptions {
+  /** the layers looked inside, from 0; all */
+  layers?: readonly number[];
+  /** the attention heads whose attention and KV rows are shown; all ([] for none) */
+  heads?: readonly number[];
+  /** an integer in [1, 64]: the logit lens's and the sampler trace's tokens per entry; 5 */
+  topK?: number;
+  /** each layer's best guesses at the next token: an LM head per layer and position, the costly part; true */
+  logitLens?: boolean;
+}
+
+export interface InspectOptions extends InspectGenerationOptions {
+  /** the window positions looked at, from 0, below the input's length in tokens (its newest n_ctx); the last */
+  positions?: readonly number[];
+  /** the KV cache's storage, 'int8' or 'fp32'; 'int8' */
+  kvCache?: KvCacheFormat;
+}
+
+export interface LensEntry {
+  id: number;
+  text: string;
+  /** the logit of the residual stream after the layer through the final layernorm and the LM head */
+  logit: number;
+  /** its softmax at temperature 1 */
+  probability: number;
+}
+
+export interface BlockNorms {
+  /** L2 norm of what the attention block added to the residual stream */
+  attention: number;
+  /** L2 norm of what the MLP block added */
+  mlp: number;
+  /** L2 norm of the residual stream after the layer */
+  residual: number;
+  /** per head asked: the L2 norms of the position's query, key and value */
+  heads: { query: number; key: number; value: number }[];
+}
+
+export interface CacheEvent {
+  /** positions [first, first + count) were: cleared for a new prompt, kept from before, rolledBack (the new prompt
+   * differs from them), slid (dropped as a full window moved its newest half to the front) or written */
+  kind: 'cleared' | 'kept' | 'rolledBack' | 'slid' | 'written';
+  first: number;
+  count: number;
+}
+
+export interface KvCacheInspection {
+  format: KvCacheFormat;
+  /** positions 0..filled - 1 hold keys and values */
+  filled: number;
+  /** the window's positions, n_ctx */
+  capacity: number;
+  /** the whole cache's bytes (int8: with its scales) */
+  bytes: number;
+  bytesPerPosition: number;
+  /** what the call did to the cache */
+  events: CacheEvent[];
+  /** rows[l][h][i]: the key and value rows position positions[i] holds in head heads[h] of layer layers[l], as the
+   * attention reads them (int8 dequantized) */
+  rows: { key: Float32Array; value: Float32Array }[][][];
+}
+
+export interface SamplerStage {
+  /** in the sampler's order: logits, the processors (logitBias, repetitionPenalty, presenceFrequencyPenalty,
+   * noRepeatNgramSize, badWords, minNewTokens), then greedy, or topK, temperature, topP, minP, typicalP, and the
+   * distribution drawn from */
+  name: string;
+  /** whether its setting was on (logits and the distribution always run; greedy or the warpers) */
+  ran: boolean;
+  /** tokens still possible after it */
+  candidates: number;
+  /** what `top`'s values are: logits (up to topK) or probabilities (from temperature on; renormalized in the distribution) */
+  values: 'logits' | 'probabilities';
+  /** its likeliest tokens, at most topK */
+  top: { id: number; text: string; value: number }[];
+}
+
+export interface SamplerTrace {
+  stages: SamplerStage[];
+  token: number;
+  text: string;
+  how: 'greedy' | 'sampled';
+  /** the token's probability in the distribution drawn from (1 when greedy) */
+  probability: number;
+  /** sampled: the uniform number in [0, 1) whose inverse CDF over the distribution is the token; greedy: null */
+  draw: number | null;
+}
+
+export interface Inspection {
+  /** the window positions looked at */
+  positions: number[];
+  layers: number[];
+  heads: number[];
+  /** attention[l][h][i]: the probabilities (positions[i] + 1 of them, after the causal mask and the softmax) with which
+   * position positions[i] attends to each position in head heads[h] of layer layers[l] */
+  attention: Float32Array[][][];
+  /** logitLens[l][i]: the topK likeliest tokens of the residual stream after layer layers[l] at positions[i] (after
+   * the last layer: the model's own output); null with logitLens false */
+  logitLens: LensEntry[][][] | null;
+  /** blocks[l][i] */
+  blocks: BlockNorms[][];
+  kv: KvCacheInspection;
+  /** where it ran: the CPU engine */
+  device: 'wasm';
+  /** on a GPU model: that the inspection ran the model's weights on the CPU engine */
+  note?: string;
+}
+
+export interface InspectResult extends Inspection {
+  /** the window's tokens (the input's newest n_ctx) */
+  tokens: { id: number; text: string }[];
+}
+
+export interface PieceInspection extends Inspection {
+  /** how the piece's token was drawn */
+  sampler: SamplerTrace;
 }
 
 export interface SpeculativeOptions {
@@ -199,6 +324,8 @@ export interface Piece {
   alternatives?: PieceAlternative[];
   /** with numReturnSequences > 1: which sequence the piece belongs to, from 0 (beam search: 0 is the best) */
   sequence?: number;
+  /** with inspect: the pass that drew the token, at the position it fed last, and the sampler's trace */
+  inspection?: PieceInspection;
 }
 
 /** Live while the generation runs. */
@@ -297,6 +424,8 @@ export interface Model {
   readonly deviceReason: string | null;
   generate(prompt: Prompt, options?: GenerateOptions): Generation;
   score(text: string, options?: ScoreOptions): Promise<ScoreResult>;
+  /** What the model computes inside for the input's tokens, in one fresh pass over them on the CPU engine. */
+  inspect(input: Prompt, options?: InspectOptions): Promise<InspectResult>;
   encode(text: string): Promise<number[]>;
   decode(ids: Iterable<number> | ArrayLike<number>): Promise<string>;
   /** Resolves once the model can run; rejects with why it cannot (load it again). */

@@ -37,7 +37,7 @@ export { ModelLoadError };
 export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 
 // -> Model: { config, weightBytes, weightTypes, threads, simd, generate(prompt, options), score(text, options),
-// encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
+// inspect(input, options), encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
 // "int8", or a GGUF file's types, e.g. "Q4_K, Q6_K"); simd: the CPU engine's build, 'relaxed' (relaxed SIMD: fused
 // multiply-add and the 8-bit dot product, where the JS engine runs them: Chrome 114+, Firefox 145+; Node with
 // GPT2_WASM_SIMD=relaxed) or 'simd128' (Safari, Node by default), chosen by a probe (engine/simd_support.js).
@@ -53,6 +53,10 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // topAlternatives likeliest tokens; perplexity = exp(-totalLogprob / tokens.length); an empty text has no
 // tokens and perplexity 1. Texts longer than the context are scored in overlapping windows (see score.js); an
 // abort of signal rejects it with an AbortError between two passes.
+// inspect(input, { positions, layers, heads, topK, logitLens, kvCache }) (INSPECT_OPTIONS) -> Promise of { tokens,
+// positions, layers, heads, attention, logitLens, blocks, kv, device }: what one fresh pass over the input's tokens
+// computes inside at those positions (inspection/inspect.js; docs/inspection.md); generate()'s inspect option gives
+// each piece the same for its token, with the sampler's trace of its draw.
 // If the engine aborts (a genuine out-of-memory, say), the call that hit it fails with an EngineAbortedError
 // (error.name) and the models of a worker load themselves again in a new one, from the Cache API for a URL;
 // their next calls wait for that. whenUsable() -> Promise that resolves once the model can run, or rejects

@@ -304,6 +304,38 @@ export class EngineSession extends EngineObject {
       new module.BeamSearch(handles, numBeams, lengthPenalty, stopping, maxNewTokens, eosToken, Array.from(ids))));
   }
 
+  // An inspection of this session's passes (engine/inspection/inspector.h): request { positions, layers, heads,
+  // topK, logitLens } (arrays of integers, ascending; positions [] for the last one fed) as the engine takes it.
+  // Then inspectPrompt / inspectStep feed and sample as prefillReusing (reuse) or prefill, and step, do (the same
+  // tokens), and inspection() reads what the call's pass showed, until endInspection().
+  inspect({ positions, layers, heads, topK, logitLens }) {
+    this.checkedCall((session) => session.inspect(positions, layers, heads, topK, Boolean(logitLens)), (set) => !set);
+  }
+
+  inspectPrompt(ids, reuse) {
+    const window = this.#newestWindow(ids, reuse ? 'prefillReusing' : 'prefill');
+    return this.checkedCall((session) => session.inspectPrompt(window, Boolean(reuse)), (token) => token < 0);
+  }
+
+  inspectStep(id) {
+    checkTokenId(id);
+    return this.checkedCall((session) => session.inspectStep(id), (token) => token < 0);
+  }
+
+  // -> { name: a copy of the array, or a number } of the last inspected call (Inspector's results, named as
+  // engine/host/host_api.cpp's inspection_views names them)
+  inspection() {
+    return this.call((session) => {
+      const out = {};
+      for (const [name, value] of Object.entries(session.inspection())) out[name] = typeof value === 'number' ? value : value.slice();
+      return out;
+    });
+  }
+
+  endInspection() {
+    this.call((session) => session.endInspection());
+  }
+
   // Prompt lookup's draft after id (Speculation::lookup_draft): at most maxDraft ids, [] when the context gives none.
   lookupDraft(id, maxDraft) {
     checkTokenId(id);

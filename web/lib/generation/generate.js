@@ -4,11 +4,12 @@
 // string, and ending on <|endoftext|>, a stop string, maxNewTokens or an AbortSignal; with `speculative`, several
 // tokens per step where drafts are verified (the same tokens, fewer passes). Used by
 // local_model.js (in Node, in workers, and in the engine worker for pages). Plain ES module.
+import { InspectedSession } from '../inspection/inspected_session.js';
 import { DraftPolicy } from './draft_policy.js';
 import { LookupDrafter, ModelDrafter } from './drafters.js';
 import { runBeams } from './beams.js';
 import { yieldToEventLoop } from './event_loop.js';
-import { checkModelOptions } from './option_checks.js';
+import { checkModelOptions, inspectionRequest } from './option_checks.js';
 import { makePiece } from './pieces.js';
 import { checkPrompt, promptIds } from './prompt.js';
 import { createStats, updateContextStats } from './run_stats.js';
@@ -24,8 +25,9 @@ export { checkPrompt, createStats };
 
 // An async iterable of pieces { text, token, position, ms, probability?, alternatives? } with a live `stats`.
 // Generation runs as it is iterated; leaving the loop early (break) ends it with stopReason 'abort'.
-// target: { pool: SessionPool, tokenizer, config: { n_ctx, n_vocab }, draftModel?: the draft model's { pool, config }
-// when options.speculative.draft is a model }; options as normalizeGenerateOptions returns.
+// target: { pool: SessionPool, tokenizer, config: the model's, device: where the model runs ('wasm' or 'webgpu'),
+// draftModel?: the draft model's { pool, config } when options.speculative.draft is a model }; options as
+// normalizeGenerateOptions returns. With options.inspect, pool is the CPU engine's (a GPU model's CPU twin).
 export class Generation {
   stats;
   sequences = [];  // with numReturnSequences or numBeams > 1, once the run ends: { tokens, text, score, stopReason } each
@@ -63,8 +65,10 @@ const droppedRuns = new FinalizationRegistry((held) => {
 // pool as a run sees it: what it acquires is in held until it releases or discards it.
 function trackedPool(pool, held) {
   return {
+    // -> the session, or a promise of it (a pool that loads its model first: DeferredSessionPool)
     acquire(options) {
       const session = pool.acquire(options);
+      if (session instanceof Promise) return session.then((s) => (held.add(s), s));
       held.add(session);
       return session;
     },
@@ -79,12 +83,17 @@ function trackedPool(pool, held) {
   };
 }
 
-async function* runGeneration({ pool, tokenizer, draftModel }, prompt, options, stats) {
-  const session = pool.acquire(options);
+async function* runGeneration({ pool, tokenizer, config, device, draftModel }, prompt, options, stats) {
+  const session = await pool.acquire(options);
+  let fed = session;
   try {
+    if (options.inspect) {
+      const request = inspectionRequest(options.inspect, config, null, 'generate', 'inspect.');
+      fed = new InspectedSession(session, request, { config, tokenizer, device });
+    }
     const decoder = tokenizer.createDecoder();
     const filter = new StopStringFilter(options.stop);
-    const stopReason = yield* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel);
+    const stopReason = yield* generatePieces(fed, tokenizer, decoder, filter, prompt, options, stats, draftModel);
     stats.stopReason = stopReason;
     if (stopReason !== 'stop') yield* filter.finish(decoder.flush());
   } catch (error) {
@@ -92,6 +101,7 @@ async function* runGeneration({ pool, tokenizer, draftModel }, prompt, options, 
     throw error;
   } finally {
     stats.stopReason ??= 'abort';  // the consumer left the loop early
+    if (fed !== session) fed.end();
     pool.release(session, options);
   }
 }

@@ -4,7 +4,8 @@
 // names it as its reader does, so every surface takes the same values and refuses the same ones, in the same words.
 // Plain ES module.
 import {
-  GENERATE_OPTIONS, MAX_FLOAT, MAX_INT, MAX_SCORE_ALTERNATIVES, SCORE_OPTIONS, SPECULATIVE_OPTIONS, expectedText,
+  GENERATE_OPTIONS, INSPECT_GENERATION_OPTIONS, INSPECT_OPTIONS, MAX_FLOAT, MAX_INT, MAX_SCORE_ALTERNATIVES, SCORE_OPTIONS,
+  SPECULATIVE_OPTIONS, expectedText,
 } from './option_table.js';
 
 // Whether value is one the table's entry takes (a 'custom' entry's own check is below).
@@ -44,6 +45,11 @@ export function normalizeGenerateOptions(options = {}) {
   }
   if (o.signal !== undefined && typeof o.signal?.aborted !== 'boolean') fail('signal', 'an AbortSignal');
   if (o.speculative !== undefined) o.speculative = normalizeSpeculative(o.speculative);
+  if (o.inspect !== undefined && o.inspect !== false) {
+    o.inspect = checkInspectOptions(o.inspect === true ? {} : o.inspect, INSPECT_GENERATION_OPTIONS, 'generate', 'inspect.');
+  } else {
+    o.inspect = undefined;
+  }
   o.logitBias = { ...o.logitBias };
   o.badWords = [...o.badWords];
   for (const rule of Object.values(OPTION_RULES)) if (rule.broken(o)) throw new RangeError(rule.message(o));
@@ -68,6 +74,55 @@ export function normalizeScoreOptions(options = {}) {
   return checked;
 }
 
+// -> inspect()'s options checked and completed: { positions, layers, heads (each an array, or undefined for the
+// default), topK, logitLens, kvCache }; throws a TypeError / RangeError naming the option.
+export function normalizeInspectOptions(options = {}) {
+  return checkInspectOptions(options, INSPECT_OPTIONS, 'inspect', '');
+}
+
+// options against table (INSPECT_OPTIONS, or INSPECT_GENERATION_OPTIONS as generate()'s inspect: prefix 'inspect.')
+function checkInspectOptions(options, table, caller, prefix) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`${caller}: ${prefix ? `option ${prefix.slice(0, -1)} must be true or an object` : 'options must be an object'}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!Object.hasOwn(table, name)) throw new TypeError(`${caller}: unknown option "${prefix}${name}"`);
+  }
+  const checked = {};
+  for (const [name, entry] of Object.entries(table)) {
+    const value = options[name] === undefined ? entry.default : options[name];
+    const fits = entry.integers ? value === undefined || isAscendingIntegers(value) : fitsEntry(entry, value);
+    if (!fits) {
+      const expected = entry.integers ? 'an array of integers >= 0, ascending without repeats' : expectedText(entry);
+      throw new RangeError(`${caller}: option ${prefix}${name} must be ${expected}, got ${describeValue(value)}`);
+    }
+    checked[name] = Array.isArray(value) ? [...value] : value;
+  }
+  return checked;
+}
+
+const isAscendingIntegers = (value) => Array.isArray(value)
+  && value.every((v, i) => Number.isSafeInteger(v) && v >= 0 && (i === 0 || v > value[i - 1]));
+
+// The engine's request (EngineSession.inspect) for checked options (normalizeInspectOptions, or generate()'s
+// inspect) on a model of config whose input has nTokens tokens (null: generate()'s new token, the last fed): each
+// list filled or checked against the model. caller, prefix: as the options' check names them.
+export function inspectionRequest(checked, { n_layer: nLayer, n_head: nHead }, nTokens, caller = 'inspect', prefix = '') {
+  const all = (n) => Array.from({ length: n }, (_, i) => i);
+  const within = (name, list, limit, what) => {
+    const outside = list.find((v) => v >= limit);
+    if (outside !== undefined) throw new RangeError(`${caller}: option ${prefix}${name} has ${outside}, outside ${what} [0, ${limit})`);
+    return list;
+  };
+  return {
+    positions: nTokens === null ? [] : within('positions', checked.positions ?? [nTokens - 1], nTokens, "the input's positions"),
+    layers: within('layers', checked.layers ?? all(nLayer), nLayer, "the model's layers"),
+    heads: within('heads', checked.heads ?? all(nHead), nHead, "the model's heads"),
+    topK: checked.topK,
+    logitLens: checked.logitLens,
+  };
+}
+
 // What a run of several sequences is called in a message, or null for a run of one.
 function severalSequences(o) {
   if (o.numBeams > 1) return 'numBeams > 1';
@@ -90,6 +145,11 @@ export const OPTION_RULES = Object.freeze({
   sequencesWithoutSpeculation: {
     broken: (o) => severalSequences(o) !== null && Boolean(o.speculative),
     message: (o) => `generate: ${severalSequences(o)} cannot be combined with speculative`,
+  },
+  // an inspection looks at the one token each step feeds
+  inspectOneTokenAtATime: {
+    broken: (o) => Boolean(o.inspect) && (severalSequences(o) !== null || Boolean(o.speculative)),
+    message: (o) => `generate: inspect looks at one new token per step: it cannot be combined with ${severalSequences(o) ?? 'speculative'}`,
   },
   sequencesNeedCache: {
     broken: (o) => severalSequences(o) !== null && o.useKVCache === false,
@@ -151,8 +211,8 @@ export function beamsPastContext({ numBeams, maxNewTokens }, nCtx) {
 
 // The limits only a loaded model knows (normalizeGenerateOptions cannot): the token ids of the options and of a
 // prompt given as ids within its vocabulary, topAlternatives at most its vocabulary, and with beams maxNewTokens
-// at most its context. config: the model's { n_ctx, n_vocab }.
-export function checkModelOptions(options, prompt, { n_ctx: nCtx, n_vocab: nVocab }) {
+// at most its context, inspect's layers and heads the model's. config: the model's { n_ctx, n_vocab, n_layer, n_head }.
+export function checkModelOptions(options, prompt, { n_ctx: nCtx, n_vocab: nVocab, n_layer: nLayer, n_head: nHead }) {
   const { logitBias, badWords, topAlternatives, numBeams, maxNewTokens } = options;
   if (nVocab !== undefined) {
     checkPromptIds(prompt, nVocab);
@@ -165,6 +225,7 @@ export function checkModelOptions(options, prompt, { n_ctx: nCtx, n_vocab: nVoca
     });
     checkTopAlternatives('generate', topAlternatives, nVocab);
   }
+  if (options.inspect && nLayer !== undefined) inspectionRequest(options.inspect, { n_layer: nLayer, n_head: nHead }, null, 'generate', 'inspect.');
   if (nCtx !== undefined && beamsPastContext(options, nCtx)) {
     throw new RangeError(`generate: option maxNewTokens must be at most the model's context (${nCtx} tokens) with numBeams > 1, got ${maxNewTokens}`);
   }

@@ -13,7 +13,7 @@ import { parseBadWords, parseEarlyStopping, parseLogitBias, parseNumber } from '
 // own length adapts below its maxDraftTokens: draft_policy.js); one score returns at most MAX_SCORE_ALTERNATIVES
 // alternatives in all, its scored tokens x topAlternatives (16 bytes each in the heap, and as many objects in JS).
 export const { maxInt: MAX_INT, maxFloat: MAX_FLOAT, maxSequences: MAX_SEQUENCES, maxDraftTokens: MAX_DRAFT_TOKENS,
-  maxScoreAlternatives: MAX_SCORE_ALTERNATIVES } = LIMITS;
+  maxScoreAlternatives: MAX_SCORE_ALTERNATIVES, maxInspectTopK: MAX_INSPECT_TOP_K } = LIMITS;
 // The text form of speculative decoding with drafts from the text itself (prompt lookup).
 export const LOOKUP_TEXT = 'lookup';
 
@@ -42,6 +42,20 @@ export const SPECULATIVE_OPTIONS = deepFreeze({
     flag: '--speculative lookup|MODEL',
   }),
   maxDraftTokens: integer(1, MAX_DRAFT_TOKENS, { default: 8, doc: 'the most tokens drafted per step', flag: '--max-draft-tokens N' }),
+});
+
+// What an inspection looks at (engine/inspection/inspector.h): model.inspect()'s options below, and generate()'s
+// inspect, for each new token. A list is ascending without repeats (integers >= 0, checked against the model once it
+// is known); a missing one means all.
+const integers = (fields) => custom({ default: undefined, parse: undefined, integers: true, ...fields });
+export const INSPECT_GENERATION_OPTIONS = deepFreeze({
+  layers: integers({ doc: 'the layers looked inside, from 0 (default: all)' }),
+  heads: integers({ doc: 'the attention heads whose attention and KV rows are shown (default: all; [] for none)' }),
+  topK: integer(1, MAX_INSPECT_TOP_K, { default: 5, doc: "the logit lens's and the sampler trace's tokens per entry" }),
+  logitLens: {
+    kind: 'boolean', default: true,
+    doc: "each layer's best guesses at the next token: an LM head per layer and position, the costly part",
+  },
 });
 
 // An option that crosses into the engine as it is: its default is the engine's (SamplingSettings).
@@ -152,6 +166,10 @@ export const GENERATE_OPTIONS = deepFreeze({
     default: 1, doc: 'beam search: a hypothesis scores its log-probability sum / length ^ this', flag: '--length-penalty X',
     attribute: 'data-length-penalty', control: 'length-penalty',
   }),
+  inspect: custom({
+    default: undefined, parse: undefined, fields: INSPECT_GENERATION_OPTIONS,
+    doc: "each new token's inspection (attention, logit lens, blocks, KV cache, sampler trace) as its piece's inspection",
+  }),
   // Hugging Face's
   earlyStopping: {
     kind: 'choice', values: [true, false, 'never'], default: false, parse: parseEarlyStopping,
@@ -165,6 +183,13 @@ export const SCORE_OPTIONS = deepFreeze({
   topAlternatives: GENERATE_OPTIONS.topAlternatives,
   kvCache: GENERATE_OPTIONS.kvCache,
   signal: GENERATE_OPTIONS.signal,  // an abort rejects the score with an AbortError
+});
+
+// model.inspect()'s: positions (window positions of the input's tokens, default the last) and generate()'s inspect.
+export const INSPECT_OPTIONS = deepFreeze({
+  positions: integers({ doc: "the positions looked at, from 0, below the input's length in tokens (default: the last)" }),
+  ...INSPECT_GENERATION_OPTIONS,
+  kvCache: GENERATE_OPTIONS.kvCache,
 });
 
 function deepFreeze(object) {

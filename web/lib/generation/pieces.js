@@ -1,5 +1,5 @@
-// A token as a run gives it out: its piece (text, position, time, and with topAlternatives its probability and the
-// likeliest alternatives), a token's text on its own, and a score pass's alternatives. Plain ES module.
+// A token as a run gives it out: its piece (text, position, time, with topAlternatives its probability and the
+// likeliest alternatives, with inspect what the pass that drew it showed), a token's text on its own, and a score pass's alternatives. Plain ES module.
 
 // A model may have more ids than its tokenizer has tokens (a vocabulary padded to a round size, which the
 // loader allows): such an id, if sampled, has no text.
@@ -10,6 +10,7 @@ export function makePiece(session, tokenizer, decoder, { token, row }, position,
     piece.probability = probability;
     piece.alternatives = alternatives.map((a) => ({ ...a, text: tokenText(tokenizer, a.token) }));
   }
+  if (options.inspect) piece.inspection = session.inspection();  // an InspectedSession's (generate.js)
   return piece;
 }
 

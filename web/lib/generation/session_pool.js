@@ -44,6 +44,39 @@ export class SessionPool {
   }
 }
 
+// A SessionPool over a model still to come (a GPU model's CPU twin, GpuModel.cpuModel(), which may load the weights
+// again): acquire() -> a promise of a session, once the model is there.
+export class DeferredSessionPool {
+  #loadModel;
+  #pool = null;  // a promise of the SessionPool, from the first acquire()
+  #disposed = false;
+
+  constructor(loadModel) {
+    this.#loadModel = loadModel;
+  }
+
+  async acquire(options) {
+    this.#pool ??= this.#loadModel().then((model) => new SessionPool(model));
+    const pool = await this.#pool;
+    if (this.#disposed) throw new Error('the model was disposed');
+    return pool.acquire(options);
+  }
+
+  // only sessions that acquire() gave, so the pool is there
+  release(session, options) {
+    this.#pool.then((pool) => (this.#disposed ? session.dispose() : pool.release(session, options)));
+  }
+
+  discard(session) {
+    session.dispose();
+  }
+
+  dispose() {
+    this.#disposed = true;
+    this.#pool?.then((pool) => pool.dispose(), () => {});
+  }
+}
+
 // Fills sessions with n of the pool's sessions for a run that decodes several sequences together, which only the
 // CPU engine's can (a GPU session has no `method`; the error names `option`). The caller releases them.
 export function acquireSessions(pool, options, n, sessions, { method, option }) {

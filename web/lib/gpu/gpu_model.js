@@ -64,6 +64,12 @@ export class GpuModel {
     }
   }
 
+  // -> Promise of an EngineModel with the weights on the CPU: this one's, or the model loaded again once the heap's
+  // copy was released (what a lost GPU's passes run on, and what an inspection runs on: a GPU pass gives logits only)
+  cpuModel() {
+    return this.#gpu.cpuModel();
+  }
+
   // 'webgpu', or 'wasm' once the GPU was lost (deviceLost says why)
   get currentDevice() {
     return this.#gpu.lost ? 'wasm' : 'webgpu';

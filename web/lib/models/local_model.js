@@ -4,6 +4,9 @@
 import { loadEngine } from '../engine/engine.js';
 import { DEFAULT_THREADS, resolveThreads } from '../engine/threads.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
+import { DeferredSessionPool } from '../generation/session_pool.js';
+import { normalizeInspectOptions } from '../generation/option_checks.js';
+import { inspectInput } from '../inspection/inspect.js';
 import { loadModelIntoEngine } from '../loading/loader.js';
 import { sourceName } from '../loading/model_source.js';
 import { normalizeScoreOptions, scoreText } from '../generation/score.js';
@@ -117,6 +120,7 @@ function draftModelOf(options, config) {
 class LocalModel extends DescribedModel {
   #engineModel;
   #pool;
+  #cpuPool = null;  // a GPU model's: sessions of its CPU twin, for inspected runs
   #tokenizer;
 
   // placement: { device, adapterInfo, deviceReason } (placeModel)
@@ -131,8 +135,26 @@ class LocalModel extends DescribedModel {
   generate(prompt, options) {
     if (!this.#pool) throw new Error('the model was disposed');
     const checked = normalizeGenerateOptions(options);
-    const target = { pool: this.#pool, tokenizer: this.#tokenizer, config: this.config, draftModel: draftModelOf(checked, this.config) };
+    const target = {
+      pool: checked.inspect ? this.#cpuSessions() : this.#pool, tokenizer: this.#tokenizer, config: this.config,
+      device: this.device, draftModel: draftModelOf(checked, this.config),
+    };
     return new Generation(target, prompt, checked);
+  }
+
+  // What the model computes inside for the input's tokens (gpt2.d.ts Model.inspect): on the CPU engine, whose passes
+  // show their insides (a GPU model's weights run there for it).
+  async inspect(input, options) {
+    const checked = normalizeInspectOptions(options);
+    if (!this.#pool) throw new Error('the model was disposed');
+    const engineModel = this.device === 'webgpu' ? await this.#engineModel.cpuModel() : this.#engineModel;
+    return inspectInput({ engineModel, tokenizer: this.#tokenizer, config: this.config, device: this.device }, input, checked);
+  }
+
+  // The pool of the sessions an inspected run takes: this model's, or a GPU model's CPU twin's.
+  #cpuSessions() {
+    if (this.device !== 'webgpu') return this.#pool;
+    return (this.#cpuPool ??= new DeferredSessionPool(() => this.#engineModel.cpuModel()));
   }
 
   async score(text, options) {
@@ -159,6 +181,7 @@ class LocalModel extends DescribedModel {
   dispose() {
     draftTargets.delete(this);
     this.#pool?.dispose();
+    this.#cpuPool?.dispose();
     this.#engineModel?.dispose();
     this.#pool = this.#engineModel = null;
   }

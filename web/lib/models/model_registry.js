@@ -69,6 +69,10 @@ class LeasedModel extends DescribedModel {
     return this.#live().score(text, options);
   }
 
+  inspect(input, options) {
+    return this.#live().inspect(input, options);
+  }
+
   encode(text) {
     return this.#live().encode(text);
   }

@@ -13,6 +13,7 @@
 //                   { type: 'generate', id, modelId, prompt, options } -> piece*, result (stats)
 //                   { type: 'score', id, modelId, text, options }     -> result (model.score's answer; options
 //                                                                        as model.score takes them, but signal)
+//                   { type: 'inspect', id, modelId, input, options }  -> result (model.inspect's answer)
 //                   { type: 'encode', id, modelId, text }             -> result (ids)
 //                   { type: 'decode', id, modelId, ids }              -> result (text)
 //                   { type: 'dispose', id, modelId }                  -> result
@@ -54,6 +55,10 @@ const handlers = {
 
   async score({ id, modelId, text, options }) {
     return modelFor(modelId).score(text, { ...options, signal: controllers.get(id).signal });
+  },
+
+  async inspect({ modelId, input, options }) {
+    return modelFor(modelId).inspect(input, options);
   },
 
   async encode({ modelId, text }) {

@@ -6,6 +6,7 @@ import { loadAbortedError } from '../errors.js';
 import { DescribedModel } from '../models/model_description.js';
 import { ModelRegistry } from '../models/model_registry.js';
 import { checkScoreText, normalizeScoreOptions, scoreAbortedError } from '../generation/score.js';
+import { normalizeInspectOptions } from '../generation/option_checks.js';
 import { WorkerClient } from './worker_client.js';
 
 let defaultWorker = null;
@@ -88,6 +89,15 @@ class WorkerModel extends DescribedModel {
     if (signal?.aborted) throw scoreAbortedError();
     const request = { type: 'score', modelId: await this.#liveModelId(), text, options: checked };
     return (await this.#worker.request(request, { signal })).value;
+  }
+
+  // Like score(): checked here, run in the worker.
+  async inspect(input, options) {
+    if (this.#disposed) throw new Error('the model was disposed');
+    checkPrompt(input, 'inspect', 'input');
+    const checked = normalizeInspectOptions(options);
+    const request = { type: 'inspect', modelId: await this.#liveModelId(), input: typeof input === 'string' ? input : Array.from(input), options: checked };
+    return (await this.#worker.request(request)).value;
   }
 
   async encode(text) {
