@@ -12,7 +12,7 @@
 //   node tools/bench/bench.mjs [--models tiny,124m] [--runtimes native,node,chromium,ort,wllama,llamacpp,webgpu,node-webgpu]
 //                        [--weights fp32,int8,gguf|GGUF types] [--contexts 16,64,256,512,1000] [--runs 5] [--quick]
 //                        [--threads 1,2] [--kv-cache int8,fp32] [--node-llama-cpp DIR]
-//                        [--webgpu-flags 'CHROMIUM FLAGS'] [--node-webgpu DIR]
+//                        [--webgpu-flags 'CHROMIUM FLAGS'] [--node-webgpu DIR] [--baseline DIR]
 //
 // The GPU runtimes (web/lib/gpu/, fp32 and int8 weights, the GPU's fp32 KV cache, one engine thread): webgpu = the
 // engine in a worker of a Chromium page launched with WebGPU (--webgpu-flags, default: the adapter Chromium offers,
@@ -60,6 +60,11 @@
 // and a several-sequences section (speculation_runner.mjs sequences): generate's numReturnSequences n = 1, 2, 4, 8
 // at temperature 0.9, the decode's total tokens/s on each model with int8 and fp32 weights, target 4 sequences
 // ≥ 1.5× one (node tools/bench/speculation_runner.mjs sequences DIR WEIGHTS RUNS measures one model alone).
+// With the node runtime, an inspection section (tools/bench/inspection_runner.mjs, a process per model and weights, in
+// the first --simd build, KV cache and thread count): a decode step inspected (model.inspect's every layer and head,
+// the logit lens off and on) beside a plain one, the runs interleaved, ms/token and the ratio. --baseline DIR adds a
+// plain step of the engine of the checkout DIR (its web/lib and its built public/wasm: the engine before a change)
+// to the same runs, loaded beside this one in the same process: rows baseline and current.
 // Needs the build (npm run build): build/native/{gpt2,gpt2_bandwidth}, the shipped wasm engine (public/wasm: what
 // is timed), its testing build (build/wasm-testing: the same engine with the bandwidth probe), public/js.
 import { writeFileSync } from 'node:fs';
@@ -69,17 +74,17 @@ import { benchChartSvg } from './chart_svg.mjs';
 import { checkBuild, commit, ensureModel, machineInfo, planJobs, prepareGguf, uncachedContexts } from './jobs.mjs';
 import { adapterName } from '../../web/lib/gpu/device.js';
 import { TOKENS_DIFFER } from './measure.mjs';
-import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, REPO, SIMD_NAMES, parseArgs } from './options.mjs';
+import { CEILING_REPEATS, INT8_UNCACHED_MAX_CONTEXT, MODELS, NODE_RELAXED_SIMD_FLAGS, REPO, SIMD_NAMES, parseArgs } from './options.mjs';
 import { promptPool } from './prompt_pool.mjs';
 import { TARGET_CONTEXT, decodeWeightBytes, memoryRecords, sequencesTarget, targetResults, toRecords } from './records.mjs';
 import { RUNTIMES, closeChromium, gpuAdapters, runNodeScript } from './runtimes.mjs';
-import { bandwidthTable, beamsTable, contextRetentionTable, ggufTables, gpuTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
+import { bandwidthTable, baselineTable, beamsTable, contextRetentionTable, ggufTables, gpuTable, inspectionCostTable, int8RatioTable, memoryTable, nativeTables, sideBySideTables, sequencesTable,
   simdTable, speculationTables, speedTable, speedupTable, targetsTable, threadScalingTable } from './tables.mjs';
 import { ensureGguf } from './gguf_files.mjs';
 
 async function main() {
   const options = parseArgs(process.argv.slice(2), Object.keys(RUNTIMES));
-  checkBuild(options.runtimes, options.threads, options.simds);
+  checkBuild(options.runtimes, options.threads, options.simds, options.baseline);
   const machine = machineInfo(options.runtimes);
   console.log(`# gpt2-wasm benchmark\n\nmachine: ${machine.cpu}, ${machine.cores} cores, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB; ` +
     `Node ${machine.node}; ${machine.chromium ?? 'Chromium not used'}; load average ${machine.loadAverage.join(' ')}\n`);
@@ -145,6 +150,7 @@ async function main() {
     await closeChromium();
   }
   const speculation = options.runtimes.includes('node') ? await measureSpeculation(options, modelDirs, started) : null;
+  const inspection = options.runtimes.includes('node') ? await measureInspection(options, jobs, plan, pools, started) : null;
 
   const records = runs.flatMap((run) => run.records);
   const skipped = [...runs.flatMap(({ model, runtime, weights, result }) => result.contexts.filter((c) => c.skipped).map((c) => ({ model, runtime, weights, context: c.context, reason: c.skipped }))),
@@ -157,7 +163,7 @@ async function main() {
   const gguf = Object.fromEntries(jobs.filter((job) => job.gguf).map((job) => [relative(REPO, job.gguf.file),
     { file_bytes: job.gguf.fileBytes, decode_bytes: job.gguf.decodeBytes, matrix_types: job.gguf.types }]));
   writeFileSync(join(REPO, 'bench-results.json'),
-    `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets, speculation }, null, 2)}\n`);
+    `${JSON.stringify({ machine, plan: planWritten, notes, records, skipped, ceilings, memory, gguf, targets, speculation, inspection }, null, 2)}\n`);
   const chromiumVersion = machine.chromium?.replace(/ built on .*/, '');
   const caption = `${machine.cpu}, ${machine.cores} cores; Node ${machine.node}${chromiumVersion ? `; ${chromiumVersion}` : ''}; ` +
     `commit ${commit()}; ${new Date().toISOString().slice(0, 10)}; load average ${machine.loadAverageAtEnd.join(' ')} at the end`;
@@ -220,6 +226,7 @@ async function main() {
       `pass for all beams; the decode's tokens/s over all beams, ${speculation.beams[0].new_tokens} steps, medians of ${options.runs} runs per n, ` +
       `int8 KV cache:\n\n${beamsTable(speculation.beams)}\n`);
   }
+  if (inspection?.length > 0) printInspection(inspection, options, plan);
   console.log(`## Bandwidth ceiling\n\n${bandwidthTable(runs)}\n`);
   console.log(`## Memory\n\n${memoryTable(memory)}\n\nwasm: peak = the WebAssembly memory's size (it never shrinks), steady = ` +
     `Module.heapUsedBytes(); wllama: Chromium's measureUserAgentSpecificMemory() of the page and its workers; native, ` +
@@ -269,6 +276,36 @@ async function measureSpeculation(options, modelDirs, started) {
     if (sequenceWeights.includes('int8')) beams.push({ model, ...await runNodeScript([script, 'beams', dir, 'int8', runs], log) });
   }
   return { lookup, verification, sequences, beams };
+}
+
+// The inspection section: for each node job of the first KV cache, SIMD build and thread count, its model and weights
+// in tools/bench/inspection_runner.mjs (with --baseline, that checkout's engine beside this one).
+async function measureInspection(options, jobs, plan, pools, started) {
+  const log = (text) => console.error(`[inspection ${((Date.now() - started) / 1000).toFixed(0)} s] ${text}`);
+  const measured = [];
+  for (const job of jobs.filter((j) => j.runtime === 'node' && j.defaultKv && j.defaultSimd && j.threads === options.threads[0])) {
+    const source = job.gguf?.file ?? job.modelDir;
+    const runnerPlan = { contexts: plan.contexts, runs: plan.runs, decodeSteps: plan.decodeSteps, kvCache: job.kvCache, promptPool: pools[job.model].ids };
+    log(`${job.model} ${job.weights}${options.baseline ? `, baseline ${options.baseline}` : ''}`);
+    const result = await runNodeScript([...NODE_RELAXED_SIMD_FLAGS, join(REPO, 'tools/bench/inspection_runner.mjs'), source, job.weights,
+      JSON.stringify(runnerPlan), String(job.threads), job.simd, ...(options.baseline ? [options.baseline] : [])], log);
+    measured.push({ model: job.model, weights: job.weights, kvCache: job.kvCache, baseline: options.baseline, ...result });
+  }
+  return measured;
+}
+
+function printInspection(inspection, options, plan) {
+  const [{ simd, threads, kvCache }] = inspection;
+  const how = `Node, ${SIMD_NAMES[simd]} build, ${threads} ${threads === 1 ? 'thread' : 'threads'}, ${kvCache} KV cache; per context ` +
+    `${plan.runs} runs; a run prefills the prompt in each, then decodes ${plan.decodeSteps} greedy steps in all of them alternately, ` +
+    `each step timed around the engine call; a run's figure is the median of its steps; all of them draw the same tokens; load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')} after it`;
+  if (options.baseline) {
+    console.log(`## Decode with inspection off against the baseline engine (${how})\n\nbaseline: the engine of ${options.baseline}, ` +
+      `loaded beside the current one in the same process\n\n${baselineTable(inspection)}\n`);
+  }
+  console.log(`## The cost of an inspected decode step (${how})\n\ninspected: inspectStep with every layer and head (the attention ` +
+    `rows, block and q/k/v norms, KV rows, the sampler's trace) and its results copied out of the heap; the logit lens adds an ` +
+    `LM head per layer\n\n${inspectionCostTable(inspection)}\n`);
 }
 
 main().catch((error) => {

@@ -33,7 +33,9 @@ export function machineInfo(runtimes) {
   };
 }
 
-export function checkBuild(runtimes, threads, simds) {
+// baseline: --baseline's checkout, whose engine the inspection section loads (the first --simd build, threaded where
+// the first thread count is more than one).
+export function checkBuild(runtimes, threads, simds, baseline) {
   // our wasm runtimes' testing builds: each --simd build, and its threaded variant where threads are asked for
   const suffixes = simds.map((simd) => (simd === 'relaxed' ? '-relaxed' : ''));
   const wasmBuilds = suffixes.flatMap((suffix) => [`build/wasm-testing/gpt2${suffix}-testing.wasm`,
@@ -47,6 +49,11 @@ export function checkBuild(runtimes, threads, simds) {
   const missing = runtimes.flatMap((runtime) => needed[runtime]).filter((path) => !existsSync(join(REPO, path)));
   if (missing.length > 0) {
     throw new Error(`not built: ${[...new Set(missing)].join(', ')} (run npm run build; npm run bench installs ${BENCH_PACKAGES})`);
+  }
+  const baselineBuild = `public/wasm/gpt2${threads[0] > 1 ? '-mt' : ''}${suffixes[0]}.wasm`;
+  const baselineMissing = baseline ? ['web/lib/engine/engine.js', baselineBuild].filter((path) => !existsSync(join(baseline, path))) : [];
+  if (baselineMissing.length > 0) {
+    throw new Error(`--baseline: ${baseline} has no ${baselineMissing.join(' or ')} (a checkout with its wasm built: tools/dev/build.sh)`);
   }
 }
 

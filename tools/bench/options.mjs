@@ -1,6 +1,6 @@
 // The benchmark's command line (tools/bench/bench.mjs's flags) and what it chooses among: the models, the weight
 // formats, the KV cache storages, the default plan.
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GGUF_TYPES } from './gguf_files.mjs';
 
@@ -70,7 +70,7 @@ export const OTHER_KV_CACHES = { ort: 'fp32', wllama: 'f16', llamacpp: 'f16' };
 export function parseArgs(argv, runtimeNames) {
   const options = { models: ['tiny', '124m'], runtimes: runtimeNames, weights: DEFAULT_WEIGHTS, contexts: [16, 64, 256, 512, 1000],
     runs: 5, decodeSteps: CACHED_DECODE_STEPS, runtimesGiven: false, threads: [1], kvCaches: ['int8'], simds: ['relaxed'], nodeLlamaCpp: process.env.NODE_LLAMA_CPP || null,
-    webgpuFlags: DEFAULT_WEBGPU_FLAGS, nodeWebgpu: process.env.NODE_WEBGPU || join(REPO, DEFAULT_NODE_WEBGPU) };
+    webgpuFlags: DEFAULT_WEBGPU_FLAGS, nodeWebgpu: process.env.NODE_WEBGPU || join(REPO, DEFAULT_NODE_WEBGPU), baseline: null };
   const list = (value) => value.split(',').map((item) => item.trim()).filter(Boolean);
   const positiveIntegers = (flag, value) => list(value).map((item) => {
     const n = Number(item);
@@ -96,9 +96,10 @@ export function parseArgs(argv, runtimeNames) {
     else if (flag === '--node-llama-cpp') options.nodeLlamaCpp = value();
     else if (flag === '--webgpu-flags') options.webgpuFlags = value().split(/\s+/).filter(Boolean);
     else if (flag === '--node-webgpu') options.nodeWebgpu = value();
+    else if (flag === '--baseline') options.baseline = resolve(value());
     else {
       throw new Error(`unknown option ${flag} (use --models, --runtimes, --weights, --contexts, --runs, --quick, --threads, --kv-cache, --simd, ` +
-        '--node-llama-cpp, --webgpu-flags, --node-webgpu)');
+        '--node-llama-cpp, --webgpu-flags, --node-webgpu, --baseline)');
     }
   }
   if (options.quick && !runsGiven) options.runs = 3;
@@ -108,6 +109,7 @@ export function parseArgs(argv, runtimeNames) {
   options.weights = [...new Set(options.weights)];
   for (const kv of options.kvCaches) if (!KV_CACHES.includes(kv)) throw new Error(`--kv-cache: unknown KV cache "${kv}" (${KV_CACHES.join(', ')})`);
   for (const simd of options.simds) if (!SIMD_BUILDS.includes(simd)) throw new Error(`--simd: unknown build "${simd}" (${SIMD_BUILDS.join(', ')})`);
+  if (options.baseline && !options.runtimes.includes('node')) throw new Error('--baseline: runs in the node runtime, which --runtimes leaves out');
   // Each uncached run decodes one token that is checked against the cached run's tokens.
   options.decodeSteps = Math.max(options.decodeSteps, options.runs);
   return options;

@@ -283,3 +283,36 @@ export function beamsTable(beams) {
   return table(['model', 'weights', ...counts.map((n) => (n === 1 ? 'greedy: tokens/s' : `${n} beams: tokens/s (÷ greedy)`))],
     beams.map((r) => [r.model, r.weights, ...r.results.map((x) => (x.sequences === 1 ? fixed(x.tokens_per_second) : `${fixed(x.tokens_per_second)} (${fixed(x.ratio, 2)}×)`))]));
 }
+
+// The inspection runner's measurements (inspection_runner.mjs), each { model, weights, contexts }: per context, rows
+// of the sessions named in labels (under the header rowHeader), each its ms/token (the median, and the range over the runs) and its ratio to the
+// first label's median.
+function stepTable(inspection, labels, [rowHeader, ratioHeader]) {
+  const rows = [];
+  for (const { model, weights, contexts } of inspection) {
+    for (const context of contexts) {
+      if (context.skipped) {
+        rows.push([model, weights, String(context.context), `skipped: ${context.skipped}`, '', '']);
+        continue;
+      }
+      const reference = median(context.msPerToken[Object.keys(labels)[0]]);
+      for (const [name, label] of Object.entries(labels)) {
+        const ms = context.msPerToken[name];
+        rows.push([model, weights, contextLabel(context.context, context.promptLength), label,
+          withRange(median(ms), [Math.min(...ms), Math.max(...ms)], 2), `${fixed(median(ms) / reference, 3)}×`]);
+      }
+    }
+  }
+  return table(['model', 'weights', 'context', rowHeader, 'decode ms/token: median of the runs (min–max)', ratioHeader], rows);
+}
+
+// A plain decode step of the engine before inspection existed (--baseline) and of this one.
+export function baselineTable(inspection) {
+  return stepTable(inspection.filter((record) => record.contexts.some((c) => c.msPerToken?.baseline)),
+    { baseline: 'baseline', plain: 'current' }, ['engine', '÷ baseline']);
+}
+
+// A decode step inspected (every layer and head, the results read), the logit lens off and on, beside a plain one.
+export function inspectionCostTable(inspection) {
+  return stepTable(inspection, { plain: 'plain step', lensOff: 'inspected, logit lens off', lensOn: 'inspected, logit lens on' }, ['step', '÷ plain']);
+}
