@@ -6,6 +6,7 @@ import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, beamsPastContext, clearErro
 import { breaksRule } from '../lib/generation/option_checks.js';
 import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
+import { insideInspectOption, insidePiece, insideRunEnded, insideRunStarted } from './inside_view.js';
 import { hideTooltip } from './tooltip.js';
 
 const chart = new TokenTimeChart($('token-chart'));
@@ -39,12 +40,15 @@ async function runGeneration(text, { continuing }) {
     // Continue then gives the text.
     if (!continuing) state.outputIds = await state.model.encode(text);
     const prompt = continuing && state.outputIds?.length ? state.outputIds : text;
-    run = state.model.generate(prompt, { ...options, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
+    insideRunStarted({ continuing });
+    const inspect = insideInspectOption(options);
+    run = state.model.generate(prompt, { ...options, inspect, signal: controller.signal, topAlternatives: TOP_ALTERNATIVES });
     let isFirstPiece = true;
     for await (const piece of run) {
       if (controller.signal.aborted) break;
       if (Number.isInteger(piece.token)) state.outputIds?.push(piece.token);
       appendToken(piece);
+      insidePiece(piece);
       // The first piece's time is the prompt's prefill, shown on its own; the chart is about decode steps.
       if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
       isFirstPiece = false;
@@ -60,6 +64,7 @@ async function runGeneration(text, { continuing }) {
     // must not replace the newer run's.
     if (run && state.latestGeneration === controller) showStats(run.stats, controller.signal.aborted);
     finishGeneration(controller);
+    insideRunEnded();
   }
 }
 

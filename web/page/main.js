@@ -1,7 +1,8 @@
 // The page (public/index.html): its parts wired to its elements. Model choice and download progress
 // (model_menu.js; the Weights and Device settings reload the model), the stored models (stored_models.js), the
-// settings (settings.js), the Generate mode (generate_panel.js) with its Compare strategies view (compare_panel.js)
-// and the Analyze text mode (analyze_panel.js), the token tooltip of all three (tooltip.js).
+// settings (settings.js), the Generate mode (generate_panel.js) with its Compare strategies and Inside the model
+// views (compare_panel.js, inside_view.js) and the Analyze text mode (analyze_panel.js), the token tooltip of all
+// three (tooltip.js).
 import { analyze, stopAnalysis } from './analyze_panel.js';
 import { wireComparePanel } from './compare_panel.js';
 import { reloadAfterFailedRecovery } from './crash_recovery.js';
@@ -11,6 +12,7 @@ import { fillModelSelect, onLocalFilesChosen, onLoadSettingChanged, onModelSelec
 import { elements, showError, state } from './page_state.js';
 import { PERSISTED_INPUTS, restoreSettings, saveSettings } from './settings.js';
 import { refreshStoredModels } from './stored_models.js';
+import { wireInsideView } from './inside_view.js';
 import { followScroll, hideTooltip, wireTooltip } from './tooltip.js';
 
 // Generate shows the prompt, the output, the speed and Compare strategies; Analyze text its text box and the analysis.
@@ -18,7 +20,7 @@ function showMode(mode) {
   const analyzing = mode === 'analyze';
   hideTooltip();
   elements.promptHeading.textContent = analyzing ? 'Text to analyze' : 'Prompt';
-  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard, elements.compareCard]) element.hidden = analyzing;
+  for (const element of [elements.form, elements.output, elements.outputHint, elements.statsCard, elements.compareCard, elements.insideCard]) element.hidden = analyzing;
   for (const element of [elements.analyzeForm, elements.analysis]) element.hidden = !analyzing;
 }
 
@@ -48,6 +50,7 @@ function start() {
   wireTooltip(elements.output);
   wireTooltip(elements.analysisText);
   wireComparePanel();
+  wireInsideView();
   document.addEventListener('keydown', (event) => event.key === 'Escape' && hideTooltip());
   // Scroll events do not bubble; capturing catches a token box scrolling as well as the page.
   document.addEventListener('scroll', followScroll, { capture: true, passive: true });

@@ -13,6 +13,7 @@ export const elements = {
   stop: $('stop'),
   compare: $('compare'),
   compareCard: $('compare-card'),
+  insideCard: $('inside-card'),
   modes: document.querySelectorAll('input[name="mode"]'),
   promptHeading: $('prompt-heading'),
   outputHint: $('output-hint'),

@@ -77,14 +77,14 @@ function onTokenKeydown(event) {
   next.focus();
 }
 
-// Makes whitespace tokens visible in the tooltip: a space as ␣, a newline as ↵, a tab as ⇥.
-function visibleText(text) {
+// Makes whitespace tokens visible in the tooltip and the Inside the model view: a space as ␣, a newline as ↵, a tab as ⇥.
+export function visibleText(text) {
   const shown = text.replaceAll(' ', '␣').replaceAll('\n', '↵').replaceAll('\t', '⇥');
   return `“${shown}”`;
 }
 
 // Two decimals like "0.41"; rare tokens as "3.2e-5", which stays short and still compares at a glance.
-function formatProbability(probability) {
+export function formatProbability(probability) {
   if (!Number.isFinite(probability)) return 'n/a';
   if (probability >= 0.01 || probability === 0) return probability.toFixed(2);
   return probability.toExponential(1).replace('e-', 'e−');
