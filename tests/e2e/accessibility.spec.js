@@ -4,6 +4,7 @@
 // settings, whose help texts wait folded behind their disclosures. Run after `bash tools/dev/build.sh`.
 import AxeBuilder from '@axe-core/playwright';
 import { test, expect } from './under_csp.js';
+import { contrastRatio, parseColour } from './colours.js';
 import { controls, fillSettings } from './page-controls.js';
 
 const MODEL_READY_TIMEOUT = 90_000;
@@ -62,4 +63,41 @@ test('on a 390 px screen each setting\'s help text is folded behind its disclosu
   // The controls keep their descriptions while folded: assistive technology reads them from the select.
   await expect(page.getByLabel('Weights')).toHaveAccessibleDescription(/int8 quantizes the weights while loading/);
   await expect(page.getByLabel('Device')).toHaveAccessibleDescription(/^Where the model runs\. Auto takes the GPU through WebGPU/);
+});
+
+// A field's looks (getComputedStyle), with the colour of what it is drawn on: its own background, else the nearest
+// ancestor's that is not transparent.
+function fieldLooks(field) {
+  return field.evaluate((element) => {
+    const style = getComputedStyle(element);
+    let backdrop = element;
+    while (backdrop && /^rgba\(.*, 0\)$|^transparent$/.test(getComputedStyle(backdrop).backgroundColor)) backdrop = backdrop.parentElement;
+    return {
+      color: style.color, borderStyle: style.borderTopStyle, opacity: style.opacity, cursor: style.cursor,
+      background: backdrop ? getComputedStyle(backdrop).backgroundColor : 'rgb(255, 255, 255)',
+    };
+  });
+}
+
+test('a disabled field looks disabled in both colour schemes, by the page\'s own rule, and its text keeps a contrast of 4.5', async ({ page }) => {
+  await page.goto('/');
+  await expect(controls(page).generate).toBeEnabled({ timeout: MODEL_READY_TIMEOUT });
+  const weights = page.getByLabel('Weights');  // the default model is a GGUF file: its weights are its own
+  await expect(weights).toBeDisabled();
+  for (const colorScheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme });
+    const [disabled, enabled] = [await fieldLooks(weights), await fieldLooks(page.getByLabel('Device'))];
+    // not Chromium's own greying of a disabled select (an opacity, or its own colour), which Firefox and WebKit lack
+    expect(disabled, colorScheme).toMatchObject({ borderStyle: 'dashed', opacity: '1', cursor: 'not-allowed' });
+    expect(enabled, colorScheme).toMatchObject({ borderStyle: 'solid', opacity: '1' });
+    expect(disabled.color, colorScheme).not.toBe(enabled.color);
+    expect(disabled.color, colorScheme).toBe(await page.evaluate(() => {
+      const probe = document.body.appendChild(document.createElement('span'));
+      probe.style.color = 'var(--muted)';
+      const colour = getComputedStyle(probe).color;
+      probe.remove();
+      return colour;
+    }));
+    expect(contrastRatio(parseColour(disabled.color), parseColour(disabled.background)), colorScheme).toBeGreaterThanOrEqual(4.5);
+  }
 });

@@ -306,7 +306,8 @@ test('two widgets on one page share one model download and one worker, and both 
   // One download of the one file of the default model, for both widgets.
   expect(assets.requests.filter((request) => request.includes('/models/'))).toEqual([WEIGHTS_REQUEST]);
   // one engine worker, plus its thread workers on this cross-origin-isolated host (threads - 1; the threads are
-  // the cores, at most 8: web/lib/engine/engine.js)
+  // the cores measured to run at once, at most 8: web/lib/engine/threads.js; all of them on a machine without
+  // other work)
   const threads = await page.evaluate(() => Math.min(navigator.hardwareConcurrency, 8));
   expect(page.workers()).toHaveLength(threads);
   expect(errors).toEqual([]);
@@ -384,6 +385,41 @@ test('a CSP that forbids blob: workers shows why the widget cannot run', async (
   await expect(widget.generate).toBeHidden();
   expect(pageErrors).toEqual([]);
 });
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+// WebKit's ways with these two policies, in Chromium: where workers are forbidden, it refuses `new Worker` at once
+// with a SecurityError (the page hears of the violation later); where WebAssembly is, it compiles modules and
+// refuses only to instantiate them.
+const WEBKIT_WAYS = {
+  'worker-forbidden': () => {
+    const RealWorker = Worker;
+    window.Worker = class extends RealWorker {
+      constructor(url, options) {
+        super(url, options);  // Chromium's own refusal, and its violation event, come later
+        throw new DOMException('The operation is insecure.', 'SecurityError');
+      }
+    };
+  },
+  'wasm-forbidden': () => {
+    const compile = WebAssembly.compile;
+    WebAssembly.compile = (bytes) => compile(bytes).catch(() => Object.create(WebAssembly.Module.prototype));
+  },
+};
+
+for (const [host, message] of [['wasm-forbidden', WASM_FORBIDDEN_MESSAGE], ['worker-forbidden', WORKER_FORBIDDEN_MESSAGE]]) {
+  test(`where WebKit's refusal comes first, the ${host} host shows why at once, Generate off, and nothing is downloaded`, async ({ page }) => {
+    await page.addInitScript(WEBKIT_WAYS[host]);
+    await page.goto(`${hosts.isolated.origin}/${host}.html`);
+    const widget = widgetControls(page.locator('gpt2-widget'));
+    await expect(widget.alert).toHaveText(new RegExp(`^${escapeRegExp(message)}`), { timeout: 10_000 });
+    await expect(widget.generate).toBeHidden();
+    await expect(page.locator('gpt2-widget button.generate')).toBeDisabled();  // out of the accessibility tree: by its class
+    expect(assets.requests.filter((request) => !request.endsWith('/gpt2-widget.js'))).toEqual([]);
+  });
+}
 
 test('the documented strict CSP (our origin, wasm-unsafe-eval, the blob: worker) lets the widget run', async ({ page }) => {
   const errors = collectErrors(page);

@@ -309,3 +309,52 @@ describe('public API on the bundled tiny-shakespeare model', () => {
     }
   });
 });
+
+// dispose() during a run ends it as an abort of its signal does: before its next token (a step of several sequences,
+// a step of the beams), with stopReason 'abort' and no error; a beam search gives its running beams. The model's other
+// calls then fail, and a run that had not started takes no session.
+describe('dispose() during a run (a model in this thread)', () => {
+  const LONG = { maxNewTokens: 200, stopAtEndOfText: false, temperature: 0 };
+
+  test.each([
+    ['one sequence', {}, 5],
+    ['speculative decoding', { speculative: { draft: 'prompt-lookup' } }, 5],
+    ['several sequences, at the end of a step of three', { numReturnSequences: 3, temperature: 0.8, seed: 3 }, 3],
+  ])('%s: the run ends at its next token, with stopReason abort and no error', async (label, options, disposeAfter) => {
+    const model = await loadModel(BUNDLED);
+    const generation = model.generate('HAMLET:', { ...LONG, ...options });
+    let count = 0;
+    for await (const _ of generation) if (++count === disposeAfter) model.dispose();
+    expect(count).toBe(disposeAfter);
+    expect(generation.stats).toMatchObject({ stopReason: 'abort', generatedTokens: disposeAfter });
+    expect(() => model.generate('HAMLET:')).toThrow('the model was disposed');
+  });
+
+  test('a beam search ends at its next step and gives its running beams', async () => {
+    const model = await loadModel(BUNDLED);
+    const generation = model.generate('HAMLET:', { ...LONG, numBeams: 3 });
+    const iterator = generation[Symbol.asyncIterator]();
+    const first = iterator.next();  // the search runs, a turn of the event loop between its steps
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    model.dispose();
+    const pieces = [];
+    for (let next = await first; !next.done; next = await iterator.next()) pieces.push(next.value);
+    expect(generation.stats.stopReason).toBe('abort');
+    expect(pieces.length).toBeGreaterThan(0);
+    expect(pieces.length).toBeLessThan(200);
+    expect(generation.sequences[0].stopReason).toBe('abort');
+  });
+
+  test('a run not started yet ends at once, and the signal of the caller still counts', async () => {
+    const model = await loadModel(BUNDLED);
+    const pending = model.generate('HAMLET:', LONG);
+    const controller = new AbortController();
+    const withSignal = model.generate('HAMLET:', { ...LONG, signal: controller.signal });
+    let count = 0;
+    for await (const _ of withSignal) if (++count === 4) controller.abort();
+    expect(count).toBe(4);
+    expect(withSignal.stats.stopReason).toBe('abort');
+    model.dispose();
+    expect(await collect(pending)).toMatchObject({ pieces: [], stats: { stopReason: 'abort', generatedTokens: 0 } });
+  });
+});

@@ -101,6 +101,7 @@ describe('loadModel threads option', () => {
     let third;
     try {
       expect([first.threads, second.threads]).toEqual([2, 1]);
+      expect([first.threadsReason, second.threadsReason]).toEqual([null, "the engine's other threads are held by another model"]);
       expect(await greedyText(second)).toBe(await greedyText(first));
       first.dispose();
       third = await loadModel(BUNDLED, { threads: 2 });
@@ -119,6 +120,7 @@ describe('loadModel threads option', () => {
     const model = await loadModel(BUNDLED);
     try {
       expect(model.threads).toBe(1);
+      expect(model.threadsReason).toBeNull();  // one thread was asked for
     } finally {
       model.dispose();
     }

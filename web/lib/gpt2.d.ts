@@ -413,6 +413,10 @@ export interface Model {
   readonly weightTypes: string;
   /** the threads it got */
   readonly threads: number;
+  /** why it runs on one thread where more were asked for ('auto' or a count): the page is not cross-origin isolated,
+   * the browser gives no SharedArrayBuffer, one core, its cores could not be measured, or the engine's other threads
+   * are held by another model; else null */
+  readonly threadsReason: string | null;
   /** the CPU engine's wasm build: relaxed SIMD (fused multiply-add, 8-bit dot product) in browsers that run it (and
    * in Node with GPT2_WASM_SIMD=relaxed), else SIMD128 */
   readonly simd: 'relaxed' | 'simd128';
@@ -430,7 +434,9 @@ export interface Model {
   decode(ids: Iterable<number> | ArrayLike<number>): Promise<string>;
   /** Resolves once the model can run; rejects with why it cannot (load it again). */
   whenUsable(): Promise<void>;
-  /** A model in a worker returns a Promise; one in this thread returns nothing. */
+  /** A model in a worker returns a Promise; one in this thread returns nothing. Its runs under way end as an abort of
+   * their signal ends them: before their next token (several sequences, beams: their next step), with stopReason
+   * 'abort' and no error; its later calls fail with "the model was disposed". */
   dispose(): void | Promise<void>;
 }
 

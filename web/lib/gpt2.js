@@ -36,7 +36,7 @@ export { ModelLoadError };
 // (the CLI's disk cache, cli_cache.js, is its own).
 export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 
-// -> Model: { config, weightBytes, weightTypes, threads, simd, generate(prompt, options), score(text, options),
+// -> Model: { config, weightBytes, weightTypes, threads, threadsReason, simd, generate(prompt, options), score(text, options),
 // inspect(input, options), encode(text), decode(ids), whenUsable(), dispose() }; weightTypes: how the weight matrices are stored ("fp32",
 // "int8", or a GGUF file's types, e.g. "Q4_K, Q6_K"); simd: the CPU engine's build, 'relaxed' (relaxed SIMD: fused
 // multiply-add and the 8-bit dot product, where the JS engine runs them: Chrome 114+, Firefox 145+; Node with
@@ -64,9 +64,10 @@ export { deleteCachedModel, listCachedModels } from './loading/model_cache.js';
 // weights: 'fp32' (default) or 'int8' (a safetensors model quantized on load: about a quarter of the weight
 // memory); the engine checks it before model.safetensors is opened. A GGUF file runs in its own types:
 // 'int8' with one is a TypeError.
-// threads: 'auto' (default in browsers: the cores, at most 8) or a count (default 1 in Node). More than one
-// needs SharedArrayBuffer, which browsers give only to cross-origin-isolated pages (COOP + COEP headers);
-// elsewhere the model quietly runs on one thread. model.threads says how many it got.
+// threads: 'auto' (default in browsers: the cores, at most 8; in browsers those measured to run at once, see
+// engine/threads.js) or a count (default 1 in Node). More than one needs SharedArrayBuffer, which browsers give
+// only to cross-origin-isolated pages (COOP + COEP headers); elsewhere the model runs on one thread.
+// model.threads says how many it got, and model.threadsReason why one where more were asked for.
 // device: 'auto' (default), 'webgpu' or 'wasm': where the forward pass runs. 'webgpu' runs it on the GPU
 // (web/lib/gpu/; fp32 and int8 weights, an fp32 KV cache; score() stays on the CPU) and is a one-line error where
 // there is no WebGPU adapter or the model's formats do not run there; 'auto' uses the GPU only on a hardware

@@ -16,15 +16,22 @@ const MIN_POSITION_SPAN = 16;
 const MEDIAN_WINDOW = 9;
 const Y_HEADROOM = 1.3;
 
+// A draw reads no layout: it runs in the frames that show streaming tokens, where a forced layout, a backing store
+// allocated again or a style read per line would cost more than the lines; the size comes from the ResizeObserver.
 export class TokenTimeChart {
   #canvas;
   #series = new Map(); // 'on' | 'off' -> [{ position, ms }]
   #activeKey = null;
   #drawQueued = false;
+  #size = { width: 0, height: 0 }; // the canvas's CSS size, as last observed
 
   constructor(canvas) {
     this.#canvas = canvas;
-    new ResizeObserver(() => this.#draw()).observe(canvas);
+    new ResizeObserver(([entry]) => {
+      const { width, height } = entry.contentRect;
+      this.#size = { width, height };
+      this.#draw();
+    }).observe(canvas);
   }
 
   // Starts (and replaces) the series for one cache mode.
@@ -65,7 +72,8 @@ export class TokenTimeChart {
   #draw() {
     const context = this.#prepareCanvas();
     if (!context) return;
-    const { width, height } = this.#canvas.getBoundingClientRect();
+    const { width, height } = this.#size;
+    const colors = this.#colors();
     const plot = {
       left: PADDING.left,
       top: PADDING.top,
@@ -81,39 +89,49 @@ export class TokenTimeChart {
       x: (position) => plot.left + (position / xAxis.max) * plot.width,
       y: (ms) => plot.top + plot.height - (ms / yAxis.max) * plot.height,
     };
-    this.#drawAxes(context, plot, scale, xAxis, yAxis);
+    this.#drawAxes(context, plot, scale, xAxis, yAxis, colors);
     context.save();
     context.beginPath();
     context.rect(plot.left, plot.top, plot.width, plot.height);
     context.clip();
     for (const { key, points, medians } of lines) {
-      const color = this.#color(key);
+      const color = colors[key];
       this.#drawLine(context, points, scale, { color, width: 1, alpha: 0.35 });
       this.#drawLine(context, medians, scale, { color, width: 2.5, alpha: 1 });
     }
     context.restore();
-    this.#drawLegend(context, plot);
+    this.#drawLegend(context, plot, colors);
   }
 
-  // Sizes the backing store for the device pixel ratio so lines stay crisp; returns a context in CSS pixels.
+  // Sizes the backing store for the device pixel ratio so lines stay crisp (only when that size changes: setting it
+  // allocates the store again); returns a cleared context in CSS pixels.
   #prepareCanvas() {
-    const { width, height } = this.#canvas.getBoundingClientRect();
+    const { width, height } = this.#size;
     if (width === 0 || height === 0) return null;
     const ratio = window.devicePixelRatio || 1;
-    this.#canvas.width = Math.round(width * ratio);
-    this.#canvas.height = Math.round(height * ratio);
+    const [storeWidth, storeHeight] = [Math.round(width * ratio), Math.round(height * ratio)];
+    if (this.#canvas.width !== storeWidth) this.#canvas.width = storeWidth;
+    if (this.#canvas.height !== storeHeight) this.#canvas.height = storeHeight;
     const context = this.#canvas.getContext('2d');
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
     context.clearRect(0, 0, width, height);
     return context;
   }
 
-  #drawAxes(context, plot, scale, xAxis, yAxis) {
+  // The chart's font and colours from the page's style, read once per draw.
+  #colors() {
     const style = getComputedStyle(this.#canvas);
-    context.font = `12px ${style.fontFamily}`;
+    const variable = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+    const colors = { font: `12px ${style.fontFamily}`, grid: variable('--chart-grid', '#d4d4d8'), text: variable('--chart-text', '#52525b') };
+    for (const [key, { colorVariable, fallbackColor }] of Object.entries(SERIES_STYLE)) colors[key] = variable(colorVariable, fallbackColor);
+    return colors;
+  }
+
+  #drawAxes(context, plot, scale, xAxis, yAxis, colors) {
+    context.font = colors.font;
     context.lineWidth = 1;
-    context.strokeStyle = style.getPropertyValue('--chart-grid').trim() || '#d4d4d8';
-    context.fillStyle = style.getPropertyValue('--chart-text').trim() || '#52525b';
+    context.strokeStyle = colors.grid;
+    context.fillStyle = colors.text;
     context.textAlign = 'right';
     context.textBaseline = 'middle';
     for (const ms of ticks(yAxis)) {
@@ -158,7 +176,7 @@ export class TokenTimeChart {
     context.globalAlpha = 1;
   }
 
-  #drawLegend(context, plot) {
+  #drawLegend(context, plot, colors) {
     let x = plot.left + plot.width;
     context.textAlign = 'right';
     context.textBaseline = 'middle';
@@ -166,19 +184,14 @@ export class TokenTimeChart {
       const label = SERIES_STYLE[key].label;
       const present = (this.#series.get(key)?.length ?? 0) > 0;
       context.globalAlpha = present ? 1 : 0.4;
-      context.fillStyle = getComputedStyle(this.#canvas).getPropertyValue('--chart-text').trim() || '#52525b';
+      context.fillStyle = colors.text;
       context.fillText(label, x, 12);
       x -= context.measureText(label).width + 6;
-      context.fillStyle = this.#color(key);
+      context.fillStyle = colors[key];
       context.fillRect(x - 14, 10, 14, 4);
       x -= 30;
     }
     context.globalAlpha = 1;
-  }
-
-  #color(key) {
-    const { colorVariable, fallbackColor } = SERIES_STYLE[key];
-    return getComputedStyle(this.#canvas).getPropertyValue(colorVariable).trim() || fallbackColor;
   }
 }
 

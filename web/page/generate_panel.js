@@ -1,5 +1,7 @@
 // The Generate mode: streaming generation with per-token probabilities, Continue, Stop, the speed statistics
-// and the ms/token chart.
+// and the ms/token chart. The pieces that arrive between two frames go into the page together, in one animation
+// frame: at hundreds of tokens a second, a DOM change (and a layout) per token would leave the page no time for
+// its frames, its input and the accessibility tree.
 import { TokenTimeChart } from './chart.js';
 import { recoverFromCrash } from './crash_recovery.js';
 import { $, BEAMS_AND_SPECULATION, TOP_ALTERNATIVES, beamsPastContext, clearError, elements, hasGeneratedOutput, invalidNumberMessage, labelOf, pieceOfToken, showError, showInvalid, state, updateControls } from './page_state.js';
@@ -7,9 +9,13 @@ import { breaksRule } from '../lib/generation/option_checks.js';
 import { parseBadWords, parseLogitBias } from '../lib/generation/option_text.js';
 import { formatBytes } from '../lib/progress_text.js';
 import { insideInspectOption, insidePiece, insideRunEnded, insideRunStarted } from './inside_view.js';
+import { RunAnnouncer } from './run_announcer.js';
 import { hideTooltip } from './tooltip.js';
 
 const chart = new TokenTimeChart($('token-chart'));
+const announcer = new RunAnnouncer($('run-announcer'));
+// The pieces received and not shown yet, with the run they belong to, and the frame that shows them.
+const unshown = { pieces: [], run: null, frame: 0, shownInRun: 0 };
 
 // Generate starts the output from the prompt; Continue generates more after what the output shows (the prompt
 // it started from and the tokens so far), with the same settings. It gives the model those token ids, not their
@@ -47,14 +53,11 @@ async function runGeneration(text, { continuing }) {
     for await (const piece of run) {
       if (controller.signal.aborted) break;
       if (Number.isInteger(piece.token)) state.outputIds?.push(piece.token);
-      appendToken(piece);
       insidePiece(piece);
       // The first piece's time is the prompt's prefill, shown on its own; the chart is about decode steps.
       if (!isFirstPiece) chart.addPoint(piece.position, piece.ms);
       isFirstPiece = false;
-      showStats(run.stats);
-      // a GPU lost mid-run: the run goes on on the CPU (web/lib/gpu/gpu_session.js), and so does the model
-      if (run.stats.deviceLost) showError(`${run.stats.deviceLost}: the run went on on the CPU (WebAssembly), where the model now runs.`);
+      showInNextFrame(piece, run);
     }
   } catch (error) {
     if (error.name === 'EngineAbortedError') recoverFromCrash(error);
@@ -62,19 +65,52 @@ async function runGeneration(text, { continuing }) {
   } finally {
     // A stopped run ends in the worker only at its next token, maybe after a newer run has started: its stats
     // must not replace the newer run's.
+    showUnshown();
     if (run && state.latestGeneration === controller) showStats(run.stats, controller.signal.aborted);
+    if (run && state.generation === controller) announcer.end(unshown.shownInRun, elements.stats.stop.textContent);
     finishGeneration(controller);
     insideRunEnded();
   }
 }
 
-// The controls come back at once on Stop, without waiting for the engine to finish its current step.
+function showInNextFrame(piece, run) {
+  unshown.pieces.push(piece);
+  unshown.run = run;
+  unshown.frame ||= requestAnimationFrame(showUnshown);
+}
+
+// The pieces received since the last frame: their tokens, the run's stats, a lost GPU. The page is laid out once:
+// where the output was scrolled is read before anything changes, the new end after everything has.
+function showUnshown() {
+  cancelAnimationFrame(unshown.frame);
+  unshown.frame = 0;
+  const { pieces, run } = unshown;
+  if (pieces.length === 0) return;
+  unshown.pieces = [];
+  const { output } = elements;
+  // Follow the text as it grows, unless the reader has scrolled up to read earlier output.
+  const followingEnd = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+  appendTokens(pieces);
+  showStats(run.stats);
+  if (followingEnd) output.scrollTop = output.scrollHeight;
+  announcer.add(pieces.map((piece) => piece.text).join(''));
+  unshown.shownInRun += pieces.length;
+  // a GPU lost mid-run: the run goes on on the CPU (web/lib/gpu/gpu_session.js), and so does the model
+  if (run.stats.deviceLost) showError(`${run.stats.deviceLost}: the run went on on the CPU (WebAssembly), where the model now runs.`);
+}
+
+// The controls come back at once on Stop, without waiting for the engine to finish its current step; the output
+// keeps the tokens received before it.
 export function stopGeneration() {
   const controller = state.generation;
   if (!controller) return;
   controller.abort();
+  showUnshown();
   // A comparison (compare_panel.js) is a generation too, but the stats show Generate's latest run.
-  if (controller === state.latestGeneration) elements.stats.stop.textContent = 'stopped';
+  if (controller === state.latestGeneration) {
+    elements.stats.stop.textContent = 'stopped';
+    announcer.end(unshown.shownInRun, 'stopped');
+  }
   finishGeneration(controller);
 }
 
@@ -140,22 +176,26 @@ function continueOutput() {
 }
 
 function startStats() {
+  unshown.shownInRun = 0;
+  announcer.start();
   elements.output.setAttribute('aria-busy', 'true');
   for (const cell of Object.values(elements.stats)) cell.textContent = '–';
 }
 
-function appendToken(piece) {
-  const span = document.createElement('span');
-  span.className = 'token';
-  span.textContent = piece.text;
-  // Roving tabindex: the output is one Tab stop; arrow keys move between tokens.
-  span.tabIndex = elements.output.querySelector('.token') ? -1 : 0;
-  pieceOfToken.set(span, piece);
+function appendTokens(pieces) {
   const { output } = elements;
-  // Follow the text as it grows, unless the reader has scrolled up to read earlier output.
-  const followingEnd = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
-  output.append(span);
-  if (followingEnd) output.scrollTop = output.scrollHeight;
+  // Roving tabindex: the output is one Tab stop; arrow keys move between tokens.
+  let tabIndex = output.querySelector('.token') ? -1 : 0;
+  const spans = pieces.map((piece) => {
+    const span = document.createElement('span');
+    span.className = 'token';
+    span.textContent = piece.text;
+    span.tabIndex = tabIndex;
+    tabIndex = -1;
+    pieceOfToken.set(span, piece);
+    return span;
+  });
+  output.append(...spans);
 }
 
 const STOP_REASONS = {

@@ -67,7 +67,7 @@ function fp32WeightsTooLarge(error, weights) {
 }
 
 // Loads a model; choosing again cancels this load. The previous model stays in use until the new one is
-// ready, and stays usable if the new one fails.
+// ready, and stays usable if the new one fails, except where the new one replaces it on the CPU (replacesModelInUse).
 export async function switchModel(choice) {
   stopGeneration();
   state.loading?.abort();
@@ -77,6 +77,10 @@ export async function switchModel(choice) {
   state.failedChoice = null;
   const weights = weightsFor(choice);
   const device = elements.device.value;
+  if (replacesModelInUse(choice, weights, device)) {
+    state.model.dispose();
+    state.model = state.modelChoice = state.recovery = null;
+  }
   clearError();
   showWeightsSetting();
   const why = choice.fp32Bytes ? `: its fp32 weights, ${formatBytes(choice.fp32Bytes)}, do not fit in WebAssembly's memory` : '';
@@ -126,6 +130,15 @@ export async function switchModel(choice) {
   }
 }
 
+// A model holds its engine's pool threads while it lives, so that a model loaded beside it gets fewer (model.threads):
+// the model in use loaded again with another device or weight format is disposed of first. (With the same ones, the
+// load shares its loaded copy: gpt2.js's model registry.) Not for the GPU, where a load can fail that the CPU's would
+// not: the model in use then stays until the new one is ready.
+function replacesModelInUse(choice, weights, device) {
+  return state.model !== null && choice === state.modelChoice && device !== 'webgpu' &&
+    (weights !== state.modelWeights || device !== state.modelDevice);
+}
+
 // A new weight format or device reloads the model being loaded, or the one whose load failed last (a retry), or
 // else the one in use. A model in use that already loaded with these settings stays: when it is also the one whose
 // load failed (another device, say), going back to its settings is no longer a failure to report.
@@ -144,11 +157,13 @@ export function onLoadSettingChanged() {
 function describeLoadedModel() {
   if (!state.model) return 'No model loaded: choose one in Settings.';
   const { n_layer, n_embd, n_ctx } = state.model.config;
-  const { weightBytes, weightTypes, threads } = state.model;
-  // threads: more than one only on a cross-origin-isolated page (tools/dev/serve.mjs sends COOP + COEP)
+  const { weightBytes, weightTypes, threads, threadsReason } = state.model;
+  // threads: more than one only on a cross-origin-isolated page (tools/dev/serve.mjs sends COOP + COEP), and the API
+  // says why when not
   const fp32TooLarge = state.modelChoice.fp32Bytes ? ' (its fp32 weights do not fit)' : '';
+  const oneThreadWhy = threadsReason ? ` (${threadsReason})` : '';
   const details = `${n_layer} layers, width ${n_embd}, ${n_ctx}-token context, ${formatBytes(weightBytes)} of ` +
-    `${weightTypes} weights${fp32TooLarge}, ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+    `${weightTypes} weights${fp32TooLarge}, ${threads} ${threads === 1 ? 'thread' : 'threads'}${oneThreadWhy}`;
   const kept = state.modelNotCached ? ` · not kept for offline use: ${state.modelNotCached}` : '';
   return `Ready: ${state.modelChoice.label} · ${details} · ${describeDevice(state.model)}${kept}`;
 }

@@ -8,26 +8,24 @@ export const MESSAGES = {
   unsupported: 'This browser cannot run the generator: it needs WebAssembly and Web Workers.',
 };
 
-// The smallest valid module: compiling it fails exactly when WebAssembly may not run here.
+// The smallest valid module: instantiating it fails exactly when WebAssembly may not run here. (Compiling alone
+// is not enough: WebKit compiles under a CSP without 'wasm-unsafe-eval' and refuses only the instance.)
 const EMPTY_WASM_MODULE = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]);
+
+// A worker as the engine's starts (a module from a blob: URL) that says it runs: it fails exactly when the page
+// may not start the engine's.
+const PROBE_WORKER_SOURCE = 'postMessage(0);';
 
 // gpt2.js runs the models in its default engine worker, which ends with the last model, and shares a model
 // between the widgets that ask for the same one (its model registry): one download, one loaded copy.
 export class GeneratorApi {
-  #webAssemblyProblem = null;
-  #workerBlocked = false;
+  #problem = null;
 
-  constructor() {
-    // A CSP that forbids blob: workers only shows as a violation event (and a worker error without detail).
-    document.addEventListener('securitypolicyviolation', (event) => {
-      if (event.effectiveDirective === 'worker-src' && event.blockedURI === 'blob') this.#workerBlocked = true;
-    });
-  }
-
-  // -> Promise of null when the engine can run here, else the message that says why not.
+  // -> Promise of null when the engine can run here, else the message that says why not. Asked before any
+  // download, so that a page that cannot run the engine downloads nothing.
   findProblem() {
-    this.#webAssemblyProblem ??= probeWebAssembly();
-    return this.#webAssemblyProblem;
+    this.#problem ??= probeWebAssembly().then((problem) => problem ?? probeWorker());
+    return this.#problem;
   }
 
   // -> lease { model: Promise<Model>, release() }; onProgress gets the loader's progress events. device: loadModel's.
@@ -40,19 +38,39 @@ export class GeneratorApi {
     };
     return { model, release };
   }
-
-  // Whether the page's CSP refused our blob: worker (the load error itself does not say why).
-  get workerBlocked() {
-    return this.#workerBlocked;
-  }
 }
 
 async function probeWebAssembly() {
   if (typeof WebAssembly !== 'object' || typeof Worker !== 'function') return MESSAGES.unsupported;
   try {
-    await WebAssembly.compile(EMPTY_WASM_MODULE);
+    await WebAssembly.instantiate(EMPTY_WASM_MODULE);
     return null;
   } catch {
     return MESSAGES.wasmBlocked;
   }
+}
+
+// A CSP that forbids blob: workers shows in one of two ways: WebKit throws a SecurityError from the constructor,
+// Chromium and Firefox start the worker and then report an error event (without detail) on it.
+function probeWorker() {
+  const url = URL.createObjectURL(new Blob([PROBE_WORKER_SOURCE], { type: 'text/javascript' }));
+  let worker;
+  try {
+    worker = new Worker(url, { type: 'module' });
+  } catch (error) {
+    URL.revokeObjectURL(url);
+    return Promise.resolve(error.name === 'SecurityError' ? MESSAGES.workerBlocked : MESSAGES.unsupported);
+  }
+  return new Promise((resolve) => {
+    const finish = (problem) => {
+      worker.terminate();
+      URL.revokeObjectURL(url);
+      resolve(problem);
+    };
+    worker.onmessage = () => finish(null);
+    worker.onerror = (event) => {
+      event.preventDefault();
+      finish(MESSAGES.workerBlocked);
+    };
+  });
 }

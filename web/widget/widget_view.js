@@ -1,6 +1,5 @@
 // One widget: its Shadow DOM (the markup below, styled by widget.css), its controls, its model and its runs.
 import { formatBytes, formatPace } from '../lib/progress_text.js';
-import { MESSAGES } from './generator_api.js';
 import { GENERATE_OPTIONS } from './widget_options.js';
 import WIDGET_CSS from './widget.css';
 
@@ -62,6 +61,7 @@ export class Widget {
   #generation = null;  // AbortController of the running generation
   #outputIds = [];  // token ids of the prompt and of the output so far, for Continue
   #destroyed = false;
+  #blocked = false;  // the engine cannot run on this page (GeneratorApi.findProblem)
   #connectedOnce = false;
 
   constructor(element, root, options, generator, onDestroy) {
@@ -92,7 +92,7 @@ export class Widget {
   }
 
   async #run({ continuing }) {
-    if (this.#generation || this.#destroyed) return;
+    if (this.#generation || this.#destroyed || this.#blocked) return;
     const controller = (this.#generation = new AbortController());
     this.#setBusy(true);
     try {
@@ -147,7 +147,10 @@ export class Widget {
     else if (!this.#options.lazy) this.#ensureModel();
   }
 
+  // The engine cannot run on this page: the message, and no controls (Generate stays off, whoever calls it).
   #block(message) {
+    this.#blocked = true;
+    this.#ui.generate.disabled = true;
     this.#ui.widget.classList.add('blocked');
     this.#showAlert(message);
   }
@@ -159,6 +162,13 @@ export class Widget {
   }
 
   async #loadModel() {
+    // a Generate clicked before #start knew whether the engine can run here
+    const problem = await this.#generator.findProblem();
+    if (this.#destroyed) return null;
+    if (problem) {
+      this.#block(problem);
+      return null;
+    }
     const { generate, progress, status } = this.#ui;
     let notCached = null;  // why the browser did not keep the model's files (e.g. a full quota), if it did not
     this.#lease = this.#generator.acquireModel(this.#options.model, this.#options.device, (event) => {
@@ -179,8 +189,7 @@ export class Widget {
       if (this.#destroyed) return null;
       this.#lease.release();
       this.#lease = this.#ready = null;
-      if (this.#generator.workerBlocked) this.#block(MESSAGES.workerBlocked);
-      else this.#showAlert(`Could not load the model: ${error.message}`);
+      this.#showAlert(`Could not load the model: ${error.message}`);
       status.textContent = '';
       return null;
     } finally {
@@ -273,7 +282,7 @@ export class Widget {
   }
 
   #setBusy(busy) {
-    this.#ui.generate.disabled = busy;
+    this.#ui.generate.disabled = busy || this.#blocked;
     this.#ui.continue.disabled = busy || !this.#ui.generated.textContent;
     this.#ui.stop.disabled = !busy;
   }

@@ -1,5 +1,6 @@
 // How many threads an engine runs: the `threads` option of loadModel, checked, and resolved for this realm.
 import { IS_NODE, importNodeBuiltin } from '../environment.js';
+import { measureParallelThreads } from './core_probe.js';
 import { LIMITS } from './engine_constants.js';
 
 // Threads: the engine comes in two builds, public/wasm/gpt2.* (one thread, runs everywhere) and gpt2-mt.* (-pthread:
@@ -10,28 +11,67 @@ export const MAX_AUTO_THREADS = 8;
 // and the forward pass gains nothing from more threads than cores.
 export const MAX_THREADS = LIMITS.maxThreads;
 
-// Whether this realm can run the threaded build: Node always; browsers only when cross-origin isolated (COOP +
-// COEP headers), without which SharedArrayBuffer does not exist.
+// Why a model runs on one thread where it asked for more ('auto' or a count), in the words of model.threadsReason.
+export const ONE_THREAD_REASONS = Object.freeze({
+  notIsolated: 'the page is not cross-origin isolated',
+  noSharedArrayBuffer: 'the browser gives no SharedArrayBuffer',
+  oneCore: 'one core',
+  unmeasured: 'its cores could not be measured',
+  workersTaken: "the engine's other threads are held by another model",
+});
+
+// -> null when a browser realm with these globals can run the threaded build, else why not (ONE_THREAD_REASONS).
+// Without cross-origin isolation (COOP + COEP headers) browsers give no SharedArrayBuffer; WebKit gives none even
+// with it.
+export function threadsUnavailableReason({ crossOriginIsolated, SharedArrayBuffer }) {
+  if (crossOriginIsolated !== true) return ONE_THREAD_REASONS.notIsolated;
+  if (typeof SharedArrayBuffer !== 'function') return ONE_THREAD_REASONS.noSharedArrayBuffer;
+  return null;
+}
+
+// Whether this realm can run the threaded build: Node always; browsers as threadsUnavailableReason says.
 export function threadsAvailable() {
-  return IS_NODE || (globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function');
+  return IS_NODE || threadsUnavailableReason(globalThis) === null;
 }
 
 // The default of loadModel's `threads`: browsers use threads when they can; Node asks for them.
 export const DEFAULT_THREADS = IS_NODE ? 1 : 'auto';
 
-// The `threads` option of loadModel: 'auto' (the machine's cores, at most MAX_AUTO_THREADS) or a count in
-// 1..MAX_THREADS (TypeError otherwise).
+// The `threads` option of loadModel: 'auto' (the cores, at most MAX_AUTO_THREADS) or a count in 1..MAX_THREADS
+// (TypeError otherwise).
 export function checkThreads(threads) {
   if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= MAX_THREADS)) {
     throw new TypeError(`threads must be "auto" or an integer from 1 to ${MAX_THREADS}, got ${JSON.stringify(threads)}`);
   }
 }
 
-// -> the thread count to use in this realm for the `threads` option: 1 where threads are unavailable.
-export async function resolveThreads(threads = DEFAULT_THREADS) {
+// -> { threads, reason }: the thread count to use in this realm for the `threads` option, and, when that is 1 where
+// more were asked for, why (ONE_THREAD_REASONS; null otherwise). 'auto' is the cores, at most MAX_AUTO_THREADS: in
+// Node those the process may use; in browsers those the browser reports, cut to the threads measured to run at once
+// (core_probe.js), since browsers may report more cores than the machine has. A count is taken as asked.
+export async function planThreads(threads = DEFAULT_THREADS) {
   checkThreads(threads);
-  if (!threadsAvailable()) return 1;
-  if (threads !== 'auto') return threads;
-  const cores = IS_NODE ? (await importNodeBuiltin('os')).availableParallelism() : globalThis.navigator?.hardwareConcurrency;
-  return Math.max(1, Math.min(cores || 1, MAX_AUTO_THREADS));
+  const plan = (count, reason = null) => ({ threads: count, reason: count === 1 && threads !== 1 ? reason : null });
+  if (!threadsAvailable()) return plan(1, threadsUnavailableReason(globalThis));
+  if (threads !== 'auto') return plan(threads);
+  if (IS_NODE) return plan(Math.min((await importNodeBuiltin('os')).availableParallelism(), MAX_AUTO_THREADS), ONE_THREAD_REASONS.oneCore);
+  const reported = Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency || 1, MAX_AUTO_THREADS));
+  try {
+    return plan(await measuredThreads(reported), ONE_THREAD_REASONS.oneCore);
+  } catch {
+    return plan(1, ONE_THREAD_REASONS.unmeasured);
+  }
+}
+
+// -> the thread count of planThreads(threads).
+export async function resolveThreads(threads = DEFAULT_THREADS) {
+  return (await planThreads(threads)).threads;
+}
+
+// The probe's answer for n threads, measured once per realm: the engine and everything that asks again (a model
+// loaded later, a test reading the engine's heap) get the same count.
+const measured = new Map();  // n -> Promise of the threads
+function measuredThreads(n) {
+  if (!measured.has(n)) measured.set(n, measureParallelThreads(n));
+  return measured.get(n);
 }

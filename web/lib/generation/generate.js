@@ -26,8 +26,9 @@ export { checkPrompt, createStats };
 // An async iterable of pieces { text, token, position, ms, probability?, alternatives? } with a live `stats`.
 // Generation runs as it is iterated; leaving the loop early (break) ends it with stopReason 'abort'.
 // target: { pool: SessionPool, tokenizer, config: the model's, device: where the model runs ('wasm' or 'webgpu'),
-// draftModel?: the draft model's { pool, config } when options.speculative.draft is a model }; options as
-// normalizeGenerateOptions returns. With options.inspect, pool is the CPU engine's (a GPU model's CPU twin).
+// draftModel?: the draft model's { pool, config } when options.speculative.draft is a model, disposals?: AbortSignals
+// that end the run as options.signal does (its model's dispose()) }; options as normalizeGenerateOptions returns.
+// With options.inspect, pool is the CPU engine's (a GPU model's CPU twin).
 export class Generation {
   stats;
   sequences = [];  // with numReturnSequences or numBeams > 1, once the run ends: { tokens, text, score, stopReason } each
@@ -40,9 +41,14 @@ export class Generation {
     const held = new Set();
     const tracked = { ...target, pool: trackedPool(target.pool, held) };
     if (target.draftModel) tracked.draftModel = { ...target.draftModel, pool: trackedPool(target.draftModel.pool, held) };
-    this.#pieces = options.numBeams > 1 ? runBeams(tracked, prompt, options, this.stats, this.sequences)
-      : options.numReturnSequences > 1 ? runSequences(tracked, prompt, options, this.stats, this.sequences)
-        : runGeneration(tracked, prompt, options, this.stats);
+    const run = (signal) => {
+      const runOptions = { ...options, signal };
+      return runOptions.numBeams > 1 ? runBeams(tracked, prompt, runOptions, this.stats, this.sequences)
+        : runOptions.numReturnSequences > 1 ? runSequences(tracked, prompt, runOptions, this.stats, this.sequences)
+          : runGeneration(tracked, prompt, runOptions, this.stats);
+    };
+    const signals = [options.signal, ...(target.disposals ?? [])].filter((signal) => signal !== undefined);
+    this.#pieces = runWithSignal(run, signals, this.stats);
     droppedRuns.register(this.#pieces, held);
   }
 
@@ -83,8 +89,26 @@ function trackedPool(pool, held) {
   };
 }
 
+// run(signal) with a signal of its own, aborted once any of signals is (the caller's, its model's dispose()), whose
+// listeners are taken back when the run ends. A run whose signals aborted before it started takes no session.
+async function* runWithSignal(run, signals, stats) {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  for (const signal of signals) signal.addEventListener?.('abort', abort, { once: true });
+  try {
+    if (signals.some((signal) => signal.aborted)) {
+      stats.stopReason = 'abort';
+      return;
+    }
+    yield* run(controller.signal);
+  } finally {
+    for (const signal of signals) signal.removeEventListener?.('abort', abort);
+  }
+}
+
 async function* runGeneration({ pool, tokenizer, config, device, draftModel }, prompt, options, stats) {
   const session = await pool.acquire(options);
+  const inFlight = { step: null };  // a GPU pass that an abort left running (generatePieces)
   let fed = session;
   try {
     if (options.inspect) {
@@ -93,7 +117,7 @@ async function* runGeneration({ pool, tokenizer, config, device, draftModel }, p
     }
     const decoder = tokenizer.createDecoder();
     const filter = new StopStringFilter(options.stop);
-    const stopReason = yield* generatePieces(fed, tokenizer, decoder, filter, prompt, options, stats, draftModel);
+    const stopReason = yield* generatePieces(fed, tokenizer, decoder, filter, prompt, options, stats, draftModel, inFlight);
     stats.stopReason = stopReason;
     if (stopReason !== 'stop') yield* filter.finish(decoder.flush());
   } catch (error) {
@@ -102,13 +126,16 @@ async function* runGeneration({ pool, tokenizer, config, device, draftModel }, p
   } finally {
     stats.stopReason ??= 'abort';  // the consumer left the loop early
     if (fed !== session) fed.end();
-    pool.release(session, options);
+    // the session runs again only once its pass has ended (freed if that failed)
+    if (inFlight.step) inFlight.step.then(() => pool.release(session, options), () => pool.discard(session));
+    else pool.release(session, options);
   }
 }
 
 // Yields the pieces the stop filter releases; returns the stop reason.
-// draftModel: speculative.draft's { pool, config } when it is a model, else undefined
-async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel) {
+// draftModel: speculative.draft's { pool, config } when it is a model, else undefined; inFlight.step: set to the step
+// an abort left running
+async function* generatePieces(session, tokenizer, decoder, filter, prompt, options, stats, draftModel, inFlight) {
   const eos = tokenizer.eosId;
   if (options.signal?.aborted) return 'abort';
   session.setSampling(samplingSettings(options, tokenizer));
@@ -132,11 +159,28 @@ async function* generatePieces(session, tokenizer, decoder, filter, prompt, opti
       if (stats.generatedTokens === options.maxNewTokens) return 'length';
       await yieldToEventLoop();  // lets an abort (or a worker's cancel message) arrive between tokens
       if (options.signal?.aborted) return 'abort';
-      ({ next, ms } = await decoding.after(next.token, options.maxNewTokens - stats.generatedTokens));
+      const step = decoding.after(next.token, options.maxNewTokens - stats.generatedTokens);
+      const stepped = await untilAborted(step, options.signal);
+      if (stepped === null) {
+        inFlight.step = step;
+        return 'abort';
+      }
+      ({ next, ms } = stepped);
     }
   } finally {
     decoding.release();
   }
+}
+
+// -> step's value, or null as soon as signal aborts: a GPU pass (a promise that settles with the GPU, 0.1 to 0.2 s on
+// a software adapter) is not waited for. A CPU step runs within decoding.after(), so its value comes before any
+// abort that another task sends.
+function untilAborted(step, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(null);
+    signal.addEventListener('abort', onAbort, { once: true });
+    step.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 // The tokens after the prefill's, one step() at a time, or with speculation several per verified pass: each comes

@@ -2,7 +2,7 @@
 // the tokenizer behind the public Model interface (see gpt2.js), generating with generate.js's loop and scoring
 // with score.js.
 import { loadEngine } from '../engine/engine.js';
-import { DEFAULT_THREADS, resolveThreads } from '../engine/threads.js';
+import { DEFAULT_THREADS, ONE_THREAD_REASONS, planThreads } from '../engine/threads.js';
 import { Generation, SessionPool, normalizeGenerateOptions } from '../generation/generate.js';
 import { DeferredSessionPool } from '../generation/session_pool.js';
 import { normalizeInspectOptions } from '../generation/option_checks.js';
@@ -30,8 +30,9 @@ export async function loadModelInThisThread(source, { onProgress, signal, weight
   }
   let engine, loaded;
   let upload = null;
+  const threadPlan = await planThreads(threads);
   try {
-    engine = await loadEngine({ threads: await resolveThreads(threads) });
+    engine = await loadEngine({ threads: threadPlan.threads });
     if (choice.device === 'webgpu' && (device === 'webgpu' || remembered)) upload = startWeightUpload(choice.gpu);
     loaded = await loadModelIntoEngine(engine, source, { onProgress, signal, weights, onMatrixRows: upload && matrixRowsTo(upload) });
   } catch (error) {
@@ -48,7 +49,14 @@ export async function loadModelInThisThread(source, { onProgress, signal, weight
   // API where the download was cached)
   const reloadOnCpu = async () => (await loadModelIntoEngine(engine, source, { weights })).model;
   const placed = await placeModel(model, choice, device, { name: sourceName(source), modelKey, reloadOnCpu, upload });
-  return new LocalModel(placed.model, tokenizer, placed);
+  return new LocalModel(placed.model, tokenizer, { ...placed, threadsReason: oneThreadReason(placed.model.threads, engine, threadPlan) });
+}
+
+// Why a model of engine runs on one thread where more were asked for (ONE_THREAD_REASONS), or null. threadPlan:
+// planThreads's. A model takes the engine's pool workers that no other model holds (engine.js).
+function oneThreadReason(modelThreads, engine, threadPlan) {
+  if (modelThreads > 1) return null;
+  return threadPlan.reason ?? (engine.threads > 1 ? ONE_THREAD_REASONS.workersTaken : null);
 }
 
 // The model where choice puts it: { model: a GpuModel or the engine model, device, adapterInfo, deviceReason }.
@@ -122,22 +130,24 @@ class LocalModel extends DescribedModel {
   #pool;
   #cpuPool = null;  // a GPU model's: sessions of its CPU twin, for inspected runs
   #tokenizer;
+  #disposal = new AbortController();  // aborted by dispose(): the runs under way end as an abort of their signal ends them
 
-  // placement: { device, adapterInfo, deviceReason } (placeModel)
-  constructor(engineModel, tokenizer, { device, adapterInfo, deviceReason }) {
-    super({ ...describeModel(engineModel), device, adapterInfo, deviceReason });
+  // placement: { device, adapterInfo, deviceReason } (placeModel) and threadsReason (oneThreadReason)
+  constructor(engineModel, tokenizer, { device, adapterInfo, deviceReason, threadsReason }) {
+    super({ ...describeModel(engineModel), threadsReason, device, adapterInfo, deviceReason });
     this.#engineModel = engineModel;
     this.#pool = new SessionPool(engineModel);
     this.#tokenizer = tokenizer;
     draftTargets.set(this, { pool: this.#pool, config: this.config });
   }
 
-  generate(prompt, options) {
+  // disposal: a lease's (model_registry.js), whose dispose() ends this run too
+  generate(prompt, options, disposal = undefined) {
     if (!this.#pool) throw new Error('the model was disposed');
     const checked = normalizeGenerateOptions(options);
     const target = {
       pool: checked.inspect ? this.#cpuSessions() : this.#pool, tokenizer: this.#tokenizer, config: this.config,
-      device: this.device, draftModel: draftModelOf(checked, this.config),
+      device: this.device, draftModel: draftModelOf(checked, this.config), disposals: [this.#disposal.signal, disposal],
     };
     return new Generation(target, prompt, checked);
   }
@@ -177,8 +187,10 @@ class LocalModel extends DescribedModel {
     if (this.#engineModel.engine.aborted) this.#engineModel.engine.call(() => {});  // throws EngineAbortedError
   }
 
-  // Generations still running keep their session (and the weights) until they end.
+  // Generations still running end at their next token, as an abort of their signal ends them (stopReason 'abort'); they
+  // keep their session (and the weights) until then.
   dispose() {
+    this.#disposal.abort();
     draftTargets.delete(this);
     this.#pool?.dispose();
     this.#cpuPool?.dispose();

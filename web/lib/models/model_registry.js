@@ -50,10 +50,12 @@ export class ModelRegistry {
   }
 }
 
-// One caller's hold on a shared model: the Model interface, with dispose() letting go (once).
+// One caller's hold on a shared model: the Model interface, with dispose() letting go (once) and ending this
+// caller's runs under way, as the model's own dispose() ends them, while the others' go on.
 class LeasedModel extends DescribedModel {
   #model;
   #release;
+  #disposal = new AbortController();
 
   constructor(model, release) {
     super(model);
@@ -62,7 +64,7 @@ class LeasedModel extends DescribedModel {
   }
 
   generate(prompt, options) {
-    return this.#live().generate(prompt, options);
+    return this.#live().generate(prompt, options, this.#disposal.signal);
   }
 
   score(text, options) {
@@ -86,6 +88,7 @@ class LeasedModel extends DescribedModel {
   }
 
   dispose() {
+    this.#disposal.abort();
     this.#release?.();
     this.#model = this.#release = null;
   }

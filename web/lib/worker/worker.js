@@ -5,7 +5,7 @@
 // Protocol (every request carries a numeric `id`; answers carry the same id):
 //   page -> worker  { type: 'configure', assetBase }  first: the URL of the wasm files' folder (the asset
 //                                                     folder of asset_folder.js, the page's); no answer
-//                   { type: 'load', id, source, weights?, threads?, device? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads, simd }
+//                   { type: 'load', id, source, weights?, threads?, device? } -> progress*, result { modelId, config, weightBytes, weightTypes, threads, threadsReason, simd, … }
 //                   (source: a model source, as the page's modelSource made it (model_source.js: plain data,
 //                   URLs resolved against the page); weights: 'fp32' | 'int8', threads: 'auto' | count, device:
 //                   loadModel's options; the worker resolves threads, since it is the worker's isolation and cores

@@ -59,8 +59,9 @@ class WorkerModel extends DescribedModel {
   #failedReloadCrash = null;  // the crash after which the last reload failed, if it did
   #stopWatchingCrashes;
   #disposed = false;
+  #disposal = new AbortController();  // aborted by dispose(): the runs under way end as an abort of their signal ends them
 
-  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads, simd }
+  // loaded: the worker's answer to the load, { modelId, config, weightBytes, weightTypes, threads, threadsReason, simd, … }
   constructor(worker, loaded, loadMessage) {
     super(loaded);
     this.#worker = worker;
@@ -69,7 +70,8 @@ class WorkerModel extends DescribedModel {
     this.#stopWatchingCrashes = worker.onCrash((crash) => this.#reload(crash));
   }
 
-  generate(prompt, options) {
+  // disposal: a lease's (model_registry.js), whose dispose() ends this run too
+  generate(prompt, options, disposal = undefined) {
     if (this.#disposed) throw new Error('the model was disposed');
     checkPrompt(prompt);
     const { signal, ...rest } = normalizeGenerateOptions(options);
@@ -77,7 +79,7 @@ class WorkerModel extends DescribedModel {
       throw new TypeError("generate: a draft model works with models loaded in the same thread; this one runs in a worker (use speculative: { draft: 'prompt-lookup' })");
     }
     const message = async () => ({ type: 'generate', modelId: await this.#liveModelId(), prompt, options: rest });
-    return new WorkerGeneration(this.#worker, message, signal, this.config.n_ctx);
+    return new WorkerGeneration(this.#worker, message, [signal, this.#disposal.signal, disposal], this.config.n_ctx);
   }
 
   // Like generate(), waits for a reload after an engine crash. The signal stays here: its abort cancels the request,
@@ -115,9 +117,11 @@ class WorkerModel extends DescribedModel {
     return this.#usable;
   }
 
+  // Generations still running end at the worker's next token, as an abort of their signal ends them.
   async dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#disposal.abort();
     this.#stopWatchingCrashes();
     try {
       await this.#usable;  // a reload under way (not one more try after a failed one)
@@ -157,22 +161,23 @@ class WorkerGeneration {
   sequences = [];
   #iterator;
 
-  // message() -> Promise of the generate request (it waits for a model being loaded again).
-  constructor(worker, message, signal, contextSize) {
+  // message() -> Promise of the generate request (it waits for a model being loaded again); signals: those whose
+  // abort ends the run (undefined ones left out)
+  constructor(worker, message, signals, contextSize) {
     this.stats = createStats(contextSize);
-    this.#iterator = this.#run(worker, message, signal);
+    this.#iterator = this.#run(worker, message, signals.filter((signal) => signal !== undefined));
   }
 
   [Symbol.asyncIterator]() {
     return this.#iterator;
   }
 
-  async *#run(worker, message, signal) {
+  async *#run(worker, message, signals) {
     const queue = new PieceQueue();
     const cancel = new AbortController();
     const onAbort = () => cancel.abort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    if (signal?.aborted) cancel.abort();
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
+    if (signals.some((signal) => signal.aborted)) cancel.abort();
     const onPiece = (piece, stats) => {
       Object.assign(this.stats, stats);
       queue.push(piece);
@@ -190,7 +195,7 @@ class WorkerGeneration {
     try {
       yield* queue;
     } finally {
-      signal?.removeEventListener('abort', onAbort);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
       if (!queue.settled) {
         cancel.abort();  // the consumer left the loop early
         this.stats.stopReason ??= 'abort';
