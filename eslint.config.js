@@ -45,9 +45,10 @@ export default [
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
     },
   },
-  // Jest suites run in Node; Playwright specs run in Node and hand callbacks to the page (page.evaluate).
+  // Jest suites run in Node; Playwright specs and the cross-browser suite run in Node and hand callbacks to the page
+  // (page.evaluate, session.evaluate).
   { files: ['tests/js/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.jest } } },
-  { files: ['tests/e2e/**/*.js'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
+  { files: ['tests/e2e/**/*.js', 'tests/browsers/**/*.{js,mjs}'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
   { files: ['tools/**/*.mjs', 'tests/fuzz/**/*.mjs', 'tests/bundler-example/build.mjs', '*.config.js'], languageOptions: { globals: globals.node } },
   { files: ['tests/bundler-example/main.js'], languageOptions: { globals: globals.browser } },
   { files: ['tools/bench/runtimes.mjs'], languageOptions: { globals: { ...globals.node, ...globals.browser } } },

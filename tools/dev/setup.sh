@@ -12,10 +12,12 @@ fi
 
 # Debian/Ubuntu packages: compilers and CMake, Eigen and GoogleTest for the native engine and its
 # tests, Emscripten for the WebAssembly build, clang 16 and its wasm-ld for the relaxed-SIMD wasm build
-# (tools/toolchain/README.md), Chromium for the end-to-end tests, clang-format for the C++ style check (npm run
-# lint), Python with NumPy for the Python tools and their checks (ctest) and pyflakes3 to lint them (npm run lint).
-required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten clang-16 lld-16 chromium clang
-                   libclang-rt-14-dev clang-format python3 python3-numpy pyflakes3)
+# (tools/toolchain/README.md), Chromium for the end-to-end tests, Firefox ESR, and WebKitGTK's WebDriver with its
+# MiniBrowser on a virtual X server (Xvfb), for the cross-browser tests (tests/browsers/), clang-format for the C++
+# style check (npm run lint), Python with NumPy for the Python tools and their checks (ctest) and pyflakes3 to lint
+# them (npm run lint).
+required_packages=(g++ cmake make libeigen3-dev libgtest-dev emscripten clang-16 lld-16 chromium firefox-esr
+                   webkit2gtk-driver xvfb clang libclang-rt-14-dev clang-format python3 python3-numpy pyflakes3)
 
 missing=()
 for package in "${required_packages[@]}"; do
