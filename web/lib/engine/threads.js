@@ -7,6 +7,8 @@ import { LIMITS } from './engine_constants.js';
 // the forward pass split over a pool of workers, needs SharedArrayBuffer: a cross-origin-isolated page or worker,
 // or Node). resolveThreads() picks the thread count, 1 meaning the single-thread build.
 export const MAX_AUTO_THREADS = 8;
+// The fewest threads the core probe may cut a browser's reported cores to (planThreads).
+const MIN_MEASURED_THREADS = 2;
 // The engine's limit (gpt2::ThreadPool::kMaxThreads): each thread is a worker with its own stack and scratch memory,
 // and the forward pass gains nothing from more threads than cores.
 export const MAX_THREADS = LIMITS.maxThreads;
@@ -48,7 +50,9 @@ export function checkThreads(threads) {
 // -> { threads, reason }: the thread count to use in this realm for the `threads` option, and, when that is 1 where
 // more were asked for, why (ONE_THREAD_REASONS; null otherwise). 'auto' is the cores, at most MAX_AUTO_THREADS: in
 // Node those the process may use; in browsers those the browser reports, cut to the threads measured to run at once
-// (core_probe.js), since browsers may report more cores than the machine has. A count is taken as asked.
+// (core_probe.js), since browsers may report more cores than the machine has, but not below two where it reports two
+// or more: a measure taken while other programs hold a core comes out low, and two threads on one free core cost
+// little, where one thread on two cores halves the speed. A count is taken as asked.
 export async function planThreads(threads = DEFAULT_THREADS) {
   checkThreads(threads);
   const plan = (count, reason = null) => ({ threads: count, reason: count === 1 && threads !== 1 ? reason : null });
@@ -57,7 +61,7 @@ export async function planThreads(threads = DEFAULT_THREADS) {
   if (IS_NODE) return plan(Math.min((await importNodeBuiltin('os')).availableParallelism(), MAX_AUTO_THREADS), ONE_THREAD_REASONS.oneCore);
   const reported = Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency || 1, MAX_AUTO_THREADS));
   try {
-    return plan(await measuredThreads(reported), ONE_THREAD_REASONS.oneCore);
+    return plan(Math.max(Math.min(reported, MIN_MEASURED_THREADS), await measuredThreads(reported)), ONE_THREAD_REASONS.oneCore);
   } catch {
     return plan(1, ONE_THREAD_REASONS.unmeasured);
   }
