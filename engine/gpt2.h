@@ -246,6 +246,10 @@ const char* weight_format_name(WeightFormat format);
 const char* kv_cache_format_name(KvCacheFormat format);
 bool parse_kv_cache_format(const std::string& name, KvCacheFormat* format);
 
+// The tokens a full window keeps when Session::step() slides it (its context policy, below), the new one
+// included: n_ctx / 2, at least 1.
+int slide_kept_tokens(int n_ctx);
+
 // Run state of one generation: KV cache, activations, token window, sampler. Everything is allocated by
 // create(); feeding tokens allocates nothing. The decoding modes beyond one token at a time (engine/decoding/:
 // speculation, several sequences, beam search, scoring) run over a session through its primitives below.

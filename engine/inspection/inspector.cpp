@@ -149,7 +149,7 @@ bool Inspector::feed_prompt(const int32_t* ids, size_t n, bool reuse) {
 bool Inspector::feed_step(int32_t id) {
     const int n_ctx = session_.model().config().n_ctx, before = session_.n_cached();
     const bool slide = before == n_ctx;
-    const int keep = std::max(n_ctx / 2, 1);  // Session::feed_step's slide
+    const int keep = slide_kept_tokens(n_ctx);
     const int last = slide ? keep - 1 : before;
     return observe(last, [&] {
         if (!session_.feed_step(id)) return false;

@@ -187,6 +187,8 @@ bool Session::prefill_logits(const int32_t* ids, size_t n, float* all_logits) {
     return true;
 }
 
+int slide_kept_tokens(int n_ctx) { return n_ctx / 2 > 0 ? n_ctx / 2 : 1; }
+
 int Session::step(int32_t id) { return refuse_recording("step") || !feed_step(id) ? -1 : sample(); }
 
 bool Session::feed_step(int32_t id) {
@@ -197,7 +199,7 @@ bool Session::feed_step(int32_t id) {
     if (n_cached_ == n_ctx) {
         // Sliding window: keep the newest n_ctx / 2 tokens (the new one included) and re-prefill them, so
         // positions restart at 0 and the next n_ctx / 2 steps are cheap cached steps again.
-        const int keep = n_ctx / 2 > 0 ? n_ctx / 2 : 1;
+        const int keep = slide_kept_tokens(n_ctx);
         std::memmove(tokens, tokens + (n_ctx - (keep - 1)), sizeof(int32_t) * (keep - 1));
         tokens[keep - 1] = id;
         feed_from_scratch(tokens, size_t(keep), nullptr);
